@@ -1,0 +1,63 @@
+# Two commands do everything on a fresh machine: `make demo` and `make test`.
+# Each creates or reuses .venv and installs only what changed (stamp files), so a second run is fast.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check -q
+LLAMA_VERSION := 0.3.36
+# The native llama.cpp build crashed (SIGSEGV in llama_decode) on these CPUs; these flags are safe everywhere.
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF
+# pip caches wheels without regard to CMAKE_ARGS, so we keep our own wheel, keyed by version and flags.
+LLAMA_WHEELS := $(HOME)/.cache/utu/wheels/llama-$(LLAMA_VERSION)-$(shell echo '$(LLAMA_CMAKE_ARGS)' | cksum | cut -d' ' -f1)
+
+.PHONY: install install-local install-phoenix install-rl demo test test-fast lint bench phoenix clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.core: pyproject.toml | $(PY)
+	$(PIP) install -e '.[dev]'
+	touch $@
+
+$(VENV)/.local: | $(VENV)/.core
+	@if ! ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1; then \
+		echo "building llama-cpp-python $(LLAMA_VERSION) (once, about 5 minutes on 2 cores)..."; \
+		mkdir -p $(LLAMA_WHEELS); \
+		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) wheel --no-cache-dir --no-deps "llama-cpp-python==$(LLAMA_VERSION)" -w $(LLAMA_WHEELS); \
+	fi
+	$(PIP) install --find-links $(LLAMA_WHEELS) "llama-cpp-python[server]==$(LLAMA_VERSION)" -e '.[local]'
+	touch $@
+
+install: $(VENV)/.core
+install-local: $(VENV)/.local
+
+install-phoenix: $(VENV)/.core
+	$(PIP) install -e '.[phoenix]'
+
+install-rl: $(VENV)/.core
+	$(PIP) install torch==2.13.0
+	$(PIP) install -e '.[rl]'
+
+demo: install-local
+	$(PY) scripts/demo.py
+
+# The whole suite, integration tests included (real llama.cpp model, real PostgreSQL).
+test: install-local
+	@UTU_TEST_PG_URL=$$(bash scripts/dev/postgres.sh start) && export UTU_TEST_PG_URL && \
+		$(PY) -m pytest -q $(PYTEST_ARGS); status=$$?; bash scripts/dev/postgres.sh stop; exit $$status
+
+# Unit tests only: the stub LLM and SQLite, no servers.
+test-fast: install
+	$(PY) -m pytest -q -m "not integration" $(PYTEST_ARGS)
+
+lint: install
+	$(PY) -m ruff check utu scripts tests benchmarks
+	$(PY) -m ruff format --check utu scripts tests benchmarks
+
+bench: install
+	$(PY) benchmarks/llm_client_overhead.py
+
+clean:
+	-$(PY) -m utu.llm.local stop
+	rm -rf .utu utu.db utu.db-* .pytest_cache

@@ -1,0 +1,101 @@
+"""Shared fixtures: the scripted stub LLM, SQLite and PostgreSQL databases, the real embedded model."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from utu.config import ModelConfig
+from utu.db import Database
+from utu.llm import LLMClient, UsageTracker
+from utu.llm.stub import StubScript, StubServer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def stub():
+    """`stub(script)` starts a stub LLM server for this test; all are stopped afterwards."""
+    servers: list[StubServer] = []
+
+    def start(script: StubScript | None = None) -> StubServer:
+        server = StubServer(script).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def fast_config(**overrides) -> ModelConfig:
+    """A model config with short backoffs so that retry tests run quickly."""
+    values = {"retry_base_delay": 0.01, "retry_max_delay": 0.05, "timeout": 5.0} | overrides
+    return ModelConfig(**values)
+
+
+def client_for(server: StubServer, usage: UsageTracker | None = None, **config) -> LLMClient:
+    return LLMClient(fast_config(**config), base_url=server.base_url, model="stub-model", api_key="k", usage=usage)
+
+
+@pytest.fixture
+async def sqlite_db(tmp_path):
+    db = Database(f"sqlite:///{tmp_path / 'test.db'}")
+    await db.create_tables()
+    yield db
+    await db.dispose()
+
+
+@pytest.fixture(scope="session")
+def pg_url():
+    """A real PostgreSQL on loopback: UTU_TEST_PG_URL (set by `make test`), else started here."""
+    url = os.environ.get("UTU_TEST_PG_URL")
+    started = False
+    if not url:
+        result = subprocess.run(["bash", str(ROOT / "scripts/dev/postgres.sh"), "start"], capture_output=True, text=True)
+        if result.returncode != 0:
+            pytest.fail(f"could not start PostgreSQL: {result.stderr.strip()}")
+        url, started = result.stdout.strip(), True
+    yield url
+    if started:
+        subprocess.run(["bash", str(ROOT / "scripts/dev/postgres.sh"), "stop"], check=False)
+
+
+@pytest.fixture
+async def pg_db(pg_url):
+    from sqlalchemy import text
+
+    db = Database(pg_url)
+    async with db.engine.begin() as conn:  # a clean schema for each test
+        await conn.execute(text("DROP SCHEMA public CASCADE"))
+        await conn.execute(text("CREATE SCHEMA public"))
+    await db.create_tables()
+    yield db
+    await db.dispose()
+
+
+@pytest.fixture(scope="session")
+def local_model(tmp_path_factory):
+    """The real embedded llama.cpp server, started once for the session in a private state dir."""
+    from utu.llm import local
+
+    state = tmp_path_factory.mktemp("local_llm_state")
+    old = os.environ.get("UTU_STATE_DIR")
+    os.environ["UTU_STATE_DIR"] = str(state)
+    server, _ = local.serve()
+    yield server
+    local.stop()
+    if old is None:
+        del os.environ["UTU_STATE_DIR"]
+    else:
+        os.environ["UTU_STATE_DIR"] = old
+
+
+def run_script(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run one of our scripts as a user would, with the project's Python."""
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, cwd=cwd or ROOT, env={**os.environ, **(env or {})},
+        timeout=600,
+    )

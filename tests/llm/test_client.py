@@ -1,0 +1,167 @@
+"""The LLM client against the scripted stub: retries, Retry-After, errors, usage, concurrency, structured output."""
+
+import asyncio
+import time
+
+import pytest
+from pydantic import BaseModel
+
+from tests.conftest import client_for
+from utu.config import Pricing
+from utu.errors import LLMError, StructuredOutputError
+from utu.llm import UsageTracker
+from utu.llm.stub import StubScript, count_tokens
+
+USER = [{"role": "user", "content": "what is one plus one"}]
+
+
+@pytest.mark.parametrize("fault", ["http500", "http429", "malformed", "hang"])
+async def test_each_transient_fault_is_retried_then_succeeds(stub, fault):
+    server = stub(StubScript(replies=["two"], fault_sequence=[fault], retry_after=0.01, hang_seconds=3))
+    client = client_for(server, timeout=0.5)
+    reply = await client.chat(USER)
+    assert reply.content == "two"
+    assert reply.attempts == 2
+    assert server.request_count == 2
+    assert server.faults_served == [fault]
+
+
+async def test_retries_are_bounded_and_then_raise(stub):
+    server = stub(StubScript(fault_sequence=["http500"] * 10))
+    client = client_for(server, max_retries=3)
+    with pytest.raises(LLMError, match="HTTP 500 after 4 attempt"):
+        await client.chat(USER)
+    assert server.request_count == 4
+
+
+async def test_backoff_grows_between_attempts(stub):
+    server = stub(StubScript(replies=["ok"], fault_sequence=["http500"] * 3))
+    client = client_for(server, retry_base_delay=0.1, retry_max_delay=1.0)
+    start = time.perf_counter()
+    await client.chat(USER)
+    # Exponential: at least 0.1 + 0.2 + 0.4 seconds of waiting before the 4th attempt.
+    assert time.perf_counter() - start >= 0.7
+
+
+async def test_retry_after_is_honoured(stub):
+    server = stub(StubScript(replies=["ok"], fault_sequence=["http429"], retry_after=0.6))
+    client = client_for(server, retry_base_delay=0.01, retry_max_delay=0.02)
+    start = time.perf_counter()
+    await client.chat(USER)
+    assert time.perf_counter() - start >= 0.6
+
+
+async def test_no_retry_on_auth_error_and_the_message_names_the_variable(stub):
+    server = stub(StubScript(fault_sequence=["http401"]))
+    with pytest.raises(LLMError, match="UTU_LLM_API_KEY") as info:
+        await client_for(server).chat(USER)
+    assert "401" in str(info.value)
+    assert server.request_count == 1
+
+
+async def test_no_retry_on_bad_request(stub):
+    server = stub(StubScript(fault_sequence=["http400"]))
+    with pytest.raises(LLMError, match="UTU_LLM_MODEL"):
+        await client_for(server).chat(USER)
+    assert server.request_count == 1
+
+
+async def test_usage_totals_are_exact_and_priced(stub):
+    replies = ["one two three", "four five", "six"]
+    server = stub(StubScript(replies=replies))
+    usage = UsageTracker()
+    client = client_for(server, usage=usage, pricing=Pricing(input_per_million=2.0, output_per_million=10.0))
+    for tag in ("a", "a", "b"):
+        await client.chat(USER, tag=tag)
+    prompt = 3 * count_tokens(USER[0]["content"])
+    completion = sum(count_tokens(r) for r in replies)
+    total = usage.total()
+    assert (total.calls, total.prompt_tokens, total.completion_tokens) == (3, prompt, completion)
+    assert usage.by_tag["a"].calls == 2 and usage.by_tag["b"].completion_tokens == 1
+    assert total.cost == pytest.approx((prompt * 2.0 + completion * 10.0) / 1e6)
+
+
+async def test_failed_calls_add_no_usage(stub):
+    server = stub(StubScript(fault_sequence=["http401"]))
+    usage = UsageTracker()
+    with pytest.raises(LLMError):
+        await client_for(server, usage=usage).chat(USER)
+    assert usage.total().calls == 0
+
+
+async def test_concurrency_is_bounded_per_client(stub):
+    server = stub(StubScript(replies=["ok"], latency=0.1))
+    client = client_for(server, concurrency=3)
+    await asyncio.gather(*(client.chat(USER) for _ in range(12)))
+    assert server.max_in_flight == 3
+
+
+async def test_per_call_timeout(stub):
+    server = stub(StubScript(fault_sequence=["hang"] * 5, hang_seconds=5))
+    client = client_for(server, timeout=0.2, max_retries=1)
+    start = time.perf_counter()
+    with pytest.raises(LLMError, match="Timeout"):
+        await client.chat(USER)
+    assert time.perf_counter() - start < 3
+    assert server.request_count == 2
+
+
+class Answer(BaseModel):
+    value: int
+    unit: str
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '{"value": 3, "unit": "apples"}',
+        'Here you go:\n```json\n{"value": 3, "unit": "apples"}\n```\nHope it helps.',
+        'Sure. The answer is {"value": 3, "unit": "apples"} as requested.',
+    ],
+    ids=["clean", "fenced", "prose"],
+)
+async def test_structured_output_parses_clean_fenced_and_prose_json(stub, reply):
+    server = stub(StubScript(replies=[reply]))
+    result = await client_for(server, structured_output="text").structured(USER, Answer)
+    assert result == Answer(value=3, unit="apples")
+    assert server.request_count == 1
+
+
+async def test_structured_output_retries_once_showing_the_validation_error(stub):
+    server = stub(StubScript(replies=['{"value": "many"}', '{"value": 4, "unit": "pears"}']))
+    result = await client_for(server, structured_output="text").structured(USER, Answer)
+    assert result.value == 4
+    retry_prompt = server.requests[1]["messages"][-1]["content"]
+    assert "invalid" in retry_prompt and "value" in retry_prompt and "unit" in retry_prompt
+
+
+async def test_structured_output_gives_a_typed_error_after_the_retry(stub):
+    server = stub(StubScript(replies=["not json at all", "still not json"]))
+    with pytest.raises(StructuredOutputError) as info:
+        await client_for(server, structured_output="text").structured(USER, Answer)
+    assert info.value.raw == "still not json"
+    assert server.request_count == 2
+
+
+async def test_structured_output_empty_content_is_invalid(stub):
+    server = stub(StubScript(replies=[""]))
+    with pytest.raises(StructuredOutputError, match="empty"):
+        await client_for(server, structured_output="text").structured(USER, Answer)
+
+
+async def test_json_schema_mode_sends_the_schema(stub):
+    server = stub(StubScript(replies=['{"value": 1, "unit": "x"}']))
+    await client_for(server, structured_output="json_schema").structured(USER, Answer)
+    fmt = server.requests[0]["response_format"]
+    assert fmt["type"] == "json_schema"
+    assert fmt["json_schema"]["schema"]["required"] == ["value", "unit"]
+
+
+async def test_auto_mode_falls_back_to_text_when_response_format_is_rejected(stub):
+    server = stub(StubScript(replies=['{"value": 2, "unit": "y"}'], fault_sequence=["http400"]))
+    client = client_for(server, structured_output="auto")
+    assert (await client.structured(USER, Answer)).value == 2
+    assert (await client.structured(USER, Answer)).value == 2
+    # First request (with response_format) rejected; afterwards text mode only.
+    assert "response_format" in server.requests[0]
+    assert all("response_format" not in r for r in server.requests[1:])

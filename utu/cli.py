@@ -1,0 +1,38 @@
+"""What every script shares: .env loading, logging, and turning a `UtuError` into exit code 2."""
+
+import asyncio
+import logging
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from dotenv import find_dotenv, load_dotenv
+from rich.logging import RichHandler
+
+from utu.errors import UtuError
+
+
+def setup(verbose: bool = False) -> None:
+    # Variables already exported in the shell win over .env (the reference implementation did the reverse).
+    load_dotenv(find_dotenv(usecwd=True), override=False)
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(message)s",
+        handlers=[RichHandler(show_path=False, rich_tracebacks=True, console=None)],
+    )
+    for noisy in ("httpx", "httpx2", "openai", "aiosqlite"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def run(main: Callable[[], Coroutine[Any, Any, int | None]]) -> None:
+    """Run an async entry point; user errors print one line each and exit 2."""
+    try:
+        code = asyncio.run(main())
+    except UtuError as e:
+        for line in str(e).splitlines() or [type(e).__name__]:
+            print(f"error: {line}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("interrupted: finished work is saved; run the same command again to resume", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(code or 0)

@@ -1,0 +1,86 @@
+"""Load YAML configs with Hydra's compose API and validate them with pydantic.
+
+Every error becomes a `ConfigError` whose message has one line per bad field, naming the YAML file that
+field comes from, so a user knows exactly what to edit.
+"""
+
+import os
+from pathlib import Path
+from typing import TypeVar
+
+from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+from pydantic import BaseModel, ValidationError
+
+from utu.errors import ConfigError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def config_root() -> Path:
+    """The `configs/` folder: `UTU_CONFIG_DIR`, else the one beside the package (repo checkout)."""
+    env = os.environ.get("UTU_CONFIG_DIR")
+    return Path(env).resolve() if env else Path(__file__).resolve().parents[2] / "configs"
+
+
+def compose_dict(group: str, name: str, overrides: list[str] | None = None) -> tuple[dict, dict[str, Path]]:
+    """Compose `configs/<group>/<name>.yaml` with overrides; return the resolved dict and the file of
+    each package (dotted prefix -> YAML file), which is used to name files in error messages."""
+    root = config_root()
+    name = name.removesuffix(".yaml")
+    primary = root / group / f"{name}.yaml"
+    if not primary.is_file():
+        available = sorted(str(p.relative_to(root / group).with_suffix("")) for p in (root / group).rglob("*.yaml"))
+        raise ConfigError(f"{primary}: no such config; available under {group}/: {', '.join(available) or 'none'}")
+    try:
+        with initialize_config_dir(config_dir=str(root), version_base="1.3"):
+            cfg = compose(config_name=f"{group}/{name}", overrides=list(overrides or []), return_hydra_config=True)
+    except (HydraException, OmegaConfBaseException) as e:
+        raise ConfigError(f"{primary}: {_one_line(e)}") from e
+    files = {"": primary}
+    for key, option in cfg.hydra.runtime.choices.items():
+        if option is None or key.startswith("hydra/"):
+            continue
+        grp, _, package = key.partition("@")
+        files[package] = root / grp.lstrip("/") / f"{option}.yaml"
+    OmegaConf.set_struct(cfg, False)
+    del cfg["hydra"]
+    try:
+        data = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    except OmegaConfBaseException as e:
+        key = getattr(e, "full_key", "") or ""
+        raise ConfigError(f"{_file_of(files, key)}: {key or 'config'}: {_one_line(e)}") from e
+    return data, files
+
+
+def load_config(group: str, name: str, model: type[M], overrides: list[str] | None = None) -> M:
+    """Compose and validate a config; raise `ConfigError` with one line per bad field."""
+    data, files = compose_dict(group, name, overrides)
+    return validate(data, model, files)
+
+
+def validate(data: dict, model: type[M], files: dict[str, Path]) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        lines = []
+        for err in e.errors():
+            key = ".".join(str(p) for p in err["loc"])
+            got = f" (got {err['input']!r})" if err["type"] != "missing" else ""
+            lines.append(f"{_file_of(files, key)}: {key}: {err['msg']}{got}")
+        raise ConfigError("\n".join(lines)) from e
+
+
+def _file_of(files: dict[str, Path], key: str) -> Path:
+    """The file of the deepest package that contains `key`."""
+    best = ""
+    for package in files:
+        if package and (key == package or key.startswith(package + ".")) and len(package) > len(best):
+            best = package
+    return files[best]
+
+
+def _one_line(e: Exception) -> str:
+    return " ".join(str(e).split())

@@ -1,0 +1,141 @@
+"""Read data set files in the upload format and store them in the `data` table, all or nothing.
+
+One JSON object per line:
+    {"dataset": "Name", "source": "training_free_grpo", "question": "...", "answer": "..." | 12 | null,
+     "level": ..., "topic": ..., "meta": {...}}
+Only `question` is required. Other keys are kept in `meta`.
+"""
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
+from sqlalchemy import delete, func, select
+
+from utu.db.engine import Database
+from utu.db.models import DatasetSample
+from utu.errors import DataError
+
+DEFAULT_SOURCE = "training_free_grpo"
+KNOWN_KEYS = {"dataset", "source", "question", "answer", "level", "topic", "meta"}
+
+
+class DatasetLine(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: StrictStr | None = None
+    source: StrictStr = DEFAULT_SOURCE
+    question: StrictStr = Field(min_length=1)
+    answer: StrictStr | int | float | None = None
+    level: StrictStr | int | None = None
+    topic: StrictStr | None = None
+    meta: dict[str, Any] | None = None
+
+    @field_validator("question")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be blank")
+        return v
+
+    @field_validator("answer", mode="before")
+    @classmethod
+    def _no_bool(cls, v: object) -> object:
+        if isinstance(v, bool):
+            raise ValueError("must be a string, a number or null, not a boolean")
+        return v
+
+
+def parse_dataset_file(path: Path, dataset_name: str | None = None) -> tuple[str, list[DatasetLine]]:
+    """Validate every line. Raise `DataError` listing each bad line as `FILE:LINE: reason`.
+
+    Returns the data set name (the argument, else the lines' `dataset` field) and the rows.
+    """
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    rows: list[DatasetLine] = []
+    problems: list[str] = []
+    with path.open(encoding="utf-8") as f:
+        for number, text in enumerate(f, start=1):
+            if not text.strip():
+                continue
+            try:
+                row = _parse_line(text)
+            except ValueError as e:
+                problems.append(f"{path}:{number}: {e}")
+                continue
+            name = dataset_name or row.dataset
+            if row.dataset and dataset_name and row.dataset != dataset_name:
+                problems.append(f"{path}:{number}: dataset {row.dataset!r} differs from --dataset_name {dataset_name!r}")
+            elif name is None:
+                problems.append(f"{path}:{number}: no dataset name: add a \"dataset\" field or pass --dataset_name")
+            elif rows and name != (dataset_name or rows[0].dataset):
+                problems.append(f"{path}:{number}: dataset {name!r} differs from earlier lines ({rows[0].dataset!r})")
+            rows.append(row)
+    if problems:
+        raise DataError("\n".join(problems))
+    if not rows:
+        raise DataError(f"{path}: the file has no data lines")
+    return dataset_name or rows[0].dataset or "", rows
+
+
+def _parse_line(text: str) -> DatasetLine:
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not valid JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    extra = {k: obj.pop(k) for k in list(obj) if k not in KNOWN_KEYS}
+    if extra:
+        meta = obj.get("meta")
+        obj["meta"] = {**extra, **meta} if isinstance(meta, dict) else (meta if meta is not None else extra)
+    try:
+        return DatasetLine.model_validate(obj)
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "line"
+        raise ValueError(f"field '{field}': {err['msg'].removeprefix('Value error, ').lower()}" + ("" if err["type"] == "missing" else f" (got {err['input']!r})")) from None
+
+
+def answer_text(answer: str | int | float | None) -> str | None:
+    if answer is None or isinstance(answer, str):
+        return answer
+    if isinstance(answer, float) and answer.is_integer():
+        return str(int(answer))
+    return str(answer)
+
+
+async def dataset_size(db: Database, name: str) -> int:
+    async with db.sessions() as session:
+        return await session.scalar(select(func.count()).select_from(DatasetSample).where(DatasetSample.dataset == name))
+
+
+async def store_dataset(
+    db: Database, name: str, rows: list[DatasetLine], mode: Literal["new", "replace", "append"] = "new"
+) -> int:
+    """Write the rows in one transaction. `new` refuses an existing data set. Returns rows written."""
+    async with db.transaction() as session:
+        existing = await session.scalar(
+            select(func.count()).select_from(DatasetSample).where(DatasetSample.dataset == name)
+        )
+        if existing and mode == "new":
+            raise DataError(
+                f"data set {name!r} already has {existing} rows in {db.describe()}: pass --replace to overwrite it "
+                "or --append to add to it"
+            )
+        start = 0
+        if mode == "replace":
+            await session.execute(delete(DatasetSample).where(DatasetSample.dataset == name))
+        elif existing:
+            start = 1 + await session.scalar(select(func.max(DatasetSample.index)).where(DatasetSample.dataset == name))
+        session.add_all(
+            DatasetSample(
+                dataset=name, index=start + i, source=row.source, question=row.question,
+                answer=answer_text(row.answer), level=None if row.level is None else str(row.level),
+                topic=row.topic, meta=row.meta,
+            )
+            for i, row in enumerate(rows)
+        )
+    return len(rows)

@@ -1,0 +1,78 @@
+"""Engine and sessions. SQLite (WAL, immediate write transactions) by default; Postgres by URL.
+
+`UTU_DB_URL` is any SQLAlchemy URL. Sync driver names are mapped to their async twins
+(`sqlite://` -> `sqlite+aiosqlite://`, `postgresql://` -> `postgresql+psycopg://`), so users can paste
+the URL they already have.
+"""
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+
+from utu.db.models import Base
+
+DEFAULT_SQLITE_FILE = "utu.db"
+
+
+def database_url(url: str | None = None) -> str:
+    """The async URL to use: the argument, else `UTU_DB_URL`, else `./utu.db` (SQLite)."""
+    url = url or os.environ.get("UTU_DB_URL") or f"sqlite:///{Path.cwd() / DEFAULT_SQLITE_FILE}"
+    parsed = make_url(url)
+    if parsed.drivername == "sqlite":
+        parsed = parsed.set(drivername="sqlite+aiosqlite")
+    elif parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg2"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
+
+
+class Database:
+    """One engine plus a session factory. Create per run; `await db.dispose()` at the end."""
+
+    def __init__(self, url: str | None = None):
+        self.url = database_url(url)
+        self.is_sqlite = self.url.startswith("sqlite")
+        if self.is_sqlite:
+            self.engine: AsyncEngine = create_async_engine(self.url, connect_args={"timeout": 60})
+            _configure_sqlite(self.engine)
+        else:
+            self.engine = create_async_engine(self.url, pool_size=20, max_overflow=40, pool_pre_ping=True)
+        self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+
+    async def create_tables(self) -> None:
+        async with self.engine.begin() as conn:
+            await conn.run_sync(Base.metadata.create_all)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncSession]:
+        """A session whose work commits on success and rolls back on any error: all or nothing."""
+        async with self.sessions() as session, session.begin():
+            yield session
+
+    async def dispose(self) -> None:
+        await self.engine.dispose()
+
+    def describe(self) -> str:
+        return make_url(self.url).render_as_string(hide_password=True)
+
+
+def _configure_sqlite(engine: AsyncEngine) -> None:
+    # Python's sqlite3 only opens a transaction before DML, so a read-then-write races other writers and
+    # silently loses updates. Take the write lock up front (BEGIN IMMEDIATE) and let writers wait.
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=60000")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")

@@ -1,0 +1,72 @@
+"""SQLAlchemy 2.x typed models. Table names match Youtu-Agent (`data`, `evaluation_data`) so users find them.
+
+Unique keys make retries idempotent: a data set row is (dataset, index); an attempt is
+(exp_id, dataset_index, attempt).
+"""
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Float, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class DatasetSample(Base):
+    """One question of an uploaded data set."""
+
+    __tablename__ = "data"
+    __table_args__ = (UniqueConstraint("dataset", "index", name="uq_data_dataset_index"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    dataset: Mapped[str] = mapped_column(String(200), index=True)
+    index: Mapped[int] = mapped_column(Integer)
+    source: Mapped[str] = mapped_column(String(100), default="training_free_grpo")
+    question: Mapped[str] = mapped_column(Text)
+    answer: Mapped[str | None] = mapped_column(Text, nullable=True)
+    topic: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    level: Mapped[str | None] = mapped_column(String(50), nullable=True)
+    meta: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class EvaluationSample(Base):
+    """One attempt at one question within an experiment: the rollout, then its judgement.
+
+    `stage` moves init -> rollout -> judged; a failed attempt keeps its `error` and stays out of rewards.
+    """
+
+    __tablename__ = "evaluation_data"
+    __table_args__ = (UniqueConstraint("exp_id", "dataset_index", "attempt", name="uq_eval_exp_index_attempt"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    exp_id: Mapped[str] = mapped_column(String(200), index=True)
+    dataset: Mapped[str] = mapped_column(String(200))
+    dataset_index: Mapped[int] = mapped_column(Integer)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    source: Mapped[str] = mapped_column(String(100), default="training_free_grpo")
+    level: Mapped[str | None] = mapped_column(String(50), nullable=True)
+    raw_question: Mapped[str] = mapped_column(Text)
+    augmented_question: Mapped[str | None] = mapped_column(Text, nullable=True)
+    correct_answer: Mapped[str | None] = mapped_column(Text, nullable=True)
+    response: Mapped[str | None] = mapped_column(Text, nullable=True)
+    trajectories: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+    reward: Mapped[float | None] = mapped_column(Float, nullable=True)
+    reasoning: Mapped[str | None] = mapped_column(Text, nullable=True)
+    correct: Mapped[bool | None] = mapped_column(nullable=True)
+    stage: Mapped[str] = mapped_column(String(20), default="init", index=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    time_cost: Mapped[float | None] = mapped_column(Float, nullable=True)
+    tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    tool_calls: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    trace_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    meta: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)

@@ -1,0 +1,25 @@
+"""Typed errors a user can hit. Scripts turn each into one line on stderr and exit code 2."""
+
+
+class UtuError(Exception):
+    """Base class for errors caused by input, configuration or the environment (not by a bug)."""
+
+
+class ConfigError(UtuError):
+    """A config file, field or flag is invalid."""
+
+
+class DataError(UtuError):
+    """A data file or data set is invalid or missing."""
+
+
+class LLMError(UtuError):
+    """An LLM endpoint failed in a way retries cannot fix."""
+
+
+class StructuredOutputError(LLMError):
+    """The model did not return JSON matching the requested schema, even after a retry."""
+
+    def __init__(self, message: str, raw: str | None = None):
+        super().__init__(message)
+        self.raw = raw

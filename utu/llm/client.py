@@ -1,0 +1,248 @@
+"""The one async LLM client: bounded concurrency, per-call timeout, retries with backoff, usage, structured output.
+
+Everything in utu talks to an OpenAI-compatible endpoint through `LLMClient`. The SDK's own retries are off
+(`max_retries=0`) so that one policy, ours, decides: retry 429, 5xx, timeouts, lost connections and
+unreadable replies with exponential backoff and jitter, honouring `Retry-After`; never retry 400/401/403/404,
+whose message names the setting to fix.
+"""
+
+import asyncio
+import email.utils
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import openai
+from openai import AsyncOpenAI
+from pydantic import BaseModel, ValidationError
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from utu.config.models import ModelConfig
+from utu.errors import LLMError, StructuredOutputError
+from utu.llm.json_extract import extract_json
+from utu.llm.usage import Usage, UsageTracker, priced
+
+M = TypeVar("M", bound=BaseModel)
+
+MAX_RETRY_AFTER = 120.0  # seconds; a server asking for longer is treated as a failure
+
+
+@dataclass
+class ChatResponse:
+    content: str
+    message: dict[str, Any]  # the assistant message as a chat dict (content, tool_calls)
+    finish_reason: str | None
+    usage: Usage
+    latency: float
+    attempts: int = 1
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+
+
+class LLMClient:
+    """Async client for one endpoint and model. Create one per model and share it."""
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        usage: UsageTracker | None = None,
+        env_prefix: str = "UTU_LLM",
+    ):
+        self.config = config
+        self.base_url = base_url
+        self.model = model
+        self.usage = usage or UsageTracker()
+        self.env_prefix = env_prefix
+        self._openai = AsyncOpenAI(
+            base_url=base_url, api_key=api_key or "not-needed", max_retries=0, timeout=config.timeout
+        )
+        self._slots = asyncio.Semaphore(config.concurrency)
+        self._json_schema_supported: bool | None = None if config.structured_output == "auto" else (
+            config.structured_output == "json_schema"
+        )
+
+    async def close(self) -> None:
+        await self._openai.close()
+
+    async def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tag: str = "default",
+        tools: list[dict[str, Any]] | None = None,
+        response_format: dict[str, Any] | None = None,
+        **settings: Any,
+    ) -> ChatResponse:
+        """One chat completion, retried on transient failures. Settings override the config's."""
+        params = self.config.model_settings.model_dump(exclude_none=True) | settings
+        if tools:
+            params["tools"] = tools
+        if response_format:
+            params["response_format"] = response_format
+        attempts = 0
+        start = time.perf_counter()
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.config.max_retries + 1),
+            wait=self._wait,
+            retry=retry_if_exception(_is_transient),
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    attempts += 1
+                    async with self._slots:
+                        completion = await self._openai.chat.completions.create(
+                            model=self.model, messages=messages, **params
+                        )
+                    if not completion.choices:
+                        raise _UnreadableReply("the reply has no choices")
+        except openai.APIStatusError as e:
+            raise LLMError(self._explain(e, attempts)) from e
+        except _UNREADABLE as e:
+            raise LLMError(f"{self.base_url}: {type(e).__name__} after {attempts} attempt(s): {e}") from e
+        choice = completion.choices[0]
+        usage = priced(
+            completion.usage.prompt_tokens if completion.usage else 0,
+            completion.usage.completion_tokens if completion.usage else 0,
+            self.config.pricing,
+        )
+        self.usage.record(tag, usage)
+        message = choice.message.model_dump(exclude_none=True, include={"role", "content", "tool_calls"})
+        message.setdefault("content", "")
+        return ChatResponse(
+            content=choice.message.content or "",
+            message=message,
+            finish_reason=choice.finish_reason,
+            usage=usage,
+            latency=time.perf_counter() - start,
+            attempts=attempts,
+            tool_calls=message.get("tool_calls", []),
+        )
+
+    async def structured(self, messages: list[dict[str, Any]], schema: type[M], *, tag: str = "default", **settings) -> M:
+        """A reply parsed and validated as `schema`.
+
+        Uses JSON-schema constrained output where the endpoint supports it; otherwise extracts JSON from
+        the text. An invalid reply is retried once with the validation error shown to the model; a
+        second failure raises `StructuredOutputError` (with the raw reply).
+        """
+        schema_json = schema.model_json_schema()
+        instruction = (
+            "Reply with only a JSON value (no prose, no code fence) that matches this JSON schema:\n"
+            + json.dumps(schema_json)
+        )
+        messages = [*messages, {"role": "user", "content": instruction}] if _last_role(messages) != "user" else [
+            *messages[:-1],
+            {**messages[-1], "content": f"{messages[-1]['content']}\n\n{instruction}"},
+        ]
+        response_format = {
+            "type": "json_schema",
+            "json_schema": {"name": schema.__name__, "schema": schema_json},
+            # llama-cpp-python reads the schema from here ("json_object" + "schema" -> grammar).
+            "schema": schema_json,
+        }
+        raw = await self._structured_call(messages, response_format, tag, settings)
+        try:
+            return _parse(raw, schema)
+        except ValueError as first_error:
+            retry_messages = [
+                *messages,
+                {"role": "assistant", "content": raw},
+                {"role": "user", "content": f"That reply was invalid: {first_error}. Reply again with only the corrected JSON."},
+            ]
+            raw = await self._structured_call(retry_messages, response_format, tag, settings)
+            try:
+                return _parse(raw, schema)
+            except ValueError as e:
+                raise StructuredOutputError(f"{self.model}: no valid {schema.__name__} after a retry: {e}", raw) from e
+
+    async def _structured_call(self, messages, response_format, tag, settings) -> str:
+        if self._json_schema_supported is not False:
+            try:
+                reply = await self.chat(messages, tag=tag, response_format=response_format, **settings)
+                self._json_schema_supported = True
+                return reply.content
+            except LLMError as e:
+                rejected = isinstance(e.__cause__, openai.BadRequestError | openai.UnprocessableEntityError)
+                if not (rejected and self._json_schema_supported is None):
+                    raise
+                self._json_schema_supported = False  # endpoint rejects response_format: use text mode from now on
+        return (await self.chat(messages, tag=tag, **settings)).content
+
+    def _wait(self, retry_state) -> float:
+        exc = retry_state.outcome.exception() if retry_state.outcome else None
+        delay = _retry_after(exc)
+        if delay is not None:
+            return delay
+        backoff = wait_exponential_jitter(
+            multiplier=self.config.retry_base_delay, max=self.config.retry_max_delay, jitter=self.config.retry_base_delay
+        )
+        return backoff(retry_state)
+
+    def _explain(self, e: openai.APIStatusError, attempts: int) -> str:
+        p = self.env_prefix
+        where = f"{self.base_url} (model {self.model!r})"
+        detail = _error_detail(e)
+        if e.status_code == 401:
+            return f"{where}: 401 unauthorized: set a valid {p}_API_KEY (or model_provider.api_key). {detail}"
+        if e.status_code == 403:
+            return f"{where}: 403 forbidden: the key in {p}_API_KEY may not use this model. {detail}"
+        if e.status_code == 404:
+            return f"{where}: 404 not found: check {p}_BASE_URL (usually ends in /v1) and {p}_MODEL. {detail}"
+        if e.status_code in (400, 422):
+            return f"{where}: {e.status_code} bad request: check {p}_MODEL and the model settings. {detail}"
+        return f"{where}: HTTP {e.status_code} after {attempts} attempt(s). {detail}"
+
+
+class _UnreadableReply(Exception):
+    pass
+
+
+# Transient failures besides retryable HTTP statuses: no connection, timeout, a body that is not a completion.
+_UNREADABLE = (openai.APIConnectionError, openai.APIResponseValidationError, json.JSONDecodeError, _UnreadableReply)
+
+
+def _is_transient(e: BaseException) -> bool:
+    if isinstance(e, openai.APIStatusError):
+        return e.status_code in (408, 409, 429) or e.status_code >= 500
+    return isinstance(e, _UNREADABLE)
+
+
+def _retry_after(e: BaseException | None) -> float | None:
+    """Seconds from a `Retry-After` header (delta-seconds or HTTP date), if present and sane."""
+    response = getattr(e, "response", None)
+    if response is None:
+        return None
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value)
+        seconds = parsed.timestamp() - time.time() if parsed else -1
+    return seconds if 0 <= seconds <= MAX_RETRY_AFTER else None
+
+
+def _error_detail(e: openai.APIStatusError) -> str:
+    body = e.body
+    if isinstance(body, dict):
+        body = body.get("message") or body.get("error") or body
+    return " ".join(str(body or e.message).split())[:300]
+
+
+def _last_role(messages: list[dict[str, Any]]) -> str | None:
+    return messages[-1].get("role") if messages else None
+
+
+def _parse(raw: str, schema: type[M]) -> M:
+    try:
+        return schema.model_validate(extract_json(raw))
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'value'}: {err['msg']}" for err in e.errors()[:5])
+        raise ValueError(problems) from e

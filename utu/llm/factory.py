@@ -1,0 +1,27 @@
+"""Build an `LLMClient` from a `ModelConfig`, starting the embedded model when no endpoint is set."""
+
+import logging
+
+from utu.config.models import ModelConfig
+from utu.errors import ConfigError
+from utu.llm import local
+from utu.llm.client import LLMClient
+from utu.llm.usage import UsageTracker
+
+log = logging.getLogger(__name__)
+
+
+def make_client(config: ModelConfig, usage: UsageTracker | None = None, env_prefix: str = "UTU_LLM") -> LLMClient:
+    provider = config.model_provider
+    if provider.base_url:
+        if not provider.model:
+            raise ConfigError(f"{env_prefix}_BASE_URL is set but {env_prefix}_MODEL is not: set the model name")
+        return LLMClient(
+            config, base_url=provider.base_url, model=provider.model, api_key=provider.api_key,
+            usage=usage, env_prefix=env_prefix,
+        )
+    if provider.model and provider.model != local.MODEL_ALIAS:
+        log.warning("%s_MODEL=%s is ignored without %s_BASE_URL", env_prefix, provider.model, env_prefix)
+    # The local server answers one request at a time; more in flight only queue up behind it.
+    local_config = config.model_copy(update={"structured_output": "json_schema"})
+    return LLMClient(local_config, base_url=local.ensure_running(), model=local.MODEL_ALIAS, usage=usage, env_prefix=env_prefix)

@@ -1,0 +1,55 @@
+"""Token and cost accounting: per call (returned with each response) and per run (totals by tag)."""
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from utu.config.models import Pricing
+
+
+@dataclass
+class Usage:
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, other: "Usage") -> None:
+        self.calls += other.calls
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.cost += other.cost
+
+
+def priced(prompt_tokens: int, completion_tokens: int, pricing: Pricing) -> Usage:
+    cost = (prompt_tokens * pricing.input_per_million + completion_tokens * pricing.output_per_million) / 1e6
+    return Usage(calls=1, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=cost)
+
+
+@dataclass
+class UsageTracker:
+    """Run totals by tag (e.g. "rollout", "learner.summary"). Shared by several clients; thread-safe.
+
+    `on_call(tag, usage)` is called after each call, e.g. to write a row or a span attribute.
+    """
+
+    by_tag: dict[str, Usage] = field(default_factory=dict)
+    on_call: Callable[[str, Usage], None] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def record(self, tag: str, usage: Usage) -> None:
+        with self._lock:
+            self.by_tag.setdefault(tag, Usage()).add(usage)
+        if self.on_call is not None:
+            self.on_call(tag, usage)
+
+    def total(self) -> Usage:
+        out = Usage()
+        with self._lock:
+            for u in self.by_tag.values():
+                out.add(u)
+        return out
