@@ -40,10 +40,27 @@ def client_for(server: StubServer, usage: UsageTracker | None = None, **config) 
     return LLMClient(fast_config(**config), base_url=server.base_url, model="stub-model", api_key="k", usage=usage)
 
 
-@pytest.fixture
-async def sqlite_db(tmp_path):
+async def open_sqlite(tmp_path: Path) -> Database:
     db = Database(f"sqlite:///{tmp_path / 'test.db'}")
     await db.create_tables()
+    return db
+
+
+async def open_postgres(url: str) -> Database:
+    """A database with a clean schema (each test starts empty)."""
+    from sqlalchemy import text
+
+    db = Database(url)
+    async with db.engine.begin() as conn:
+        await conn.execute(text("DROP SCHEMA public CASCADE"))
+        await conn.execute(text("CREATE SCHEMA public"))
+    await db.create_tables()
+    return db
+
+
+@pytest.fixture
+async def sqlite_db(tmp_path):
+    db = await open_sqlite(tmp_path)
     yield db
     await db.dispose()
 
@@ -63,15 +80,13 @@ def pg_url():
         subprocess.run(["bash", str(ROOT / "scripts/dev/postgres.sh"), "stop"], check=False)
 
 
-@pytest.fixture
-async def pg_db(pg_url):
-    from sqlalchemy import text
-
-    db = Database(pg_url)
-    async with db.engine.begin() as conn:  # a clean schema for each test
-        await conn.execute(text("DROP SCHEMA public CASCADE"))
-        await conn.execute(text("CREATE SCHEMA public"))
-    await db.create_tables()
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.integration)])
+async def any_db(request, tmp_path):
+    """The same test on SQLite and on a real PostgreSQL."""
+    if request.param == "sqlite":
+        db = await open_sqlite(tmp_path)
+    else:
+        db = await open_postgres(request.getfixturevalue("pg_url"))
     yield db
     await db.dispose()
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from dotenv import find_dotenv, load_dotenv
+from rich.console import Console
 from rich.logging import RichHandler
 
 from utu.errors import UtuError
@@ -18,7 +19,7 @@ def setup(verbose: bool = False) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(message)s",
-        handlers=[RichHandler(show_path=False, rich_tracebacks=True, console=None)],
+        handlers=[RichHandler(show_path=False, rich_tracebacks=True, console=Console(stderr=True))],
     )
     for noisy in ("httpx", "httpx2", "openai", "aiosqlite"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -18,11 +18,10 @@ from pathlib import Path
 
 from utu import cli
 from utu.db import Database
-from utu.db.dataset_io import DatasetLine, dataset_size, parse_dataset_file, store_dataset
+from utu.db.dataset_io import BUNDLED_DIR, DatasetLine, bundled_datasets, dataset_size, parse_dataset_file, store_dataset
 from utu.errors import DataError
 
 log = logging.getLogger("process_data")
-DATASET_DIR = Path(__file__).resolve().parents[2] / "dataset"
 
 
 # --- converting the public files into the upload format (done once; the output is committed) ---------------
@@ -50,10 +49,10 @@ CONVERTERS: dict[str, tuple[str, Callable[[dict], dict]]] = {
 
 
 def convert(source_dir: Path) -> None:
-    DATASET_DIR.mkdir(exist_ok=True)
+    BUNDLED_DIR.mkdir(exist_ok=True)
     for name, (filename, fn) in CONVERTERS.items():
         rows = [json.loads(line) for line in (source_dir / filename).read_text().splitlines() if line.strip()]
-        with (DATASET_DIR / f"{name}.jsonl").open("w") as out:
+        with (BUNDLED_DIR / f"{name}.jsonl").open("w") as out:
             for row in rows:
                 line = {"dataset": name, "source": "training_free_grpo", **fn(row)}
                 out.write(json.dumps(line, ensure_ascii=False) + "\n")
@@ -132,7 +131,7 @@ async def main() -> int:
     if args.convert_from:
         convert(args.convert_from)
         return 0
-    bundled = {p.stem: p for p in sorted(DATASET_DIR.glob("*.jsonl"))}
+    bundled = bundled_datasets()
     wanted = args.datasets or list(bundled)
     unknown = [n for n in wanted if n not in bundled and n not in HUB_SETS]
     if unknown:

@@ -165,3 +165,10 @@ async def test_auto_mode_falls_back_to_text_when_response_format_is_rejected(stu
     # First request (with response_format) rejected; afterwards text mode only.
     assert "response_format" in server.requests[0]
     assert all("response_format" not in r for r in server.requests[1:])
+
+
+async def test_json_object_mode_sends_the_llama_cpp_format(stub):
+    server = stub(StubScript(replies=['{"value": 1, "unit": "x"}']))
+    await client_for(server, structured_output="json_object").structured(USER, Answer)
+    fmt = server.requests[0]["response_format"]
+    assert fmt["type"] == "json_object" and fmt["schema"]["required"] == ["value", "unit"]

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import TypeVar
 
+import yaml
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
@@ -37,7 +38,7 @@ def compose_dict(group: str, name: str, overrides: list[str] | None = None) -> t
     try:
         with initialize_config_dir(config_dir=str(root), version_base="1.3"):
             cfg = compose(config_name=f"{group}/{name}", overrides=list(overrides or []), return_hydra_config=True)
-    except (HydraException, OmegaConfBaseException) as e:
+    except (HydraException, OmegaConfBaseException, yaml.YAMLError) as e:
         raise ConfigError(f"{primary}: {_one_line(e)}") from e
     files = {"": primary}
     for key, option in cfg.hydra.runtime.choices.items():

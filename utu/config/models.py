@@ -49,9 +49,12 @@ class ModelConfig(StrictModel):
     max_retries: int = Field(default=4, ge=0, description="Retries on 429, 5xx, timeouts, lost connections.")
     retry_base_delay: float = Field(default=1.0, ge=0, description="First backoff in seconds; doubles, with jitter.")
     retry_max_delay: float = Field(default=30.0, ge=0, description="Cap on one backoff (Retry-After is honoured).")
-    structured_output: Literal["auto", "json_schema", "text"] = Field(
+    structured_output: Literal["auto", "json_schema", "json_object", "text"] = Field(
         default="auto",
-        description="json_schema: constrained output; text: extract JSON from prose; auto: try json_schema once.",
+        description=(
+            "json_schema: OpenAI-style constrained output; json_object: llama.cpp-style (type json_object + schema); "
+            "text: extract JSON from prose; auto: try json_schema, fall back to text if the endpoint rejects it."
+        ),
     )
 
 

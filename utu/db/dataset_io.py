@@ -19,6 +19,7 @@ from utu.errors import DataError
 
 DEFAULT_SOURCE = "training_free_grpo"
 KNOWN_KEYS = {"dataset", "source", "question", "answer", "level", "topic", "meta"}
+UNION_HINTS = {"answer": "must be a string, a number or null", "level": "must be a string, an integer or null"}
 
 
 class DatasetLine(BaseModel):
@@ -95,8 +96,13 @@ def _parse_line(text: str) -> DatasetLine:
         return DatasetLine.model_validate(obj)
     except ValidationError as e:
         err = e.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "line"
-        raise ValueError(f"field '{field}': {err['msg'].removeprefix('Value error, ').lower()}" + ("" if err["type"] == "missing" else f" (got {err['input']!r})")) from None
+        field = str(err["loc"][0]) if err["loc"] else "line"
+        if len(err["loc"]) > 1 and field in UNION_HINTS:  # a union type: say what is allowed
+            message = UNION_HINTS[field]
+        else:
+            message = err["msg"].removeprefix("Value error, ").lower()
+        got = "" if err["type"] == "missing" else f" (got {obj.get(field)!r})"
+        raise ValueError(f"field '{field}': {message}{got}") from None
 
 
 def answer_text(answer: str | int | float | None) -> str | None:
@@ -139,3 +145,25 @@ async def store_dataset(
             for i, row in enumerate(rows)
         )
     return len(rows)
+
+
+BUNDLED_DIR = Path(__file__).resolve().parents[2] / "dataset"
+
+
+def bundled_datasets() -> dict[str, Path]:
+    """The data sets shipped in `dataset/`, by name."""
+    return {p.stem: p for p in sorted(BUNDLED_DIR.glob("*.jsonl"))}
+
+
+async def ensure_dataset(db: Database, name: str) -> int:
+    """Make sure `name` is in the database, loading the bundled file of that name if needed. Returns its size."""
+    size = await dataset_size(db, name)
+    if size:
+        return size
+    path = bundled_datasets().get(name)
+    if path is None:
+        raise DataError(
+            f"data set {name!r} is not in {db.describe()} and not bundled: upload it with "
+            f"`python scripts/data/upload_dataset.py --file_path FILE --dataset_name {name}`"
+        )
+    return await store_dataset(db, name, parse_dataset_file(path, name)[1])

@@ -1,5 +1,6 @@
+"""LLM access. `make_client` lives in utu.llm.factory (importing it here would load the local-server module)."""
+
 from utu.llm.client import ChatResponse, LLMClient
-from utu.llm.factory import make_client
 from utu.llm.usage import Usage, UsageTracker
 
-__all__ = ["ChatResponse", "LLMClient", "Usage", "UsageTracker", "make_client"]
+__all__ = ["ChatResponse", "LLMClient", "Usage", "UsageTracker"]

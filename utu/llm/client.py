@@ -61,8 +61,9 @@ class LLMClient:
             base_url=base_url, api_key=api_key or "not-needed", max_retries=0, timeout=config.timeout
         )
         self._slots = asyncio.Semaphore(config.concurrency)
-        self._json_schema_supported: bool | None = None if config.structured_output == "auto" else (
-            config.structured_output == "json_schema"
+        # None: not known yet (auto mode); False: the endpoint rejected constrained output, use text.
+        self._constrained_ok: bool | None = None if config.structured_output == "auto" else (
+            config.structured_output != "text"
         )
 
     async def close(self) -> None:
@@ -140,12 +141,10 @@ class LLMClient:
             *messages[:-1],
             {**messages[-1], "content": f"{messages[-1]['content']}\n\n{instruction}"},
         ]
-        response_format = {
-            "type": "json_schema",
-            "json_schema": {"name": schema.__name__, "schema": schema_json},
-            # llama-cpp-python reads the schema from here ("json_object" + "schema" -> grammar).
-            "schema": schema_json,
-        }
+        if self.config.structured_output == "json_object":
+            response_format = {"type": "json_object", "schema": schema_json}  # llama.cpp turns it into a grammar
+        else:
+            response_format = {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": schema_json}}
         raw = await self._structured_call(messages, response_format, tag, settings)
         try:
             return _parse(raw, schema)
@@ -162,16 +161,16 @@ class LLMClient:
                 raise StructuredOutputError(f"{self.model}: no valid {schema.__name__} after a retry: {e}", raw) from e
 
     async def _structured_call(self, messages, response_format, tag, settings) -> str:
-        if self._json_schema_supported is not False:
+        if self._constrained_ok is not False:
             try:
                 reply = await self.chat(messages, tag=tag, response_format=response_format, **settings)
-                self._json_schema_supported = True
+                self._constrained_ok = True
                 return reply.content
             except LLMError as e:
                 rejected = isinstance(e.__cause__, openai.BadRequestError | openai.UnprocessableEntityError)
-                if not (rejected and self._json_schema_supported is None):
+                if not (rejected and self._constrained_ok is None):
                     raise
-                self._json_schema_supported = False  # endpoint rejects response_format: use text mode from now on
+                self._constrained_ok = False  # the endpoint rejects response_format: text mode from now on
         return (await self.chat(messages, tag=tag, **settings)).content
 
     def _wait(self, retry_state) -> float:

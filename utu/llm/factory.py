@@ -22,6 +22,5 @@ def make_client(config: ModelConfig, usage: UsageTracker | None = None, env_pref
         )
     if provider.model and provider.model != local.MODEL_ALIAS:
         log.warning("%s_MODEL=%s is ignored without %s_BASE_URL", env_prefix, provider.model, env_prefix)
-    # The local server answers one request at a time; more in flight only queue up behind it.
-    local_config = config.model_copy(update={"structured_output": "json_schema"})
+    local_config = config.model_copy(update={"structured_output": "json_object"})
     return LLMClient(local_config, base_url=local.ensure_running(), model=local.MODEL_ALIAS, usage=usage, env_prefix=env_prefix)

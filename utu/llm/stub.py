@@ -41,6 +41,11 @@ class StubScript:
                 raise ValueError(f"unknown fault {name!r}; choose from {', '.join(FAULTS)}")
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024  # the default (5) resets connections under a burst of concurrent clients
+
+
 class StubServer:
     """Run with `with StubServer(script) as stub:`; `stub.base_url` ends in /v1."""
 
@@ -53,8 +58,7 @@ class StubServer:
         self._lock = threading.Lock()
         self._reply_index = 0
         self._rng = random.Random(self.script.seed)
-        self._httpd = ThreadingHTTPServer((host, port), _make_handler(self))
-        self._httpd.daemon_threads = True
+        self._httpd = _Server((host, port), _make_handler(self))
         self._thread: threading.Thread | None = None
 
     @property

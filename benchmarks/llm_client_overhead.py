@@ -1,0 +1,84 @@
+"""Throughput of utu's LLMClient versus raw httpx against the same stub (zero latency, concurrency 64).
+
+    python benchmarks/llm_client_overhead.py [--requests 2000] [--rounds 3]
+
+Both run in the same process and alternate over several rounds against one stub process, so machine
+noise hits both alike; the result is the ratio of medians. Goal: ratio >= 0.7.
+"""
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import httpx2
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import stub_process, write_result  # noqa: E402
+
+from utu.config import ModelConfig  # noqa: E402
+from utu.llm import LLMClient  # noqa: E402
+
+MESSAGES = [{"role": "user", "content": "What is two plus two?"}]
+GOAL = 0.7
+
+
+async def run_client(base_url: str, n: int, concurrency: int) -> float:
+    client = LLMClient(ModelConfig(concurrency=concurrency), base_url=base_url, model="stub", api_key="k")
+    start = time.perf_counter()
+    await asyncio.gather(*(client.chat(MESSAGES) for _ in range(n)))
+    elapsed = time.perf_counter() - start
+    await client.close()
+    return n / elapsed
+
+
+async def run_raw(lib, base_url: str, n: int, concurrency: int) -> float:
+    """Bare POSTs with `lib` (httpx, or httpx2 which the openai SDK uses underneath)."""
+    slots = asyncio.Semaphore(concurrency)
+    limits = lib.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with lib.AsyncClient(base_url=base_url, limits=limits, timeout=60) as http:
+
+        async def one() -> None:
+            async with slots:
+                r = await http.post("/chat/completions", json={"model": "stub", "messages": MESSAGES})
+                r.raise_for_status()
+                r.json()["choices"][0]["message"]["content"]
+
+        start = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(n)))
+        return n / (time.perf_counter() - start)
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    client_rps, httpx_rps, httpx2_rps = [], [], []
+    with stub_process("--echo") as base_url:
+        await run_raw(httpx, base_url, 200, args.concurrency)  # warm-up
+        for _ in range(args.rounds):
+            httpx_rps.append(await run_raw(httpx, base_url, args.requests, args.concurrency))
+            httpx2_rps.append(await run_raw(httpx2, base_url, args.requests, args.concurrency))
+            client_rps.append(await run_client(base_url, args.requests, args.concurrency))
+    client = statistics.median(client_rps)
+    ratio = client / statistics.median(httpx_rps)
+    write_result("llm_client_overhead", {
+        "requests_per_round": args.requests, "concurrency": args.concurrency, "rounds": args.rounds,
+        "client_requests_per_s": [round(x, 1) for x in client_rps],
+        "httpx_requests_per_s": [round(x, 1) for x in httpx_rps],
+        "httpx2_requests_per_s": [round(x, 1) for x in httpx2_rps],
+        "ratio_client_to_httpx": round(ratio, 3),
+        # Stricter: against the transport the SDK itself uses, so this is the client's own overhead.
+        "ratio_client_to_httpx2": round(client / statistics.median(httpx2_rps), 3),
+        "goal": f"ratio_client_to_httpx >= {GOAL}", "met": ratio >= GOAL,
+    })
+    return 0 if ratio >= GOAL else 1
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

@@ -1,0 +1,77 @@
+"""Hydra compose + pydantic: shipped configs load, env vars resolve, bad fields name their file."""
+
+from pathlib import Path
+
+import pytest
+
+from utu.config import EvalConfig, config_root, load_config
+from utu.errors import ConfigError
+
+SHIPPED_EVALS = sorted(str(p.relative_to(config_root() / "eval").with_suffix("")) for p in (config_root() / "eval").rglob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", SHIPPED_EVALS)
+def test_every_shipped_eval_config_loads(name):
+    config = load_config("eval", name, EvalConfig)
+    assert config.agent.max_turns > 0 and config.data.dataset
+
+
+def test_agent_and_model_land_in_their_packages():
+    config = load_config("eval", "math/math_AIME24", EvalConfig)
+    assert config.agent.name == "math_agent"
+    assert config.agent.model.model_settings.max_tokens == 8192  # the agent file overrides the model file
+    assert config.agent.model.max_retries == 4  # from configs/model/base.yaml
+
+
+def test_env_vars_resolve_at_load(monkeypatch):
+    monkeypatch.setenv("UTU_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("UTU_LLM_MODEL", "some-model")
+    monkeypatch.setenv("UTU_LLM_CONCURRENCY", "7")
+    monkeypatch.setenv("UTU_LLM_API_KEY", "")
+    provider = load_config("eval", "math/math_AIME24", EvalConfig).agent.model
+    assert provider.model_provider.base_url == "http://127.0.0.1:9/v1"
+    assert provider.model_provider.model == "some-model"
+    assert provider.model_provider.api_key is None  # an empty variable counts as unset
+    assert provider.concurrency == 7
+
+
+def test_overrides_apply():
+    config = load_config("eval", "math/math_AIME24", EvalConfig, ["pass_k=4", "agents/practice@agent=web_agent"])
+    assert config.pass_k == 4 and config.agent.name == "web_agent"
+
+
+def test_one_line_per_bad_field_naming_the_file():
+    with pytest.raises(ConfigError) as info:
+        load_config(
+            "eval", "math/math_AIME24", EvalConfig,
+            ["agent.max_turns=abc", "+agent.bogus=1", "pass_k=0", "agent.model.timeout=-1"],
+        )
+    lines = str(info.value).splitlines()
+    assert len(lines) == 4
+    by_field = {line.split(": ")[1]: line.split(": ")[0] for line in lines}
+    root = config_root()
+    assert by_field["agent.max_turns"] == str(root / "agents/practice/math_agent.yaml")
+    assert by_field["agent.bogus"] == str(root / "agents/practice/math_agent.yaml")
+    assert by_field["pass_k"] == str(root / "eval/math/math_AIME24.yaml")
+    assert by_field["agent.model.timeout"] == str(root / "model/base.yaml")
+
+
+def test_unknown_config_lists_the_available_ones():
+    with pytest.raises(ConfigError, match="math/math_AIME24"):
+        load_config("eval", "math/nope", EvalConfig)
+
+
+def test_broken_yaml_is_a_config_error(tmp_path, monkeypatch):
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "broken.yaml").write_text("data: [unclosed\n")
+    monkeypatch.setenv("UTU_CONFIG_DIR", str(tmp_path))
+    with pytest.raises(ConfigError, match=str(Path(tmp_path) / "eval" / "broken.yaml")):
+        load_config("eval", "broken", EvalConfig)
+
+
+def test_missing_env_var_without_default_names_the_field(tmp_path, monkeypatch):
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "e.yaml").write_text("data:\n  dataset: ${oc.env:UTU_TEST_SURELY_UNSET}\n")
+    monkeypatch.setenv("UTU_CONFIG_DIR", str(tmp_path))
+    with pytest.raises(ConfigError, match="data.dataset.*UTU_TEST_SURELY_UNSET"):
+        load_config("eval", "e", EvalConfig)

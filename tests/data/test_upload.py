@@ -1,0 +1,133 @@
+"""scripts/data/upload_dataset.py as a user runs it: bad lines, all-or-nothing, refusing to overwrite."""
+
+import asyncio
+import json
+
+import pytest
+from sqlalchemy import select
+
+from tests.conftest import ROOT, run_script
+from utu.db import Database, DatasetSample
+from utu.db.dataset_io import dataset_size
+
+UPLOAD = "scripts/data/upload_dataset.py"
+
+BAD_LINES = {
+    "not json": ("{oops", "not valid JSON"),
+    "not an object": ("[1, 2]", "expected a JSON object, got list"),
+    "no question": ('{"answer": "3"}', "field 'question': field required"),
+    "empty question": ('{"question": "", "answer": "3"}', "field 'question'"),
+    "blank question": ('{"question": "   ", "answer": "3"}', "field 'question': must not be blank"),
+    "question not a string": ('{"question": 12, "answer": "3"}', "field 'question'"),
+    "boolean answer": ('{"question": "q", "answer": true}', "field 'answer'"),
+    "list answer": ('{"question": "q", "answer": [1]}', "field 'answer'"),
+    "meta not an object": ('{"question": "q", "meta": 3}', "field 'meta'"),
+    "other data set": ('{"dataset": "Other", "question": "q"}', "differs from --dataset_name"),
+}
+
+
+def write(path, lines):
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def rows(db_url: str, name: str) -> list[DatasetSample]:
+    async def fetch():
+        db = Database(db_url)
+        await db.create_tables()
+        async with db.sessions() as s:
+            result = list(await s.scalars(select(DatasetSample).where(DatasetSample.dataset == name).order_by(DatasetSample.index)))
+        await db.dispose()
+        return result
+
+    return asyncio.run(fetch())
+
+
+@pytest.fixture
+def db_url(tmp_path):
+    return f"sqlite:///{tmp_path / 'upload.db'}"
+
+
+GOOD = [
+    '{"dataset": "T", "source": "training_free_grpo", "question": "1+1?", "answer": "2"}',
+    '{"question": "2+2?", "answer": 4, "level": 1, "topic": "add"}',
+    '{"question": "Name it.", "answer": null, "meta": {"k": "v"}, "id": 17}',
+]
+
+
+@pytest.mark.parametrize("kind", BAD_LINES)
+def test_each_bad_line_is_reported_with_file_and_line_and_nothing_is_written(tmp_path, db_url, kind):
+    bad, reason = BAD_LINES[kind]
+    path = write(tmp_path / "data.jsonl", [GOOD[0], bad, GOOD[1]])
+    result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", db_url)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines == [line for line in lines if line.startswith(f"error: {path}:2: ")], result.stderr
+    assert reason in result.stderr
+    assert rows(db_url, "T") == []
+
+
+def test_every_bad_line_is_listed(tmp_path, db_url):
+    path = write(tmp_path / "data.jsonl", ["{oops", GOOD[0], "[1]", '{"answer": 1}'])
+    result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", db_url)
+    assert result.returncode == 2
+    assert [line.split(": ")[1] for line in result.stderr.strip().splitlines()] == [f"{path}:1", f"{path}:3", f"{path}:4"]
+
+
+def test_a_good_file_gives_exactly_its_rows(tmp_path, db_url):
+    path = write(tmp_path / "data.jsonl", GOOD)
+    result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", db_url)
+    assert result.returncode == 0, result.stderr
+    stored = rows(db_url, "T")
+    assert [(r.index, r.question, r.answer, r.level, r.topic) for r in stored] == [
+        (0, "1+1?", "2", None, None),
+        (1, "2+2?", "4", "1", "add"),
+        (2, "Name it.", None, None, None),
+    ]
+    assert stored[2].meta == {"id": 17, "k": "v"}  # unknown keys are kept in meta
+    assert {r.source for r in stored} == {"training_free_grpo"}
+
+
+def test_second_upload_is_refused_unless_replace_or_append(tmp_path, db_url):
+    path = write(tmp_path / "data.jsonl", GOOD)
+    args = [UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", db_url]
+    assert run_script(*args).returncode == 0
+    again = run_script(*args)
+    assert again.returncode == 2 and "--replace" in again.stderr
+    assert len(rows(db_url, "T")) == 3
+    assert run_script(*args, "--append").returncode == 0
+    assert [r.index for r in rows(db_url, "T")] == list(range(6))
+    one = write(tmp_path / "one.jsonl", [GOOD[0]])
+    assert run_script(UPLOAD, "--file_path", str(one), "--dataset_name", "T", "--db_url", db_url, "--replace").returncode == 0
+    assert len(rows(db_url, "T")) == 1
+
+
+def test_dataset_name_defaults_to_the_lines_field(tmp_path, db_url):
+    path = write(tmp_path / "data.jsonl", ['{"dataset": "FromFile", "question": "q"}'])
+    assert run_script(UPLOAD, "--file_path", str(path), "--db_url", db_url).returncode == 0
+    assert len(rows(db_url, "FromFile")) == 1
+
+
+def test_missing_file_is_one_clear_line(tmp_path, db_url):
+    result = run_script(UPLOAD, "--file_path", str(tmp_path / "nope.jsonl"), "--dataset_name", "T", "--db_url", db_url)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: {tmp_path / 'nope.jsonl'}: no such file"
+
+
+def test_bundled_sets_load_offline_and_match_their_files(tmp_path, db_url):
+    script = "scripts/data/process_training_free_GRPO_data.py"
+    result = run_script(script, "--datasets", "MAWPS_singleop", "AIME25", "--db_url", db_url)
+    assert result.returncode == 0, result.stderr
+    expected = [json.loads(line) for line in (ROOT / "dataset/AIME25.jsonl").read_text().splitlines()]
+    stored = rows(db_url, "AIME25")
+    assert [(r.question, r.answer) for r in stored] == [(e["question"], e["answer"]) for e in expected]
+    assert stored[0].answer == "70"
+    # Loading again skips what is there.
+    assert "already loaded" in run_script(script, "--datasets", "AIME25", "--db_url", db_url).stderr
+
+
+async def test_bundled_sizes(tmp_path):
+    db = Database(f"sqlite:///{tmp_path / 'x.db'}")
+    await db.create_tables()
+    assert await dataset_size(db, "nothing") == 0
+    await db.dispose()

@@ -1,0 +1,100 @@
+"""The SQL store on SQLite and on a real PostgreSQL: tables, unique keys, concurrent writers."""
+
+import asyncio
+
+import pytest
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
+
+from utu.db import Database, DatasetSample, EvaluationSample, database_url
+
+
+@pytest.fixture
+def db(any_db):
+    return any_db
+
+
+def sample(i: int, attempt: int = 0, exp_id: str = "exp") -> EvaluationSample:
+    return EvaluationSample(exp_id=exp_id, dataset="d", dataset_index=i, attempt=attempt, raw_question=f"q{i}")
+
+
+async def count(db: Database, model) -> int:
+    async with db.sessions() as s:
+        return await s.scalar(select(func.count()).select_from(model))
+
+
+async def test_concurrent_inserts_all_land(db):
+    async def write(i: int) -> None:
+        async with db.transaction() as s:
+            s.add(sample(i))
+
+    await asyncio.gather(*(write(i) for i in range(200)))
+    assert await count(db, EvaluationSample) == 200
+
+
+async def test_concurrent_read_modify_write_loses_no_update(db):
+    async with db.transaction() as s:
+        s.add(EvaluationSample(exp_id="c", dataset="d", dataset_index=0, raw_question="q", tokens=0))
+
+    async def bump() -> None:
+        async with db.transaction() as s:
+            row = await s.scalar(select(EvaluationSample).where(EvaluationSample.exp_id == "c").with_for_update())
+            await asyncio.sleep(0)  # let others interleave between the read and the write
+            row.tokens += 1
+
+    await asyncio.gather(*(bump() for _ in range(50)))
+    async with db.sessions() as s:
+        assert await s.scalar(select(EvaluationSample.tokens).where(EvaluationSample.exp_id == "c")) == 50
+
+
+async def test_unique_keys_make_retries_idempotent(db):
+    async with db.transaction() as s:
+        s.add(sample(1, attempt=0))
+        s.add(DatasetSample(dataset="d", index=0, question="q"))
+    with pytest.raises(IntegrityError):
+        async with db.transaction() as s:
+            s.add(sample(1, attempt=0))
+    with pytest.raises(IntegrityError):
+        async with db.transaction() as s:
+            s.add(DatasetSample(dataset="d", index=0, question="again"))
+    async with db.transaction() as s:  # another attempt or experiment is a new row
+        s.add(sample(1, attempt=1))
+        s.add(sample(1, attempt=0, exp_id="other"))
+    assert await count(db, EvaluationSample) == 3
+
+
+async def test_a_failed_transaction_writes_nothing(db):
+    with pytest.raises(RuntimeError):
+        async with db.transaction() as s:
+            s.add_all(sample(i) for i in range(10))
+            await s.flush()
+            raise RuntimeError("crash mid-way")
+    assert await count(db, EvaluationSample) == 0
+
+
+async def test_json_columns_round_trip(db):
+    trajectory = [{"role": "system", "content": "be brief"}, {"role": "assistant", "content": "4", "tool_calls": []}]
+    async with db.transaction() as s:
+        row = sample(0)
+        row.trajectories = trajectory
+        row.meta = {"k": [1, 2]}
+        s.add(row)
+    async with db.sessions() as s:
+        stored = await s.scalar(select(EvaluationSample))
+        assert stored.trajectories == trajectory and stored.meta == {"k": [1, 2]}
+        await s.execute(update(EvaluationSample).values(stage="judged"))
+
+
+def test_urls_map_to_async_drivers(tmp_path, monkeypatch):
+    monkeypatch.delenv("UTU_DB_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert database_url() == f"sqlite+aiosqlite:///{tmp_path}/utu.db"
+    assert database_url("sqlite:///x.db") == "sqlite+aiosqlite:///x.db"
+    assert database_url("postgresql://u:p@h/db") == "postgresql+psycopg://u:p@h/db"
+    monkeypatch.setenv("UTU_DB_URL", "postgresql+psycopg://u@h/db")
+    assert database_url() == "postgresql+psycopg://u@h/db"
+
+
+async def test_sqlite_uses_wal(sqlite_db):
+    async with sqlite_db.engine.connect() as conn:
+        assert (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar() == "wal"
