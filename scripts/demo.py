@@ -34,16 +34,24 @@ async def main() -> int:
     size = await ensure_dataset(db, name)
     log.info("data set %s: %d questions in %s", name, size, db.describe())
     async with db.sessions() as s:
-        samples = list(await s.scalars(
-            select(DatasetSample).where(DatasetSample.dataset == name).order_by(DatasetSample.index).limit(args.questions)
-        ))
+        samples = list(
+            await s.scalars(
+                select(DatasetSample)
+                .where(DatasetSample.dataset == name)
+                .order_by(DatasetSample.index)
+                .limit(args.questions)
+            )
+        )
     await db.dispose()
     client = make_client(config.agent.model)
     table = Table(title=f"{config.agent.name} on {name} ({client.model})", show_lines=True)
     for column in ("question", "gold", "model's answer"):
         table.add_column(column, overflow="fold")
     for sample in samples:
-        messages = [{"role": "system", "content": config.agent.instructions}, {"role": "user", "content": sample.question}]
+        messages = [
+            {"role": "system", "content": config.agent.instructions},
+            {"role": "user", "content": sample.question},
+        ]
         reply = await client.chat(messages, tag="demo")
         table.add_row(sample.question, sample.answer or "", reply.content.strip())
     Console().print(table)

@@ -71,7 +71,9 @@ def pg_url():
     url = os.environ.get("UTU_TEST_PG_URL")
     started = False
     if not url:
-        result = subprocess.run(["bash", str(ROOT / "scripts/dev/postgres.sh"), "start"], capture_output=True, text=True)
+        result = subprocess.run(
+            ["bash", str(ROOT / "scripts/dev/postgres.sh"), "start"], capture_output=True, text=True
+        )
         if result.returncode != 0:
             pytest.fail(f"could not start PostgreSQL: {result.stderr.strip()}")
         url, started = result.stdout.strip(), True
@@ -111,6 +113,10 @@ def local_model(tmp_path_factory):
 def run_script(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run one of our scripts as a user would, with the project's Python."""
     return subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, cwd=cwd or ROOT, env={**os.environ, **(env or {})},
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd or ROOT,
+        env={**os.environ, **(env or {})},
         timeout=600,
     )

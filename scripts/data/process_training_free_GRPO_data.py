@@ -18,13 +18,21 @@ from pathlib import Path
 
 from utu import cli
 from utu.db import Database
-from utu.db.dataset_io import BUNDLED_DIR, DatasetLine, bundled_datasets, dataset_size, parse_dataset_file, store_dataset
+from utu.db.dataset_io import (
+    BUNDLED_DIR,
+    DatasetLine,
+    bundled_datasets,
+    dataset_size,
+    parse_dataset_file,
+    store_dataset,
+)
 from utu.errors import DataError
 
 log = logging.getLogger("process_data")
 
 
 # --- converting the public files into the upload format (done once; the output is committed) ---------------
+
 
 def _gsm8k(row: dict) -> dict:
     return {"question": row["question"], "answer": row["answer"].split("####")[-1].strip().replace(",", "")}
@@ -39,12 +47,23 @@ CONVERTERS: dict[str, tuple[str, Callable[[dict], dict]]] = {
     "AIME25": ("aime25.jsonl", lambda r: {"question": r["question"], "answer": _number(r["answer"])}),
     "MATH-500": (
         "math500.jsonl",
-        lambda r: {"question": r["problem"], "answer": r["answer"], "level": str(r["level"]), "topic": r["subject"],
-                   "meta": {"unique_id": r["unique_id"]}},
+        lambda r: {
+            "question": r["problem"],
+            "answer": r["answer"],
+            "level": str(r["level"]),
+            "topic": r["subject"],
+            "meta": {"unique_id": r["unique_id"]},
+        },
     ),
     "GSM8K": ("gsm8k_test.jsonl", _gsm8k),
-    "MAWPS_singleop": ("mawps_singleop.jsonl", lambda r: {"question": r["input"], "answer": _number(r["target"])}),
-    "MAWPS_addsub": ("mawps_addsub.jsonl", lambda r: {"question": r["input"], "answer": _number(r["target"])}),
+    "MAWPS_singleop": (
+        "mawps_singleop.jsonl",
+        lambda r: {"question": r["input"], "answer": _number(r["target"])},
+    ),
+    "MAWPS_addsub": (
+        "mawps_addsub.jsonl",
+        lambda r: {"question": r["input"], "answer": _number(r["target"])},
+    ),
 }
 
 
@@ -60,6 +79,7 @@ def convert(source_dir: Path) -> None:
 
 
 # --- the paper's sets from the Hugging Face hub (needs network and the `datasets` package) ---------------
+
 
 def _dapo() -> Iterator[dict]:
     from datasets import load_dataset
@@ -79,8 +99,11 @@ def _dapo() -> Iterator[dict]:
 def _afm() -> Iterator[dict]:
     from datasets import load_dataset
 
-    rows = [r for r in load_dataset("PersonalAILab/AFM-WebAgent-RL-Dataset", split="train")
-            if len(r["extra_info"]["answer"]) == 1]
+    rows = [
+        r
+        for r in load_dataset("PersonalAILab/AFM-WebAgent-RL-Dataset", split="train")
+        if len(r["extra_info"]["answer"]) == 1
+    ]
     random.Random(42).shuffle(rows)
     for r in rows:
         yield {"question": r["extra_info"]["question"], "answer": r["extra_info"]["answer"][0]}
@@ -101,11 +124,19 @@ def _webwalker() -> Iterator[dict]:
         for level in pattern:
             if buckets[level]:
                 r = buckets[level].pop()
-                yield {"question": r["question"], "answer": r["answer"], "level": level,
-                       "meta": {"root_url": r.get("root_url")}}
+                yield {
+                    "question": r["question"],
+                    "answer": r["answer"],
+                    "level": level,
+                    "meta": {"root_url": r.get("root_url")},
+                }
 
 
-HUB_SETS: dict[str, Callable[[], Iterator[dict]]] = {"DAPO-Math-17k": _dapo, "AFM_web_RL": _afm, "WebWalkerQA": _webwalker}
+HUB_SETS: dict[str, Callable[[], Iterator[dict]]] = {
+    "DAPO-Math-17k": _dapo,
+    "AFM_web_RL": _afm,
+    "WebWalkerQA": _webwalker,
+}
 
 
 def load_from_hub(name: str) -> list[DatasetLine]:
@@ -116,8 +147,10 @@ def load_from_hub(name: str) -> list[DatasetLine]:
     try:
         return [DatasetLine.model_validate({"dataset": name, **row}) for row in HUB_SETS[name]()]
     except Exception as e:  # the hub raises many kinds of network errors
-        raise DataError(f"{name}: could not load from the Hugging Face hub ({type(e).__name__}: {e}); "
-                        "check the network, or use the bundled sets in dataset/") from e
+        raise DataError(
+            f"{name}: could not load from the Hugging Face hub ({type(e).__name__}: {e}); "
+            "check the network, or use the bundled sets in dataset/"
+        ) from e
 
 
 async def main() -> int:
@@ -135,7 +168,9 @@ async def main() -> int:
     wanted = args.datasets or list(bundled)
     unknown = [n for n in wanted if n not in bundled and n not in HUB_SETS]
     if unknown:
-        raise DataError(f"unknown data set(s) {', '.join(unknown)}; bundled: {', '.join(bundled)}; hub: {', '.join(HUB_SETS)}")
+        raise DataError(
+            f"unknown data set(s) {', '.join(unknown)}; bundled: {', '.join(bundled)}; hub: {', '.join(HUB_SETS)}"
+        )
     if args.from_hub:
         wanted += [n for n in HUB_SETS if n not in wanted]
     db = Database(args.db_url)

@@ -1,6 +1,6 @@
 """Upload a JSONL data set into the `data` table, all lines or none.
 
-    python scripts/data/upload_dataset.py --file_path x.jsonl --dataset_name X [--replace | --append]
+python scripts/data/upload_dataset.py --file_path x.jsonl --dataset_name X [--replace | --append]
 """
 
 import argparse
@@ -17,7 +17,7 @@ log = logging.getLogger("upload_dataset")
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--file_path", required=True, type=Path, help="JSONL file, one question per line")
-    parser.add_argument("--dataset_name", help="name of the data set (default: the lines' \"dataset\" field)")
+    parser.add_argument("--dataset_name", help='name of the data set (default: the lines\' "dataset" field)')
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--replace", action="store_true", help="overwrite an existing data set of that name")
     mode.add_argument("--append", action="store_true", help="add the lines to an existing data set")

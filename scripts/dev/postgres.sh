@@ -21,7 +21,7 @@ ensure_installed() {
 }
 
 # initdb refuses to run as root: run the server as the 'postgres' user then.
-as_owner() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+as_owner() { if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi; }
 
 start() {
   ensure_installed

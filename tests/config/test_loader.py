@@ -7,7 +7,9 @@ import pytest
 from utu.config import EvalConfig, config_root, load_config
 from utu.errors import ConfigError
 
-SHIPPED_EVALS = sorted(str(p.relative_to(config_root() / "eval").with_suffix("")) for p in (config_root() / "eval").rglob("*.yaml"))
+SHIPPED_EVALS = sorted(
+    str(p.relative_to(config_root() / "eval").with_suffix("")) for p in (config_root() / "eval").rglob("*.yaml")
+)
 
 
 @pytest.mark.parametrize("name", SHIPPED_EVALS)
@@ -43,7 +45,9 @@ def test_overrides_apply():
 def test_one_line_per_bad_field_naming_the_file():
     with pytest.raises(ConfigError) as info:
         load_config(
-            "eval", "math/math_AIME24", EvalConfig,
+            "eval",
+            "math/math_AIME24",
+            EvalConfig,
             ["agent.max_turns=abc", "+agent.bogus=1", "pass_k=0", "agent.model.timeout=-1"],
         )
     lines = str(info.value).splitlines()

@@ -36,7 +36,11 @@ def rows(db_url: str, name: str) -> list[DatasetSample]:
         db = Database(db_url)
         await db.create_tables()
         async with db.sessions() as s:
-            result = list(await s.scalars(select(DatasetSample).where(DatasetSample.dataset == name).order_by(DatasetSample.index)))
+            result = list(
+                await s.scalars(
+                    select(DatasetSample).where(DatasetSample.dataset == name).order_by(DatasetSample.index)
+                )
+            )
         await db.dispose()
         return result
 
@@ -71,7 +75,11 @@ def test_every_bad_line_is_listed(tmp_path, db_url):
     path = write(tmp_path / "data.jsonl", ["{oops", GOOD[0], "[1]", '{"answer": 1}'])
     result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", db_url)
     assert result.returncode == 2
-    assert [line.split(": ")[1] for line in result.stderr.strip().splitlines()] == [f"{path}:1", f"{path}:3", f"{path}:4"]
+    assert [line.split(": ")[1] for line in result.stderr.strip().splitlines()] == [
+        f"{path}:1",
+        f"{path}:3",
+        f"{path}:4",
+    ]
 
 
 def test_a_good_file_gives_exactly_its_rows(tmp_path, db_url):
@@ -98,7 +106,10 @@ def test_second_upload_is_refused_unless_replace_or_append(tmp_path, db_url):
     assert run_script(*args, "--append").returncode == 0
     assert [r.index for r in rows(db_url, "T")] == list(range(6))
     one = write(tmp_path / "one.jsonl", [GOOD[0]])
-    assert run_script(UPLOAD, "--file_path", str(one), "--dataset_name", "T", "--db_url", db_url, "--replace").returncode == 0
+    assert (
+        run_script(UPLOAD, "--file_path", str(one), "--dataset_name", "T", "--db_url", db_url, "--replace").returncode
+        == 0
+    )
     assert len(rows(db_url, "T")) == 1
 
 

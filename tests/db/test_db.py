@@ -73,7 +73,10 @@ async def test_a_failed_transaction_writes_nothing(db):
 
 
 async def test_json_columns_round_trip(db):
-    trajectory = [{"role": "system", "content": "be brief"}, {"role": "assistant", "content": "4", "tool_calls": []}]
+    trajectory = [
+        {"role": "system", "content": "be brief"},
+        {"role": "assistant", "content": "4", "tool_calls": []},
+    ]
     async with db.transaction() as s:
         row = sample(0)
         row.trajectories = trajectory

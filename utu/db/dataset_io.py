@@ -19,7 +19,10 @@ from utu.errors import DataError
 
 DEFAULT_SOURCE = "training_free_grpo"
 KNOWN_KEYS = {"dataset", "source", "question", "answer", "level", "topic", "meta"}
-UNION_HINTS = {"answer": "must be a string, a number or null", "level": "must be a string, an integer or null"}
+UNION_HINTS = {
+    "answer": "must be a string, a number or null",
+    "level": "must be a string, an integer or null",
+}
 
 
 class DatasetLine(BaseModel):
@@ -68,9 +71,11 @@ def parse_dataset_file(path: Path, dataset_name: str | None = None) -> tuple[str
                 continue
             name = dataset_name or row.dataset
             if row.dataset and dataset_name and row.dataset != dataset_name:
-                problems.append(f"{path}:{number}: dataset {row.dataset!r} differs from --dataset_name {dataset_name!r}")
+                problems.append(
+                    f"{path}:{number}: dataset {row.dataset!r} differs from --dataset_name {dataset_name!r}"
+                )
             elif name is None:
-                problems.append(f"{path}:{number}: no dataset name: add a \"dataset\" field or pass --dataset_name")
+                problems.append(f'{path}:{number}: no dataset name: add a "dataset" field or pass --dataset_name')
             elif rows and name != (dataset_name or rows[0].dataset):
                 problems.append(f"{path}:{number}: dataset {name!r} differs from earlier lines ({rows[0].dataset!r})")
             rows.append(row)
@@ -115,7 +120,9 @@ def answer_text(answer: str | int | float | None) -> str | None:
 
 async def dataset_size(db: Database, name: str) -> int:
     async with db.sessions() as session:
-        return await session.scalar(select(func.count()).select_from(DatasetSample).where(DatasetSample.dataset == name))
+        return await session.scalar(
+            select(func.count()).select_from(DatasetSample).where(DatasetSample.dataset == name)
+        )
 
 
 async def store_dataset(
@@ -138,9 +145,14 @@ async def store_dataset(
             start = 1 + await session.scalar(select(func.max(DatasetSample.index)).where(DatasetSample.dataset == name))
         session.add_all(
             DatasetSample(
-                dataset=name, index=start + i, source=row.source, question=row.question,
-                answer=answer_text(row.answer), level=None if row.level is None else str(row.level),
-                topic=row.topic, meta=row.meta,
+                dataset=name,
+                index=start + i,
+                source=row.source,
+                question=row.question,
+                answer=answer_text(row.answer),
+                level=None if row.level is None else str(row.level),
+                topic=row.topic,
+                meta=row.meta,
             )
             for i, row in enumerate(rows)
         )

@@ -62,8 +62,8 @@ class LLMClient:
         )
         self._slots = asyncio.Semaphore(config.concurrency)
         # None: not known yet (auto mode); False: the endpoint rejected constrained output, use text.
-        self._constrained_ok: bool | None = None if config.structured_output == "auto" else (
-            config.structured_output != "text"
+        self._constrained_ok: bool | None = (
+            None if config.structured_output == "auto" else (config.structured_output != "text")
         )
 
     async def close(self) -> None:
@@ -125,7 +125,9 @@ class LLMClient:
             tool_calls=message.get("tool_calls", []),
         )
 
-    async def structured(self, messages: list[dict[str, Any]], schema: type[M], *, tag: str = "default", **settings) -> M:
+    async def structured(
+        self, messages: list[dict[str, Any]], schema: type[M], *, tag: str = "default", **settings
+    ) -> M:
         """A reply parsed and validated as `schema`.
 
         Uses JSON-schema constrained output where the endpoint supports it; otherwise extracts JSON from
@@ -137,14 +139,24 @@ class LLMClient:
             "Reply with only a JSON value (no prose, no code fence) that matches this JSON schema:\n"
             + json.dumps(schema_json)
         )
-        messages = [*messages, {"role": "user", "content": instruction}] if _last_role(messages) != "user" else [
-            *messages[:-1],
-            {**messages[-1], "content": f"{messages[-1]['content']}\n\n{instruction}"},
-        ]
+        messages = (
+            [*messages, {"role": "user", "content": instruction}]
+            if _last_role(messages) != "user"
+            else [
+                *messages[:-1],
+                {**messages[-1], "content": f"{messages[-1]['content']}\n\n{instruction}"},
+            ]
+        )
         if self.config.structured_output == "json_object":
-            response_format = {"type": "json_object", "schema": schema_json}  # llama.cpp turns it into a grammar
+            response_format = {
+                "type": "json_object",
+                "schema": schema_json,
+            }  # llama.cpp turns it into a grammar
         else:
-            response_format = {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": schema_json}}
+            response_format = {
+                "type": "json_schema",
+                "json_schema": {"name": schema.__name__, "schema": schema_json},
+            }
         raw = await self._structured_call(messages, response_format, tag, settings)
         try:
             return _parse(raw, schema)
@@ -152,7 +164,10 @@ class LLMClient:
             retry_messages = [
                 *messages,
                 {"role": "assistant", "content": raw},
-                {"role": "user", "content": f"That reply was invalid: {first_error}. Reply again with only the corrected JSON."},
+                {
+                    "role": "user",
+                    "content": f"That reply was invalid: {first_error}. Reply again with only the corrected JSON.",
+                },
             ]
             raw = await self._structured_call(retry_messages, response_format, tag, settings)
             try:
@@ -179,7 +194,9 @@ class LLMClient:
         if delay is not None:
             return delay
         backoff = wait_exponential_jitter(
-            multiplier=self.config.retry_base_delay, max=self.config.retry_max_delay, jitter=self.config.retry_base_delay
+            multiplier=self.config.retry_base_delay,
+            max=self.config.retry_max_delay,
+            jitter=self.config.retry_base_delay,
         )
         return backoff(retry_state)
 
@@ -203,7 +220,12 @@ class _UnreadableReply(Exception):
 
 
 # Transient failures besides retryable HTTP statuses: no connection, timeout, a body that is not a completion.
-_UNREADABLE = (openai.APIConnectionError, openai.APIResponseValidationError, json.JSONDecodeError, _UnreadableReply)
+_UNREADABLE = (
+    openai.APIConnectionError,
+    openai.APIResponseValidationError,
+    json.JSONDecodeError,
+    _UnreadableReply,
+)
 
 
 def _is_transient(e: BaseException) -> bool:

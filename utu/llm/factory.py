@@ -17,10 +17,20 @@ def make_client(config: ModelConfig, usage: UsageTracker | None = None, env_pref
         if not provider.model:
             raise ConfigError(f"{env_prefix}_BASE_URL is set but {env_prefix}_MODEL is not: set the model name")
         return LLMClient(
-            config, base_url=provider.base_url, model=provider.model, api_key=provider.api_key,
-            usage=usage, env_prefix=env_prefix,
+            config,
+            base_url=provider.base_url,
+            model=provider.model,
+            api_key=provider.api_key,
+            usage=usage,
+            env_prefix=env_prefix,
         )
     if provider.model and provider.model != local.MODEL_ALIAS:
         log.warning("%s_MODEL=%s is ignored without %s_BASE_URL", env_prefix, provider.model, env_prefix)
     local_config = config.model_copy(update={"structured_output": "json_object"})
-    return LLMClient(local_config, base_url=local.ensure_running(), model=local.MODEL_ALIAS, usage=usage, env_prefix=env_prefix)
+    return LLMClient(
+        local_config,
+        base_url=local.ensure_running(),
+        model=local.MODEL_ALIAS,
+        usage=usage,
+        env_prefix=env_prefix,
+    )

@@ -86,12 +86,24 @@ def serve(n_ctx: int = 4096) -> tuple[ServerState, bool]:
         port = _free_port()
         log_file = state_dir() / "local_llm.log"
         cmd = [
-            sys.executable, "-m", "llama_cpp.server",
-            "--model", str(path), "--model_alias", MODEL_ALIAS,
-            "--host", "127.0.0.1", "--port", str(port),
-            "--n_ctx", str(n_ctx), "--n_threads", str(max(1, os.cpu_count() or 1)),
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(path),
+            "--model_alias",
+            MODEL_ALIAS,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            str(n_ctx),
+            "--n_threads",
+            str(max(1, os.cpu_count() or 1)),
             # Concurrent clients must queue, not cancel each other's requests.
-            "--interrupt_requests", "False",
+            "--interrupt_requests",
+            "False",
         ]
         with open(log_file, "ab") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -99,7 +111,9 @@ def serve(n_ctx: int = 4096) -> tuple[ServerState, bool]:
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise LLMError(f"the local model server exited with code {proc.returncode}; see {log_file}: {_tail(log_file)}")
+                raise LLMError(
+                    f"the local model server exited with code {proc.returncode}; see {log_file}: {_tail(log_file)}"
+                )
             if _healthy(state.base_url):
                 _state_file().write_text(json.dumps(asdict(state)))
                 return state, True
@@ -203,6 +217,10 @@ def _missing_extra(what: str) -> str:
     )
 
 
+def _describe(state: ServerState) -> str:
+    return f"{state.base_url} (pid {state.pid}, model {MODEL_ALIAS})"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m utu.llm.local", description="The embedded llama.cpp model server.")
     parser.add_argument("command", choices=["serve", "status", "stop"])
@@ -210,13 +228,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "serve":
             state, started = serve()
-            print(f"{'started' if started else 'already running'}: {state.base_url} (pid {state.pid}, model {MODEL_ALIAS})")
+            print(f"{'started' if started else 'already running'}: {_describe(state)}")
         elif args.command == "status":
             state = status()
             if state is None:
                 print("not running")
                 return 1
-            print(f"running: {state.base_url} (pid {state.pid}, model {MODEL_ALIAS})")
+            print(f"running: {_describe(state)}")
         else:
             print("stopped" if stop() else "not running")
     except LLMError as e:

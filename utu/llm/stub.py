@@ -152,7 +152,11 @@ def _make_handler(server: StubServer) -> type[BaseHTTPRequestHandler]:
             if fault == "http500":
                 self._json(500, {"error": {"message": "injected server error"}})
             elif fault == "http429":
-                self._json(429, {"error": {"message": "injected rate limit"}}, {"Retry-After": str(script.retry_after)})
+                self._json(
+                    429,
+                    {"error": {"message": "injected rate limit"}},
+                    {"Retry-After": str(script.retry_after)},
+                )
             elif fault == "http401":
                 self._json(401, {"error": {"message": "injected: invalid API key"}})
             elif fault == "http400":
@@ -203,7 +207,9 @@ def count_tokens(text: str) -> int:
 
 
 def _completion(body: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
-    prompt = sum(count_tokens(m.get("content") or "") for m in body.get("messages", []) if isinstance(m.get("content"), str))
+    prompt = sum(
+        count_tokens(m.get("content") or "") for m in body.get("messages", []) if isinstance(m.get("content"), str)
+    )
     completion = count_tokens(message.get("content") or "") + count_tokens(json.dumps(message.get("tool_calls", "")))
     if "tool_calls" not in message:
         completion = count_tokens(message.get("content") or "")
@@ -213,9 +219,17 @@ def _completion(body: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]
         "created": int(time.time()),
         "model": body.get("model", "stub-model"),
         "choices": [
-            {"index": 0, "message": message, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+            }
         ],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
     }
 
 
@@ -226,7 +240,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reply", action="append", default=[], help="a fixed reply (repeat for a sequence)")
     parser.add_argument("--echo", action="store_true", help="reply with the last user message (the default)")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to each request")
-    parser.add_argument("--fault", action="append", default=[], metavar="KIND=RATE", help=f"KIND in {', '.join(FAULTS)}")
+    parser.add_argument(
+        "--fault", action="append", default=[], metavar="KIND=RATE", help=f"KIND in {', '.join(FAULTS)}"
+    )
     parser.add_argument("--retry-after", type=float, default=1.0)
     parser.add_argument("--hang-seconds", type=float, default=60.0)
     parser.add_argument("--seed", type=int, default=0)
@@ -240,8 +256,12 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--fault {item!r}: expected KIND=RATE, e.g. http500=0.1")
     try:
         script = StubScript(
-            replies=args.reply, latency=args.latency, fault_rates=rates, retry_after=args.retry_after,
-            hang_seconds=args.hang_seconds, seed=args.seed,
+            replies=args.reply,
+            latency=args.latency,
+            fault_rates=rates,
+            retry_after=args.retry_after,
+            hang_seconds=args.hang_seconds,
+            seed=args.seed,
         )
     except ValueError as e:
         parser.error(str(e))
