@@ -1,4 +1,4 @@
-from utu.config.loader import compose_dict, config_root, load_config
+from utu.config.loader import compose_dict, config_root, load_agent_config, load_config
 from utu.config.models import (
     AgentConfig,
     DataArguments,
@@ -27,5 +27,6 @@ __all__ = [
     "TrainingFreeGRPOConfig",
     "compose_dict",
     "config_root",
+    "load_agent_config",
     "load_config",
 ]

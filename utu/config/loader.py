@@ -62,7 +62,24 @@ def load_config(group: str, name: str, model: type[M], overrides: list[str] | No
     return validate(data, model, files)
 
 
-def validate(data: dict, model: type[M], files: dict[str, Path]) -> M:
+def load_agent_config(name_or_path: str) -> "AgentConfig":
+    """An agent from a config name under configs/agents/ (e.g. `practice/math_agent`) or a YAML file path."""
+    from utu.config.models import AgentConfig
+
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        try:
+            data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+        except (OmegaConfBaseException, yaml.YAMLError) as e:
+            raise ConfigError(f"{path}: {_one_line(e)}") from e
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a mapping of agent settings")
+        data.pop("defaults", None)
+        return validate(data, AgentConfig, {"": path})
+    return load_config("agents", name_or_path, AgentConfig)
+
+
+def validate(data: dict, model: type[M], files: dict[str, Path | str]) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as e:
@@ -74,7 +91,7 @@ def validate(data: dict, model: type[M], files: dict[str, Path]) -> M:
         raise ConfigError("\n".join(lines)) from e
 
 
-def _file_of(files: dict[str, Path], key: str) -> Path:
+def _file_of(files: dict[str, Path | str], key: str) -> Path | str:
     """The file of the deepest package that contains `key`."""
     best = ""
     for package in files:

@@ -65,8 +65,36 @@ class EvaluationSample(Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     time_cost: Mapped[float | None] = mapped_column(Float, nullable=True)
     tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    cost: Mapped[float | None] = mapped_column(Float, nullable=True)
     tool_calls: Mapped[int | None] = mapped_column(Integer, nullable=True)
     trace_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     meta: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class Experiment(Base):
+    """One evaluation or practice run, with the fingerprint of the config that shapes its results.
+
+    Resuming an experiment under a config with another fingerprint is refused (the reference silently
+    mixed old and new results).
+    """
+
+    __tablename__ = "experiments"
+
+    exp_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(20))  # "eval" | "practice"
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class EvalResult(Base):
+    """Metrics of an evaluation, stored each time it completes."""
+
+    __tablename__ = "eval_results"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    exp_id: Mapped[str] = mapped_column(String(200), index=True)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -1,0 +1,73 @@
+"""The agent: instructions + optional experiences + tools, run on one question.
+
+A run is a loop of chat turns. When the model calls tools, the calls run and their results go back as
+`tool` messages; the run ends with the first reply without tool calls, or at `max_turns` (recorded as
+the stop reason, not raised). The trajectory is the full message list, system prompt and tool calls
+included. With no toolkits the agent sends no `tools` at all ("no tools" mode, for models without
+function calling).
+"""
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from utu.agents.experience import build_messages
+from utu.config.models import AgentConfig
+from utu.llm.client import LLMClient
+from utu.llm.usage import Usage
+from utu.tools.base import Toolkit
+
+
+@dataclass
+class AgentResult:
+    response: str
+    trajectory: list[dict[str, Any]]
+    turns: int
+    tool_calls: int
+    stop_reason: Literal["final", "max_turns"]
+    usage: Usage = field(default_factory=Usage)
+
+
+class Agent:
+    def __init__(self, config: AgentConfig, llm: LLMClient, toolkits: list[Toolkit] | None = None):
+        self.config = config
+        self.llm = llm
+        self.toolkits = toolkits or []
+        self._tool_owner = {s["function"]["name"]: tk for tk in self.toolkits for s in tk.schemas()}
+        self._schemas = [s for tk in self.toolkits for s in tk.schemas()] or None
+
+    async def run(
+        self, question: str, *, experiences: dict[str, str] | None = None, tag: str = "rollout", **settings: Any
+    ) -> AgentResult:
+        """Answer one question. LLM failures raise `LLMError` (the caller decides about retries)."""
+        messages = build_messages(self.config, question, experiences)
+        usage, tool_calls, response = Usage(), 0, ""
+        for turn in range(1, self.config.max_turns + 1):
+            reply = await self.llm.chat(messages, tag=tag, tools=self._schemas, **settings)
+            usage.add(reply.usage)
+            messages.append(reply.message)
+            response = reply.content
+            if not reply.tool_calls:
+                return AgentResult(response, messages, turn, tool_calls, "final", usage)
+            tool_calls += len(reply.tool_calls)
+            results = await asyncio.gather(*(self._call_tool(call) for call in reply.tool_calls))
+            messages.extend(results)
+        return AgentResult(response, messages, self.config.max_turns, tool_calls, "max_turns", usage)
+
+    async def _call_tool(self, call: dict[str, Any]) -> dict[str, Any]:
+        function = call.get("function", {})
+        name = function.get("name", "")
+        try:
+            arguments = json.loads(function.get("arguments") or "{}")
+            if not isinstance(arguments, dict):
+                raise ValueError("arguments must be a JSON object")
+        except (json.JSONDecodeError, ValueError) as e:
+            content = json.dumps({"error": f"invalid arguments for {name}: {e}"})
+        else:
+            toolkit = self._tool_owner.get(name)
+            if toolkit is None:
+                content = json.dumps({"error": f"unknown tool {name!r}; available: {sorted(self._tool_owner)}"})
+            else:
+                content = await toolkit.call(name, arguments)
+        return {"role": "tool", "tool_call_id": call.get("id", ""), "content": content}

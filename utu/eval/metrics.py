@@ -1,0 +1,149 @@
+"""Metrics over judged attempts: Mean@K, Pass@K, unbiased pass@k, per level, bootstrap confidence intervals.
+
+Mean@K (the paper's metric) is the mean over questions of the mean reward of their K attempts.
+Pass@K is the share of questions with at least one correct attempt. For k < K, pass@k is the unbiased
+estimator 1 - C(n-c, k) / C(n, k) (Chen et al. 2021), averaged over questions. Confidence intervals
+resample questions (not attempts), because questions are the unit that varies between benchmarks.
+"""
+
+import random
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from math import comb
+from typing import Any
+
+BOOTSTRAP_SAMPLES = 2000
+
+
+@dataclass
+class Attempt:
+    """What metrics need from an `evaluation_data` row."""
+
+    question: tuple[str, int]  # (dataset, dataset_index)
+    stage: str
+    reward: float | None = None
+    correct: bool | None = None
+    level: str | None = None
+    tokens: int | None = None
+    cost: float | None = None
+    tool_calls: int | None = None
+    time_cost: float | None = None
+    verify_error: bool = False
+
+    @classmethod
+    def from_row(cls, row: Any) -> "Attempt":
+        return cls(
+            question=(row.dataset, row.dataset_index), stage=row.stage, reward=row.reward, correct=row.correct,
+            level=row.level, tokens=row.tokens, cost=row.cost, tool_calls=row.tool_calls, time_cost=row.time_cost,
+            verify_error=row.stage == "judged" and row.error is not None,
+        )  # fmt: skip
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased probability that at least one of k attempts drawn from n (c correct) is correct."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def bootstrap_ci(values: list[float], seed: int = 0, samples: int = BOOTSTRAP_SAMPLES) -> tuple[float, float]:
+    """95% percentile interval of the mean, resampling `values` with replacement."""
+    if len(values) < 2:
+        v = values[0] if values else 0.0
+        return v, v
+    rng = random.Random(seed)
+    n = len(values)
+    means = sorted(statistics.fmean(values[rng.randrange(n)] for _ in range(n)) for _ in range(samples))
+    return means[int(0.025 * samples)], means[int(0.975 * samples) - 1]
+
+
+def k_values(k: int) -> list[int]:
+    """1, 2, 4, ... up to K, and K itself."""
+    out, x = [], 1
+    while x < k:
+        out.append(x)
+        x *= 2
+    return [*out, k]
+
+
+def compute_metrics(attempts: Iterable[Attempt], pass_k: int, seed: int = 0) -> dict[str, Any]:
+    attempts = list(attempts)
+    by_question: dict[tuple[str, int], list[Attempt]] = defaultdict(list)
+    for a in attempts:
+        by_question[a.question].append(a)
+    judged = {q: [a for a in group if a.stage == "judged"] for q, group in by_question.items()}
+    scored = {q: group for q, group in judged.items() if group}
+    means = [statistics.fmean(a.reward for a in group) for group in scored.values()]
+    mean_k = statistics.fmean(means) if means else 0.0
+    low, high = bootstrap_ci(means, seed)
+    passes = {}
+    for k in k_values(pass_k):
+        eligible = [g for g in scored.values() if len(g) >= k]
+        if eligible:
+            passes[f"pass@{k}"] = statistics.fmean(
+                pass_at_k(len(g), sum(bool(a.correct) for a in g), k) for g in eligible
+            )
+    levels: dict[str, list[float]] = defaultdict(list)
+    for group in scored.values():
+        if group[0].level is not None:
+            levels[group[0].level].append(statistics.fmean(a.reward for a in group))
+    done = [a for a in attempts if a.stage == "judged"]
+    return {
+        "questions": len(by_question),
+        "questions_scored": len(scored),
+        "attempts": len(attempts),
+        "attempts_judged": len(done),
+        "attempts_failed": sum(a.stage == "failed" for a in attempts),
+        "attempts_pending": sum(a.stage in ("init", "rollout") for a in attempts),
+        "verifier_errors": sum(a.verify_error for a in done),
+        f"Mean@{pass_k}": mean_k,
+        f"Mean@{pass_k}_ci95": [low, high],
+        f"Pass@{pass_k}": statistics.fmean(any(a.correct for a in g) for g in scored.values()) if scored else 0.0,
+        **passes,
+        "by_level": {
+            level: {"questions": len(v), f"Mean@{pass_k}": statistics.fmean(v)} for level, v in sorted(levels.items())
+        },
+        "avg_tool_calls": _avg(a.tool_calls for a in done),
+        "avg_tokens": _avg(a.tokens for a in done),
+        "total_tokens": sum(a.tokens or 0 for a in attempts),
+        "total_cost": sum(a.cost or 0.0 for a in attempts),
+        "avg_time_per_attempt": _avg(a.time_cost for a in done),
+    }  # fmt: skip
+
+
+def _avg(values: Iterable[float | int | None]) -> float:
+    present = [v for v in values if v is not None]
+    return statistics.fmean(present) if present else 0.0
+
+
+@dataclass
+class Comparison:
+    rows: list[tuple[tuple[str, int], float, float]]  # question, mean A, mean B
+    only_a: int
+    only_b: int
+    mean_diff: float
+    ci95: tuple[float, float]
+
+
+def compare(a: Iterable[Attempt], b: Iterable[Attempt], seed: int = 0) -> Comparison:
+    """Paired difference B - A of per-question mean reward over the questions both scored."""
+
+    def per_question(attempts: Iterable[Attempt]) -> dict[tuple[str, int], float]:
+        groups: dict[tuple[str, int], list[float]] = defaultdict(list)
+        for x in attempts:
+            if x.stage == "judged":
+                groups[x.question].append(x.reward)
+        return {q: statistics.fmean(v) for q, v in groups.items()}
+
+    mean_a, mean_b = per_question(a), per_question(b)
+    shared = sorted(set(mean_a) & set(mean_b))
+    diffs = [mean_b[q] - mean_a[q] for q in shared]
+    return Comparison(
+        rows=[(q, mean_a[q], mean_b[q]) for q in shared],
+        only_a=len(set(mean_a) - set(mean_b)),
+        only_b=len(set(mean_b) - set(mean_a)),
+        mean_diff=statistics.fmean(diffs) if diffs else 0.0,
+        ci95=bootstrap_ci(diffs, seed),
+    )

@@ -1,0 +1,1 @@
+"""Training-Free GRPO practice: rollouts, verification, the experience updater and the library."""

@@ -1,0 +1,112 @@
+"""Verify functions, shared by practice, evaluation and the GRPO trainer.
+
+Contract:
+    def verify_func(sample, timeout_score: float = 0, **kwargs) -> {"reward": 0.0..1.0, "reasoning": str | None}
+`sample` has `raw_question`, `correct_answer`, `response` (and the other `EvaluationSample` fields);
+`kwargs["llm"]` is the judge client; `kwargs["timeout"]` the time budget. Sync or async.
+
+`load_verifier` finds the function; `Verifier` calls it with a timeout and turns every failure into
+`timeout_score` plus a recorded error, never a crash or a silent loss.
+"""
+
+import asyncio
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from utu.errors import ConfigError
+
+VERIFY_DIR = Path(__file__).resolve().parent
+GRACE_SECONDS = 2.0  # beyond the verifier's own budget, before we stop waiting for it
+
+
+def load_verifier(verify_filename: str, verify_func_name: str = "verify_func") -> Callable[..., Any]:
+    """Resolve a verifier from a file in utu/practice/verify/, a file path, or a dotted module name.
+
+    `module.path:func` is also accepted (then `verify_func_name` is ignored). Anything that cannot be
+    loaded is a `ConfigError` at start, never a silent fallback.
+    """
+    target, _, func_name = verify_filename.partition(":")
+    func_name = func_name or verify_func_name
+    candidates = [Path(target), VERIFY_DIR / target]
+    path = next((p for p in candidates if p.suffix == ".py" and p.is_file()), None)
+    try:
+        if path is not None and path.resolve().parent == VERIFY_DIR:
+            # Built-in verifiers import as real modules, so worker processes can unpickle their functions.
+            module = importlib.import_module(f"{__name__}.{path.stem}")
+        elif path is not None:
+            module = _import_file(path)
+        elif target.endswith(".py"):
+            raise ConfigError(f"verify_filename: {target!r} not found (looked in ., {VERIFY_DIR})")
+        else:
+            module = importlib.import_module(target)
+    except ConfigError:
+        raise
+    except Exception as e:
+        raise ConfigError(f"verify_filename: cannot load {target!r}: {type(e).__name__}: {e}") from e
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        raise ConfigError(f"verify_func_name: {target!r} has no function {func_name!r}")
+    return func
+
+
+def _import_file(path: Path):
+    name = "utu_user_verify_" + "".join(c if c.isalnum() else "_" for c in str(path.resolve()))
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass
+class Verdict:
+    reward: float
+    reasoning: str | None = None
+    error: str | None = None  # set when the verifier failed or timed out (reward is then timeout_score)
+
+    @property
+    def correct(self) -> bool:
+        return self.error is None and self.reward >= 1.0
+
+
+class Verifier:
+    """A loaded verify function plus its budget: `await verifier(sample)` always returns a `Verdict`."""
+
+    def __init__(self, func: Callable[..., Any], timeout: float = 10.0, timeout_score: float = 0.0, llm: Any = None):
+        self.func = func
+        self.timeout = timeout
+        self.timeout_score = timeout_score
+        self.llm = llm
+        self.name = f"{getattr(func, '__module__', '?')}.{getattr(func, '__name__', '?')}"
+
+    async def __call__(self, sample: Any) -> Verdict:
+        kwargs = {"timeout": self.timeout, "llm": self.llm}
+        try:
+            if inspect.iscoroutinefunction(self.func):
+                call = self.func(sample, self.timeout_score, **kwargs)
+            else:  # a sync verifier must not block the event loop
+                call = asyncio.to_thread(self.func, sample, self.timeout_score, **kwargs)
+            result = await asyncio.wait_for(call, self.timeout + GRACE_SECONDS)
+        except TimeoutError:
+            return Verdict(self.timeout_score, None, f"{self.name}: timed out after {self.timeout:g}s")
+        except Exception as e:
+            return Verdict(self.timeout_score, None, f"{self.name}: {type(e).__name__}: {e}")
+        return self._check(result)
+
+    def _check(self, result: Any) -> Verdict:
+        if not isinstance(result, dict) or "reward" not in result:
+            return Verdict(self.timeout_score, None, f"{self.name}: returned {result!r}, expected a dict with 'reward'")
+        reward = result["reward"]
+        if isinstance(reward, bool) or not isinstance(reward, int | float) or not 0.0 <= reward <= 1.0:
+            return Verdict(self.timeout_score, None, f"{self.name}: reward {reward!r} is not a number in [0, 1]")
+        if result.get("timed_out"):
+            return Verdict(float(reward), result.get("reasoning"), f"{self.name}: {result.get('reasoning')}")
+        return Verdict(float(reward), result.get("reasoning"))

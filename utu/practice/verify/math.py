@@ -1,0 +1,72 @@
+"""Math verifier: math-verify against the gold answer wrapped as \\boxed{...}.
+
+math-verify times out with SIGALRM, which only works in a process's main thread, and sympy can hang on
+pathological input. So grading runs in a pool of worker processes (pebble), each task with a hard
+timeout that kills its worker; a timeout gives `timeout_score`.
+"""
+
+import asyncio
+import atexit
+import multiprocessing
+import os
+import threading
+from concurrent.futures import TimeoutError as FutureTimeout
+
+from pebble import ProcessPool
+
+DEFAULT_TIMEOUT = 10.0
+
+_pool: ProcessPool | None = None
+_pool_lock = threading.Lock()
+
+
+def _grade(gold: str, response: str) -> tuple[bool, str]:
+    """Runs in a worker process. Internal timeouts are off: the pool's hard timeout is the only one."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+    gold_parsed = parse("\\boxed{" + gold + "}", extraction_config=[LatexExtractionConfig()], parsing_timeout=None)
+    if not gold_parsed:
+        gold_parsed = parse(gold, parsing_timeout=None)
+    pred = parse(response, extraction_config=[LatexExtractionConfig(), ExprExtractionConfig()], parsing_timeout=None)
+    if not pred:
+        return False, "no answer found in the response"
+    ok = bool(gold_parsed) and verify(gold_parsed, pred, timeout_seconds=None)
+    return ok, f"extracted {pred[-1]!s}; gold {gold}"
+
+
+def _quiet_worker() -> None:
+    import logging
+
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+
+
+def pool() -> ProcessPool:
+    global _pool
+    with _pool_lock:
+        if _pool is None or not _pool.active:
+            # spawn: forking a process that runs threads (event loop, servers) can deadlock the child.
+            _pool = ProcessPool(
+                max_workers=max(1, os.cpu_count() or 1),
+                initializer=_quiet_worker,
+                context=multiprocessing.get_context("spawn"),
+            )
+        return _pool
+
+
+@atexit.register
+def _shutdown() -> None:
+    if _pool is not None:
+        _pool.stop()
+        _pool.join(timeout=5)
+
+
+async def verify_func(sample, timeout_score: float = 0, timeout: float = DEFAULT_TIMEOUT, **kwargs) -> dict:
+    """Reward 1.0 if the response's final answer equals the gold answer mathematically, else 0.0."""
+    if sample.correct_answer is None:
+        raise ValueError("the math verifier needs a gold answer (the question has answer: null)")
+    future = pool().submit(_grade, timeout, str(sample.correct_answer), sample.response or "")
+    try:
+        ok, reasoning = await asyncio.wrap_future(future)
+    except (FutureTimeout, TimeoutError):
+        return {"reward": timeout_score, "reasoning": f"verification timed out after {timeout:g}s", "timed_out": True}
+    return {"reward": 1.0 if ok else 0.0, "reasoning": reasoning}

@@ -1,0 +1,34 @@
+"""LLM judge for web questions (WebWalkerQA style): "GRADE: CORRECT|INCORRECT", reward 1 or 0.
+
+The judge's explanation is kept as `reasoning`, which the learner reads as a critique.
+"""
+
+import re
+
+JUDGE_PROMPT = """You are grading an answer to a question against the gold answer.
+Judge only whether the response conveys the gold answer's meaning; ignore style and extra detail
+unless it contradicts the gold answer.
+
+Question: {question}
+Gold answer: {gold}
+Response: {response}
+
+First explain your judgement in one or two sentences. Then end with a last line that is exactly
+"GRADE: CORRECT" or "GRADE: INCORRECT"."""
+
+_GRADE = re.compile(r"GRADE:\s*(CORRECT|INCORRECT)", re.IGNORECASE)
+
+
+async def verify_func(sample, timeout_score: float = 0, **kwargs) -> dict:
+    llm = kwargs.get("llm")
+    if llm is None:
+        raise ValueError("the webwalker verifier needs a judge LLM (judge_model in the eval config)")
+    prompt = JUDGE_PROMPT.format(
+        question=sample.raw_question, gold=sample.correct_answer, response=sample.response or ""
+    )
+    reply = await llm.chat([{"role": "user", "content": prompt}], tag="judge", temperature=0.0)
+    grades = _GRADE.findall(reply.content)
+    if not grades:
+        raise ValueError(f"the judge gave no GRADE line: {reply.content[-200:]!r}")
+    explanation = _GRADE.sub("", reply.content).strip()
+    return {"reward": 1.0 if grades[-1].upper() == "CORRECT" else 0.0, "reasoning": explanation}

@@ -1,0 +1,5 @@
+"""Tools an agent can call. Each toolkit exposes OpenAI function schemas and runs calls by name."""
+
+from utu.tools.base import Toolkit, build_toolkits
+
+__all__ = ["Toolkit", "build_toolkits"]
