@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ValidationError
 
+from utu.config.models import AgentConfig
 from utu.errors import ConfigError
 
 M = TypeVar("M", bound=BaseModel)
@@ -62,10 +63,8 @@ def load_config(group: str, name: str, model: type[M], overrides: list[str] | No
     return validate(data, model, files)
 
 
-def load_agent_config(name_or_path: str) -> "AgentConfig":
+def load_agent_config(name_or_path: str) -> AgentConfig:
     """An agent from a config name under configs/agents/ (e.g. `practice/math_agent`) or a YAML file path."""
-    from utu.config.models import AgentConfig
-
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") and path.is_file():
         try:
