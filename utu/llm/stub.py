@@ -31,6 +31,7 @@ class StubScript:
     latency: float = 0.0
     fault_sequence: list[str | None] = field(default_factory=list)  # one entry per request, then none
     fault_rates: dict[str, float] = field(default_factory=dict)
+    fault_fn: Callable[[dict[str, Any]], str | None] | None = None  # request body -> fault (or None)
     retry_after: float = 1.0
     hang_seconds: float = 60.0
     seed: int = 0
@@ -85,21 +86,25 @@ class StubServer:
     def request_count(self) -> int:
         return len(self.requests)
 
+    def _pick_fault(self, n: int, body: dict[str, Any]) -> str | None:
+        script = self.script
+        if script.fault_fn is not None:
+            return script.fault_fn(body)
+        if n < len(script.fault_sequence):
+            return script.fault_sequence[n]
+        roll = self._rng.random()
+        for name, rate in script.fault_rates.items():
+            if roll < rate:
+                return name
+            roll -= rate
+        return None
+
     def _next(self, body: dict[str, Any]) -> tuple[str | None, Reply]:
         """Pick this request's fault (if any) and reply, atomically."""
         with self._lock:
             n = len(self.requests)
             self.requests.append(body)
-            fault = None
-            if n < len(self.script.fault_sequence):
-                fault = self.script.fault_sequence[n]
-            else:
-                roll = self._rng.random()
-                for name, rate in self.script.fault_rates.items():
-                    if roll < rate:
-                        fault = name
-                        break
-                    roll -= rate
+            fault = self._pick_fault(n, body)
             if fault:
                 self.faults_served.append(fault)
                 return fault, ""

@@ -1,0 +1,88 @@
+"""The agent loop against the stub: tool calls, the turn limit, no-tools mode, experience placement."""
+
+import json
+
+from tests.conftest import client_for
+from utu.agents import Agent, build_messages
+from utu.config import AgentConfig, ToolkitConfig
+from utu.llm.stub import StubScript
+from utu.tools import build_toolkits
+
+
+def tool_call(code: str, call_id: str = "call_1") -> dict:
+    return {
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": "execute_python_code", "arguments": json.dumps({"code": code})},
+            }
+        ]
+    }
+
+
+def make_agent(server, **config) -> Agent:
+    agent_config = AgentConfig(**config)
+    client = client_for(server)
+    return Agent(agent_config, client, build_toolkits(agent_config.toolkits, llm=client))
+
+
+async def test_tool_calls_run_and_the_trajectory_is_complete(stub):
+    server = stub(StubScript(replies=[tool_call("print(6*7)"), "The answer is \\boxed{42}."]))
+    agent = make_agent(server, instructions="Be exact.", toolkits=[ToolkitConfig(name="python_executor")])
+    result = await agent.run("What is 6*7?")
+    assert result.response == "The answer is \\boxed{42}."
+    assert (result.turns, result.tool_calls, result.stop_reason) == (2, 1, "final")
+    roles = [m["role"] for m in result.trajectory]
+    assert roles == ["system", "user", "assistant", "tool", "assistant"]
+    assert result.trajectory[0]["content"] == "Be exact."
+    assert json.loads(result.trajectory[3]["content"])["output"] == "42\n"
+    assert result.trajectory[3]["tool_call_id"] == "call_1"
+    assert server.requests[0]["tools"][0]["function"]["name"] == "execute_python_code"
+    assert result.usage.calls == 2
+
+
+async def test_turn_limit_ends_the_run_with_a_recorded_reason(stub):
+    server = stub(StubScript(replies=[tool_call("print(1)")]))  # calls tools forever
+    agent = make_agent(server, max_turns=3, toolkits=[ToolkitConfig(name="python_executor")])
+    result = await agent.run("loop")
+    assert (result.turns, result.tool_calls, result.stop_reason) == (3, 3, "max_turns")
+    assert server.request_count == 3
+
+
+async def test_no_tools_mode_sends_no_tools(stub):
+    server = stub(StubScript(replies=["4"]))
+    result = await make_agent(server).run("2+2?")
+    assert result.response == "4" and "tools" not in server.requests[0]
+
+
+async def test_unknown_tool_and_bad_arguments_are_reported_to_the_model(stub):
+    bad = {
+        "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "nope", "arguments": "{}"}},
+            {"id": "b", "type": "function", "function": {"name": "execute_python_code", "arguments": "{oops"}},
+        ]
+    }
+    server = stub(StubScript(replies=[bad, "done"]))
+    result = await make_agent(server, toolkits=[ToolkitConfig(name="python_executor")]).run("x")
+    tool_messages = [m for m in result.trajectory if m["role"] == "tool"]
+    assert "unknown tool 'nope'" in tool_messages[0]["content"]
+    assert "invalid arguments" in tool_messages[1]["content"]
+    assert result.response == "done"
+
+
+def test_experiences_are_placed_by_one_function():
+    library = {"G0": "When adding, carry digits.", "G3": "When asked for units, give them."}
+    system = AgentConfig(instructions="Solve.", experience_placement="system", experiences=library)
+    user = system.model_copy(update={"experience_placement": "user"})
+    s_msgs = build_messages(system, "Q?")
+    u_msgs = build_messages(user, "Q?")
+    assert s_msgs[1]["content"] == "Q?" and "[G0]. When adding, carry digits.\n[G3]. When asked" in s_msgs[0]["content"]
+    assert (
+        u_msgs[0]["content"] == "Solve."
+        and u_msgs[1]["content"].startswith("Q?\n\n")
+        and "[G3]" in u_msgs[1]["content"]
+    )
+    # An explicit library (as in practice) replaces the agent's own; an empty one adds nothing.
+    assert "[G9]. x" in build_messages(system, "Q?", {"G9": "x"})[0]["content"]
+    assert build_messages(system, "Q?", {})[0]["content"] == "Solve."

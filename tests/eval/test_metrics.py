@@ -1,0 +1,68 @@
+"""Metrics against hand-computed values."""
+
+import pytest
+
+from utu.eval.metrics import Attempt, bootstrap_ci, compare, compute_metrics, k_values, pass_at_k
+
+
+def attempts(rewards_by_question: dict[int, list[float | None]], level=None) -> list[Attempt]:
+    out = []
+    for q, rewards in rewards_by_question.items():
+        for r in rewards:
+            stage = "failed" if r is None else "judged"
+            out.append(
+                Attempt(("d", q), stage, r, None if r is None else r == 1.0, level, tokens=10, cost=0.001, tool_calls=1)
+            )
+    return out
+
+
+def test_pass_at_k_estimator():
+    assert pass_at_k(4, 2, 1) == pytest.approx(0.5)
+    assert pass_at_k(4, 2, 2) == pytest.approx(1 - 1 / 6)
+    assert pass_at_k(4, 0, 3) == 0.0
+    assert pass_at_k(4, 4, 1) == 1.0
+    assert k_values(32) == [1, 2, 4, 8, 16, 32] and k_values(5) == [1, 2, 4, 5]
+
+
+def test_mean_and_pass_at_k_hand_computed():
+    # q0: 3/4 correct, q1: 0/4, q2: 4/4, q3: 1/4
+    m = compute_metrics(attempts({0: [1, 1, 1, 0], 1: [0, 0, 0, 0], 2: [1, 1, 1, 1], 3: [0, 0, 1, 0]}), pass_k=4)
+    assert m["Mean@4"] == pytest.approx((0.75 + 0 + 1 + 0.25) / 4)
+    assert m["Pass@4"] == pytest.approx(3 / 4)
+    assert m["pass@1"] == pytest.approx(m["Mean@4"])
+    assert m["pass@2"] == pytest.approx((1 + 0 + 1 + 0.5) / 4)  # q0: 1 - C(1,2)/C(4,2) = 1; q3: 1 - C(3,2)/C(4,2) = .5
+    assert m["pass@4"] == pytest.approx(0.75)
+    assert m["avg_tool_calls"] == 1 and m["total_tokens"] == 160 and m["total_cost"] == pytest.approx(0.016)
+    low, high = m["Mean@4_ci95"]
+    assert 0 <= low < m["Mean@4"] < high <= 1
+
+
+def test_failed_attempts_are_counted_not_scored():
+    m = compute_metrics(attempts({0: [1, None], 1: [0, 0]}), pass_k=2)
+    assert (m["attempts"], m["attempts_judged"], m["attempts_failed"]) == (4, 3, 1)
+    assert m["Mean@2"] == pytest.approx((1 + 0) / 2)
+
+
+def test_fractional_rewards_and_levels():
+    items = attempts({0: [0.5, 1.0]}, level="1") + attempts({1: [0.0, 0.25]}, level="2")
+    m = compute_metrics(items, pass_k=2)
+    assert m["Mean@2"] == pytest.approx((0.75 + 0.125) / 2)
+    assert m["by_level"] == {"1": {"questions": 1, "Mean@2": 0.75}, "2": {"questions": 1, "Mean@2": 0.125}}
+
+
+def test_bootstrap_ci_is_deterministic_and_brackets_the_mean():
+    values = [0.0, 1.0] * 50
+    assert bootstrap_ci(values, seed=1) == bootstrap_ci(values, seed=1)
+    low, high = bootstrap_ci(values, seed=1)
+    assert 0.35 < low < 0.5 < high < 0.65
+    assert bootstrap_ci([0.3]) == (0.3, 0.3)
+
+
+def test_paired_comparison():
+    a = attempts({0: [0, 0], 1: [1, 0], 2: [1, 1], 5: [1, 1]})
+    b = attempts({0: [1, 1], 1: [1, 1], 2: [1, 1], 7: [0, 0]})
+    result = compare(a, b)
+    assert [q for q, _, _ in result.rows] == [("d", 0), ("d", 1), ("d", 2)]
+    assert result.mean_diff == pytest.approx((1 + 0.5 + 0) / 3)
+    assert (result.only_a, result.only_b) == (1, 1)
+    assert result.ci95[0] <= result.mean_diff <= result.ci95[1]

@@ -1,0 +1,203 @@
+"""scripts/run_eval.py end to end against the stub LLM: metrics, resume after SIGKILL, errors, compare."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+
+import pytest
+
+from tests.conftest import ROOT, run_script
+from utu.llm.stub import StubScript
+
+RUN_EVAL = str(ROOT / "scripts/run_eval.py")
+QUESTIONS = [json.loads(line) for line in (ROOT / "dataset/MAWPS_singleop.jsonl").read_text().splitlines()[:6]]
+# Per question, the answers its attempts get, in order of arrival (so totals do not depend on scheduling).
+PLAN = {q["question"]: [q["answer"], "0"] if i % 3 == 0 else [q["answer"]] * 2 if i % 3 == 1 else ["-1"] * 2
+        for i, q in enumerate(QUESTIONS)}  # fmt: skip
+
+
+def scripted(plan=PLAN):
+    served: dict[str, int] = defaultdict(int)
+
+    def reply(body):
+        question = body["messages"][1]["content"]
+        answers = plan[question]
+        answer = answers[served[question] % len(answers)]
+        served[question] += 1
+        return f"Let me think. The answer is \\boxed{{{answer}}}."
+
+    return reply
+
+
+def env_for(server) -> dict[str, str]:
+    return {"UTU_LLM_BASE_URL": server.base_url, "UTU_LLM_MODEL": "stub-model", "UTU_LLM_API_KEY": "k"}
+
+
+def eval_args(db_url, exp_id="e1", *extra):
+    return [RUN_EVAL, "--config_name", "local/mawps", "--limit", "6", "--pass_k", "2", "--exp_id", exp_id,
+            "--concurrency", "2", "--db_url", db_url, *extra]  # fmt: skip
+
+
+def rows(db_path, exp_id):
+    with sqlite3.connect(db_path) as conn:
+        return conn.execute(
+            "SELECT dataset_index, attempt, stage, reward, error FROM evaluation_data WHERE exp_id=? ORDER BY 1, 2",
+            (exp_id,),
+        ).fetchall()
+
+
+def rewards_by_question(db_path, exp_id):
+    out = defaultdict(Counter)
+    for index, _, stage, reward, _ in rows(db_path, exp_id):
+        out[index][(stage, reward)] += 1
+    return dict(out)
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = tmp_path / "eval.db"
+    return path, f"sqlite:///{path}"
+
+
+def test_metrics_equal_hand_computed_values(stub, tmp_path, db):
+    server = stub(StubScript(reply_fn=scripted()))
+    result = run_script(*eval_args(db[1]), env=env_for(server), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    metrics = json.loads((tmp_path / "runs/e1/eval_metrics.json").read_text())
+    # Questions 0 and 3: one of two right; 1 and 4: both right; 2 and 5: none.
+    assert metrics["Mean@2"] == pytest.approx((0.5 + 1 + 0 + 0.5 + 1 + 0) / 6)
+    assert metrics["Pass@2"] == pytest.approx(4 / 6)
+    assert metrics["pass@1"] == pytest.approx(metrics["Mean@2"])
+    assert (metrics["attempts"], metrics["attempts_judged"], metrics["attempts_failed"]) == (12, 12, 0)
+    assert server.request_count == 12
+    assert "Mean@2" in result.stdout and "0.500" in result.stdout
+    # Stored in the DB as well.
+    with sqlite3.connect(db[0]) as conn:
+        stored = json.loads(conn.execute("SELECT metrics FROM eval_results WHERE exp_id='e1'").fetchone()[0])
+    assert stored["Mean@2"] == metrics["Mean@2"]
+    # Re-running a complete experiment does nothing new.
+    again = run_script(*eval_args(db[1]), env=env_for(server), cwd=tmp_path)
+    assert again.returncode == 0 and server.request_count == 12
+
+
+def test_killed_mid_run_then_resumed_equals_an_uninterrupted_run(stub, tmp_path, db):
+    reference = stub(StubScript(reply_fn=scripted()))
+    assert run_script(*eval_args(db[1], "whole"), env=env_for(reference), cwd=tmp_path).returncode == 0
+
+    server = stub(StubScript(reply_fn=scripted(), latency=0.3))
+    proc = subprocess.Popen(
+        [sys.executable, *eval_args(db[1], "killed")],
+        cwd=tmp_path,
+        env={**os.environ, **env_for(server)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        judged = [r for r in rows(db[0], "killed") if r[2] == "judged"] if db[0].exists() else []
+        if len(judged) >= 3:
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    partial = rows(db[0], "killed")
+    assert 3 <= sum(r[2] == "judged" for r in partial) < 12
+
+    resumed = run_script(*eval_args(db[1], "killed"), env=env_for(server), cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    final = rows(db[0], "killed")
+    assert len(final) == 12 and {r[2] for r in final} == {"judged"}
+    assert len({(r[0], r[1]) for r in final}) == 12  # no duplicates
+    assert rewards_by_question(db[0], "killed") == rewards_by_question(db[0], "whole")
+    assert server.request_count <= 12 + 2  # at most the attempts in flight at the kill are redone
+    m_whole = json.loads((tmp_path / "runs/whole/eval_metrics.json").read_text())
+    m_killed = json.loads((tmp_path / "runs/killed/eval_metrics.json").read_text())
+    for key in ("Mean@2", "Pass@2", "pass@1", "attempts_judged", "Mean@2_ci95"):
+        assert m_killed[key] == m_whole[key]
+
+
+def test_failed_attempts_are_stored_with_their_error_and_retried_on_rerun(stub, tmp_path, db):
+    broken = QUESTIONS[2]["question"]
+    state = {"fixed": False}
+
+    def fault(body):  # the broken question's requests get HTTP 401 (not retried) until "fixed"
+        return "http401" if body["messages"][1]["content"] == broken and not state["fixed"] else None
+
+    server = stub(StubScript(reply_fn=scripted(), fault_fn=fault))
+    result = run_script(*eval_args(db[1]), env=env_for(server), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    failed = [r for r in rows(db[0], "e1") if r[2] == "failed"]
+    assert [(r[0], r[1]) for r in failed] == [(2, 0), (2, 1)]
+    assert all("401" in r[4] and "UTU_LLM_API_KEY" in r[4] for r in failed)
+    metrics = json.loads((tmp_path / "runs/e1/eval_metrics.json").read_text())
+    assert (metrics["attempts_failed"], metrics["attempts_judged"]) == (2, 10)
+    state["fixed"] = True
+    assert run_script(*eval_args(db[1]), env=env_for(server), cwd=tmp_path).returncode == 0
+    assert {r[2] for r in rows(db[0], "e1")} == {"judged"}
+
+
+def test_resuming_under_a_changed_config_is_refused(stub, tmp_path, db):
+    server = stub(StubScript(reply_fn=scripted()))
+    assert run_script(*eval_args(db[1]), env=env_for(server), cwd=tmp_path).returncode == 0
+    changed = run_script(*eval_args(db[1]), "agent.max_turns=3", env=env_for(server), cwd=tmp_path)
+    assert changed.returncode == 2
+    assert "changed: agent.max_turns" in changed.stderr and "--fresh" in changed.stderr
+    fresh = run_script(*eval_args(db[1]), "agent.max_turns=3", "--fresh", env=env_for(server), cwd=tmp_path)
+    assert fresh.returncode == 0, fresh.stderr
+    assert server.request_count == 24
+
+
+def test_step_rollout_then_judge(stub, tmp_path, db):
+    server = stub(StubScript(reply_fn=scripted()))
+    assert run_script(*eval_args(db[1]), "--step", "rollout", env=env_for(server), cwd=tmp_path).returncode == 0
+    assert {r[2] for r in rows(db[0], "e1")} == {"rollout"}
+    assert run_script(*eval_args(db[1]), "--step", "judge", env=env_for(server), cwd=tmp_path).returncode == 0
+    assert {r[2] for r in rows(db[0], "e1")} == {"judged"} and server.request_count == 12
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--pass_k", "0"], "command line: pass_k: Input should be greater than 0"),
+        (["verify_filename=nope.py"], "verify_filename: 'nope.py' not found"),
+        (["--dataset", "NoSuchSet"], "not bundled"),
+        (["agent.max_turns=abc"], "agent.max_turns"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(stub, tmp_path, db, args, message):
+    server = stub(StubScript(reply_fn=scripted()))
+    result = run_script(*eval_args(db[1]), *args, env=env_for(server), cwd=tmp_path)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert server.request_count == 0
+
+
+def test_compare_reports_the_paired_difference(stub, tmp_path, db):
+    server = stub(StubScript(reply_fn=scripted()))
+    assert run_script(*eval_args(db[1], "base"), env=env_for(server), cwd=tmp_path).returncode == 0
+    better = {q: [QUESTIONS[i]["answer"]] * 2 for i, q in enumerate(PLAN)}
+    server2 = stub(StubScript(reply_fn=scripted(better)))
+    assert run_script(*eval_args(db[1], "better"), env=env_for(server2), cwd=tmp_path).returncode == 0
+    result = run_script(RUN_EVAL, "--compare", "base", "better", "--db_url", db[1], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "B - A = +0.500" in result.stdout and "over 6 shared questions" in result.stdout
+    missing = run_script(RUN_EVAL, "--compare", "base", "nope", "--db_url", db[1], cwd=tmp_path)
+    assert missing.returncode == 2 and "no attempts stored for exp_id 'nope'" in missing.stderr
+
+
+@pytest.mark.integration
+def test_a_small_eval_on_the_real_embedded_model(local_model, tmp_path, db):
+    env = {"UTU_STATE_DIR": os.environ["UTU_STATE_DIR"], "UTU_LLM_BASE_URL": ""}
+    result = run_script(RUN_EVAL, "--config_name", "local/mawps", "--limit", "2", "--pass_k", "1", "--exp_id", "real",
+                        "--db_url", db[1], env=env, cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "embedded model" in result.stderr
+    final = rows(db[0], "real")
+    assert len(final) == 2 and {r[2] for r in final} == {"judged"}
+    assert all(r[3] in (0.0, 1.0) for r in final)

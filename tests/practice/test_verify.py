@@ -1,0 +1,142 @@
+"""Verify functions: the math truth table, timeouts, string matching, the LLM judge, loading and the contract."""
+
+import asyncio
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from tests.conftest import client_for
+from utu.errors import ConfigError
+from utu.llm.stub import StubScript
+from utu.practice.verify import Verifier, load_verifier
+
+
+def sample(gold, response, question="q"):
+    return SimpleNamespace(raw_question=question, correct_answer=gold, response=response)
+
+
+MATH_TRUTH_TABLE = [
+    ("\\frac12", "The answer is \\boxed{0.5}", 1.0),
+    ("0.5", "so we get $\\boxed{\\frac{1}{2}}$", 1.0),
+    ("70", "\\boxed{70.0}", 1.0),
+    ("70", "The final answer is 70.0", 1.0),
+    ("\\sqrt{2}/2", "\\boxed{\\frac{\\sqrt{2}}{2}}", 1.0),
+    ("3", "\\boxed{4}", 0.0),
+    ("204", "I think it's \\boxed{240}", 0.0),
+    ("3", "I do not know.", 0.0),
+    ("3", "", 0.0),
+]
+
+
+@pytest.fixture(scope="module")
+def math_verifier():
+    return Verifier(load_verifier("math.py"), timeout=3.0, timeout_score=0.25)
+
+
+@pytest.mark.parametrize(("gold", "response", "reward"), MATH_TRUTH_TABLE)
+async def test_math_truth_table(math_verifier, gold, response, reward):
+    verdict = await math_verifier(sample(gold, response))
+    assert verdict.error is None
+    assert verdict.reward == reward
+    assert verdict.correct is (reward == 1.0)
+
+
+async def test_pathological_expression_times_out_with_timeout_score_without_blocking(math_verifier):
+    start = time.perf_counter()
+    slow = asyncio.ensure_future(math_verifier(sample("1", "\\boxed{9^{9^{9^{9}}}}")))
+    # While it hangs in a worker, other verifications and the event loop go on.
+    quick = await math_verifier(sample("2", "\\boxed{2}"))
+    assert quick.reward == 1.0 and not slow.done()
+    verdict = await slow
+    assert verdict.reward == 0.25
+    assert "timed out" in verdict.error
+    assert time.perf_counter() - start < 3.0 + 5  # the hard timeout, not the expression, ends it
+    # The pool recovers: the next verification works.
+    assert (await math_verifier(sample("5", "\\boxed{5}"))).reward == 1.0
+
+
+@pytest.mark.parametrize(
+    ("gold", "response", "reward"),
+    [
+        ("Paris", "paris", 1.0),
+        ("Paris", "  Paris. ", 1.0),
+        ("New  York", '"new york"', 1.0),
+        ("42", "the answer is \\boxed{42}", 1.0),
+        ("Paris", "London", 0.0),
+        ("Paris", "Paris, France", 0.0),
+    ],
+)
+async def test_str_match(gold, response, reward):
+    verdict = await Verifier(load_verifier("str_match.py"))(sample(gold, response))
+    assert verdict.reward == reward
+
+
+async def test_webwalker_judge_keeps_the_explanation(stub):
+    server = stub(
+        StubScript(replies=["The response names the same city.\nGRADE: CORRECT", "Wrong year.\nGRADE: INCORRECT"])
+    )
+    verifier = Verifier(load_verifier("webwalker.py"), llm=client_for(server))
+    right = await verifier(sample("Paris", "It is Paris", "Capital of France?"))
+    wrong = await verifier(sample("1999", "2001"))
+    assert (right.reward, right.reasoning) == (1.0, "The response names the same city.")
+    assert (wrong.reward, wrong.reasoning) == (0.0, "Wrong year.")
+    assert "Capital of France?" in server.requests[0]["messages"][0]["content"]
+
+
+async def test_webwalker_without_a_grade_is_a_recorded_error(stub):
+    server = stub(StubScript(replies=["I am not sure."]))
+    verdict = await Verifier(load_verifier("webwalker.py"), timeout_score=0.0, llm=client_for(server))(sample("a", "b"))
+    assert verdict.reward == 0.0 and "no GRADE line" in verdict.error
+
+
+def test_verifier_by_path_and_by_dotted_name(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text("def check(sample, timeout_score=0, **kw):\n    return {'reward': 1.0, 'reasoning': 'ok'}\n")
+    assert load_verifier(str(path), "check").__name__ == "check"
+    assert load_verifier("utu.practice.verify.str_match").__name__ == "verify_func"
+    assert load_verifier("utu.practice.verify.str_match:normalize").__name__ == "normalize"
+
+
+@pytest.mark.parametrize(
+    ("filename", "func", "message"),
+    [
+        ("nope.py", "verify_func", "not found"),
+        ("math.py", "no_such_function", "has no function 'no_such_function'"),
+        ("no.such.module", "verify_func", "cannot load"),
+    ],
+)
+def test_a_verifier_that_cannot_be_loaded_is_a_config_error(filename, func, message):
+    with pytest.raises(ConfigError, match=message):
+        load_verifier(filename, func)
+
+
+def test_a_verifier_file_that_fails_to_import_is_a_config_error(tmp_path):
+    path = tmp_path / "broken.py"
+    path.write_text("import no_such_package_anywhere\n")
+    with pytest.raises(ConfigError, match="ModuleNotFoundError"):
+        load_verifier(str(path))
+
+
+async def test_verifier_failures_give_timeout_score_and_an_error():
+    def raises(sample, timeout_score=0, **kw):
+        raise RuntimeError("boom")
+
+    def hangs(sample, timeout_score=0, **kw):
+        time.sleep(5)
+
+    async def bad_reward(sample, timeout_score=0, **kw):
+        return {"reward": 7}
+
+    def not_a_dict(sample, timeout_score=0, **kw):
+        return 1.0
+
+    for func, message in [
+        (raises, "boom"),
+        (hangs, "timed out"),
+        (bad_reward, "not a number in [0, 1]"),
+        (not_a_dict, "expected a dict"),
+    ]:
+        verdict = await Verifier(func, timeout=0.2, timeout_score=0.5)(sample("a", "b"))
+        assert verdict.reward == 0.5 and message in verdict.error, func.__name__
+        assert not verdict.correct
