@@ -1,4 +1,26 @@
 from utu.db.engine import Database, database_url
-from utu.db.models import Base, DatasetSample, EvalResult, EvaluationSample, Experiment
+from utu.db.models import (
+    Base,
+    DatasetSample,
+    EvalResult,
+    EvaluationSample,
+    ExperienceOperation,
+    ExperienceSnapshot,
+    Experiment,
+    LearnerError,
+    PracticeStep,
+)
 
-__all__ = ["Base", "Database", "DatasetSample", "EvalResult", "EvaluationSample", "Experiment", "database_url"]
+__all__ = [
+    "Base",
+    "Database",
+    "DatasetSample",
+    "EvalResult",
+    "EvaluationSample",
+    "ExperienceOperation",
+    "ExperienceSnapshot",
+    "Experiment",
+    "LearnerError",
+    "PracticeStep",
+    "database_url",
+]

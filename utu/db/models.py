@@ -51,6 +51,7 @@ class EvaluationSample(Base):
     dataset: Mapped[str] = mapped_column(String(200))
     dataset_index: Mapped[int] = mapped_column(Integer)
     attempt: Mapped[int] = mapped_column(Integer, default=0)
+    step: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)  # practice step (None in evals)
     source: Mapped[str] = mapped_column(String(100), default="training_free_grpo")
     level: Mapped[str | None] = mapped_column(String(50), nullable=True)
     raw_question: Mapped[str] = mapped_column(Text)
@@ -97,4 +98,69 @@ class EvalResult(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     exp_id: Mapped[str] = mapped_column(String(200), index=True)
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ExperienceSnapshot(Base):
+    """The experience library after a practice step. Ids are stable across steps (never renumbered)."""
+
+    __tablename__ = "experience_snapshots"
+    __table_args__ = (UniqueConstraint("exp_id", "step", name="uq_snapshot_exp_step"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    exp_id: Mapped[str] = mapped_column(String(200), index=True)
+    step: Mapped[int] = mapped_column(Integer)
+    epoch: Mapped[int] = mapped_column(Integer)
+    batch: Mapped[int] = mapped_column(Integer)
+    experiences: Mapped[dict[str, Any]] = mapped_column(JSON)  # id -> text, in insertion order
+    next_id: Mapped[int] = mapped_column(Integer)  # the number of the next new id ("G<next_id>")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ExperienceOperation(Base):
+    """One operation the learner proposed for the library at a step: applied, or refused with the reason."""
+
+    __tablename__ = "experience_operations"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    exp_id: Mapped[str] = mapped_column(String(200), index=True)
+    step: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(10))  # ADD | UPDATE | DELETE | NONE
+    experience_id: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    old_text: Mapped[str | None] = mapped_column(Text, nullable=True)
+    new_text: Mapped[str | None] = mapped_column(Text, nullable=True)
+    source_questions: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)  # dataset indices
+    rationale: Mapped[str | None] = mapped_column(Text, nullable=True)
+    status: Mapped[str] = mapped_column(String(10))  # applied | refused
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class PracticeStep(Base):
+    """Statistics of one completed practice step."""
+
+    __tablename__ = "practice_steps"
+    __table_args__ = (UniqueConstraint("exp_id", "step", name="uq_practice_step"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    exp_id: Mapped[str] = mapped_column(String(200), index=True)
+    step: Mapped[int] = mapped_column(Integer)
+    epoch: Mapped[int] = mapped_column(Integer)
+    batch: Mapped[int] = mapped_column(Integer)
+    stats: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class LearnerError(Base):
+    """A learner call that failed (after its retry): recorded, and the step went on without it."""
+
+    __tablename__ = "learner_errors"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    exp_id: Mapped[str] = mapped_column(String(200), index=True)
+    step: Mapped[int] = mapped_column(Integer)
+    stage: Mapped[str] = mapped_column(String(30))
+    dataset_index: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    error: Mapped[str] = mapped_column(Text)
+    raw_reply: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

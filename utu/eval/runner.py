@@ -24,8 +24,18 @@ Step = Literal["all", "rollout", "judge"]
 
 
 class EvalRunner:
-    def __init__(self, config: EvalConfig, db: Database, agent: Agent, verifier: Verifier, show_progress: bool = True):
+    def __init__(
+        self,
+        config: EvalConfig,
+        db: Database,
+        agent: Agent,
+        verifier: Verifier,
+        show_progress: bool = True,
+        experiences: dict[str, str] | None = None,
+    ):
+        """`experiences`: a library to place in the agent's messages instead of its own (practice's evals)."""
         self.config = config
+        self.experiences = experiences
         self.db = db
         self.agent = agent
         self.verifier = verifier
@@ -91,7 +101,11 @@ class EvalRunner:
     async def _attempt(self, row: EvaluationSample, judge: bool, rollout_only: bool) -> None:
         if row.stage in ("init", "failed"):
             outcome = await rollout(
-                self.agent, row.raw_question, timeout=self.config.task_timeout, retries=self.config.max_attempt_retries
+                self.agent,
+                row.raw_question,
+                timeout=self.config.task_timeout,
+                retries=self.config.max_attempt_retries,
+                experiences=self.experiences,
             )
             values = outcome.row_values()
             await self._save(row.id, values)

@@ -53,3 +53,8 @@ class UsageTracker:
             for u in self.by_tag.values():
                 out.add(u)
         return out
+
+    def snapshot(self) -> dict[str, Usage]:
+        """A copy of the totals by tag (to compute what one step used)."""
+        with self._lock:
+            return {tag: Usage(u.calls, u.prompt_tokens, u.completion_tokens, u.cost) for tag, u in self.by_tag.items()}

@@ -1,0 +1,194 @@
+"""Training-Free GRPO practice: learn an experience library for an agent, then export the enhanced agent.
+
+    python scripts/run_training_free_GRPO.py --config_name math_reasoning
+    python scripts/run_training_free_GRPO.py --config_name local_mawps --epochs 2 --restart_step 1
+
+Flags override the YAML (same names as Youtu-Agent); extra `key=value` arguments are Hydra overrides.
+"""
+
+import argparse
+import logging
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from utu import cli
+from utu.agents import Agent
+from utu.config import TrainingFreeGRPOConfig, compose_dict, config_root, load_agent_config, load_config
+from utu.config.loader import validate
+from utu.db import Database
+from utu.db.dataset_io import ensure_dataset
+from utu.db.experiments import forget_experiment, register_experiment
+from utu.llm.factory import make_client
+from utu.llm.usage import UsageTracker
+from utu.practice.experience_updater import ExperienceUpdater
+from utu.practice.export import check_export_target, write_outputs
+from utu.practice.training_free_grpo import TrainingFreeGRPO
+from utu.practice.verify import Verifier, load_verifier
+from utu.tools import build_toolkits
+
+log = logging.getLogger("practice")
+console = Console(width=max(Console().width, 130))  # the step table is wide
+
+PRACTICE_FLAGS = {
+    "epochs": int, "batch_size": int, "grpo_n": int, "rollout_concurrency": int, "rollout_temperature": float,
+    "task_timeout": float, "shuffle_data": "bool", "seed": int, "agent_objective": str, "learning_objective": str,
+    "given_ground_truth": "bool", "num_experiences_per_query": int, "max_experiences": int, "do_eval": "bool",
+    "eval_strategy": str, "eval_steps": int,
+}  # fmt: skip
+DATA_FLAGS = {"practice_dataset_name": str, "rollout_data_truncate": int, "eval_data_truncate": int}
+EVAL_FLAGS = {"verify_filename": str, "verify_func_name": str, "pass_k": int}
+# Knobs that do not change what a step computes: a resumed experiment may change them.
+NOT_SHAPING = {"epochs", "restart_step", "rollout_concurrency", "task_timeout", "do_eval", "eval_strategy",
+               "eval_steps"}  # fmt: skip
+
+
+def _bool(text: str) -> bool:
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _restart(text: str) -> int | None:
+    if text.lower() in ("none", "null"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a step number or none, got {text!r}") from None
+
+
+def parse_args() -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config_name", required=True, help="practice config under configs/practice/")
+    parser.add_argument("--exp_id", "--experiment_name", dest="exp_id", help="experiment id (default: the config's)")
+    parser.add_argument("--agent_config", help="agent config name under configs/agents/ or a YAML file path")
+    parser.add_argument("--restart_step", type=_restart, default=None,
+                        help="none (default): reuse everything saved; N: recompute from step N; 0: recompute all")  # fmt: skip
+    for table in (PRACTICE_FLAGS, DATA_FLAGS, EVAL_FLAGS):
+        for name, kind in table.items():
+            parser.add_argument(f"--{name}", type=_bool if kind == "bool" else kind, default=None)
+    parser.add_argument("--fresh", action="store_true", help="forget this exp_id entirely and start over")
+    parser.add_argument("--no_pipeline", action="store_true", help="wait for the whole batch before learning")
+    parser.add_argument(
+        "--export_to", help="also write configs/agents/practice/NAME.yaml and configs/eval/practice/NAME.yaml"
+    )
+    parser.add_argument("--db_url", help="SQLAlchemy URL (default: UTU_DB_URL, else ./utu.db)")
+    parser.add_argument("--output_dir", type=Path, default=Path("runs"), help="outputs go to OUTPUT_DIR/<exp_id>/")
+    return parser.parse_known_args()
+
+
+def build_config(args: argparse.Namespace, overrides: list[str]) -> TrainingFreeGRPOConfig:
+    config = load_config("practice", args.config_name, TrainingFreeGRPOConfig, overrides).model_dump()
+    pick = lambda table: {k: v for k in table if (v := getattr(args, k)) is not None}  # noqa: E731
+    config["practice"] |= pick(PRACTICE_FLAGS) | {"restart_step": 0 if args.fresh else args.restart_step}
+    config["data"] |= pick(DATA_FLAGS)
+    config["evaluation"] |= pick(EVAL_FLAGS)
+    if args.exp_id:
+        config["exp_id"] = args.exp_id
+    if args.agent_config:
+        config["evaluation"]["agent"] = load_agent_config(args.agent_config).model_dump()
+    return validate(config, TrainingFreeGRPOConfig, {"": "command line"})
+
+
+def shaping_config(config: TrainingFreeGRPOConfig) -> dict:
+    """What determines a step's results: resuming under a change here is refused."""
+    secret = {"model_provider": {"api_key": True}, "concurrency": True, "timeout": True}
+    practice = config.practice.model_dump(exclude=NOT_SHAPING | {"learner_model"})
+    if config.practice.learner_model:
+        practice["learner_model"] = config.practice.learner_model.model_dump(exclude=secret)
+    ev = config.evaluation
+    return {
+        "practice": practice,
+        "data": config.data.model_dump(exclude={"eval_data_truncate"}),
+        "agent": ev.agent.model_dump(exclude={"model": secret}),
+        "verify": [ev.verify_filename, ev.verify_func_name, ev.timeout_score],
+    }
+
+
+async def main() -> int:
+    args, overrides = parse_args()
+    config = build_config(args, overrides)
+    if args.export_to:
+        check_export_target(config_root(), args.export_to)
+    ev = config.evaluation
+    verify_func = load_verifier(ev.verify_filename, ev.verify_func_name)
+    db = Database(args.db_url)
+    try:
+        await db.create_tables()
+        await ensure_dataset(db, config.data.practice_dataset_name)
+        if config.practice.do_eval:
+            await ensure_dataset(db, ev.data.dataset)
+        if args.fresh:
+            await forget_experiment(db, config.exp_id)
+        await register_experiment(db, config.exp_id, "practice", shaping_config(config))
+        usage = UsageTracker()
+        client = make_client(ev.agent.model, usage)
+        learner = make_client(config.practice.learner_model, usage) if config.practice.learner_model else client
+        judge = make_client(ev.judge_model, usage, env_prefix="JUDGE_LLM") if ev.judge_model else None
+        agent = Agent(ev.agent, client, build_toolkits(ev.agent.toolkits, llm=client))
+        verifier = Verifier(verify_func, ev.verify_timeout, ev.timeout_score, llm=judge)
+        practice = TrainingFreeGRPO(
+            config,
+            db,
+            agent,
+            ExperienceUpdater(learner, config.practice),
+            verifier,
+            usage,
+            pipeline=not args.no_pipeline,
+        )
+        result = await practice.run()
+    finally:
+        await db.dispose()
+    paths = write_outputs(
+        ev, result.library, config.exp_id, args.output_dir / config.exp_id, args.export_to, config_root()
+    )
+    print_summary(config, result)
+    console.print(f"enhanced agent: {paths['agent']}")
+    if "exported_eval" in paths:
+        console.print(f"evaluate it: python scripts/run_eval.py --config_name practice/{paths['exported_eval'].stem}")
+    else:
+        console.print(
+            f"evaluate it: python scripts/run_eval.py --config_name {eval_config_name(args.config_name)} "
+            f"--agent_config {paths['agent']} --exp_id {config.exp_id}_enhanced"
+        )
+    return 0
+
+
+def eval_config_name(practice_config: str) -> str:
+    """The eval config a practice config builds on (its `evaluation` defaults entry)."""
+    _, files = compose_dict("practice", practice_config)
+    path = files.get("evaluation")
+    return str(path.relative_to(config_root() / "eval").with_suffix("")) if path else "<eval config>"
+
+
+def print_summary(config: TrainingFreeGRPOConfig, result) -> None:
+    g = config.practice.grpo_n
+    table = Table(title=f"practice {config.exp_id}")
+    for column in ("step", "epoch", f"Mean@{g}", f"Pass@{g}", "groups used/skipped", "library", "ADD/UPD/DEL",
+                   "refused", "learner err", "tokens", "cost", "time"):  # fmt: skip
+        table.add_column(column, justify="right")
+    for s in result.steps:
+        if "operations" not in s:
+            continue
+        ops = s["operations"]
+        tokens = sum(u["prompt_tokens"] + u["completion_tokens"] for u in s["usage"].values())
+        cost = sum(u["cost"] for u in s["usage"].values())
+        table.add_row(
+            str(s["step"]), str(s["epoch"]), f"{s[f'Mean@{g}']:.3f}", f"{s[f'Pass@{g}']:.3f}",
+            f"{s['groups_used']}/{s['groups_skipped']}", str(s["library_size"]),
+            f"{ops['ADD']}/{ops['UPDATE']}/{ops['DELETE']}", str(s["operations_refused"]), str(s["learner_errors"]),
+            str(tokens), f"${cost:.4f}", f"{s['wall_time']:.1f}s",
+        )  # fmt: skip
+    console.print(table)
+    console.print(f"library ({len(result.library.experiences)} experiences):")
+    for key, text in result.library.experiences.items():
+        console.print(f"  [{key}] {text}", markup=False)
+
+
+if __name__ == "__main__":
+    cli.setup()
+    cli.run(main)

@@ -1,0 +1,94 @@
+"""Practice data: which questions each step works on, and their G attempt rows in `evaluation_data`.
+
+An epoch takes the first `rollout_data_truncate` questions, shuffles them with a seed derived from the
+epoch (really shuffled: batches differ between epochs), and cuts them into batches of `batch_size`
+questions (the last batch may be smaller). Step numbers run on across epochs. Each attempt is a row with
+exp_id `<exp_id>_epoch_<e>` and its `step`, so a resumed run finds exactly its step's attempts.
+"""
+
+import random
+
+from sqlalchemy import delete, select
+
+from utu.db.engine import Database
+from utu.db.models import DatasetSample, EvaluationSample
+
+
+class PracticeData:
+    def __init__(
+        self,
+        db: Database,
+        exp_id: str,
+        dataset: str,
+        grpo_n: int,
+        batch_size: int,
+        truncate: int | None = None,
+        shuffle: bool = True,
+        seed: int = 42,
+    ):
+        self.db = db
+        self.exp_id = exp_id
+        self.dataset = dataset
+        self.grpo_n = grpo_n
+        self.batch_size = batch_size
+        self.truncate = truncate
+        self.shuffle = shuffle
+        self.seed = seed
+        self._questions: list[DatasetSample] | None = None
+
+    def epoch_exp_id(self, epoch: int) -> str:
+        return f"{self.exp_id}_epoch_{epoch}"
+
+    async def questions(self) -> list[DatasetSample]:
+        if self._questions is None:
+            query = select(DatasetSample).where(DatasetSample.dataset == self.dataset).order_by(DatasetSample.index)
+            if self.truncate:
+                query = query.limit(self.truncate)
+            async with self.db.sessions() as s:
+                self._questions = list(await s.scalars(query))
+        return self._questions
+
+    async def batches_per_epoch(self) -> int:
+        n = len(await self.questions())
+        return -(-n // self.batch_size)
+
+    async def epoch_batches(self, epoch: int) -> list[list[DatasetSample]]:
+        """The epoch's batches of questions, in order."""
+        questions = list(await self.questions())
+        if self.shuffle:
+            random.Random(f"{self.seed}:{epoch}").shuffle(questions)
+        return [questions[i : i + self.batch_size] for i in range(0, len(questions), self.batch_size)]
+
+    async def step_rows(self, epoch: int, step: int, batch: list[DatasetSample]) -> list[EvaluationSample]:
+        """The step's G attempts per question, creating those that do not exist yet."""
+        exp = self.epoch_exp_id(epoch)
+        async with self.db.transaction() as s:
+            existing = {
+                (r.dataset_index, r.attempt): r
+                for r in await s.scalars(
+                    select(EvaluationSample).where(EvaluationSample.exp_id == exp, EvaluationSample.step == step)
+                )
+            }
+            rows = []
+            for q in batch:
+                for k in range(self.grpo_n):
+                    row = existing.get((q.index, k))
+                    if row is None:
+                        row = EvaluationSample(
+                            exp_id=exp, dataset=q.dataset, dataset_index=q.index, attempt=k, step=step,
+                            source=q.source, level=q.level, raw_question=q.question, correct_answer=q.answer,
+                            stage="init",
+                        )  # fmt: skip
+                        s.add(row)
+                    rows.append(row)
+        return rows
+
+    async def reset_from(self, step: int) -> None:
+        """Forget the attempts of steps >= `step` (for --restart_step)."""
+        async with self.db.transaction() as s:
+            await s.execute(
+                delete(EvaluationSample).where(
+                    EvaluationSample.exp_id.startswith(f"{self.exp_id}_epoch_", autoescape=True),
+                    EvaluationSample.step >= step,
+                )
+            )

@@ -1,0 +1,238 @@
+"""The learner: four LLM stages that turn a batch of judged groups into library operations.
+
+Per group (stages 1–3 run as soon as the group is judged, overlapping other groups' rollouts):
+  1. summarise each attempt (its trajectory cut to a token budget);
+  2. compare the group's attempts (against the ground truth, if given) and extract at most
+     `num_experiences_per_query` experiences "When <condition>, <strategy>." — the semantic advantage;
+  3. propose ADD / UPDATE / DELETE / NONE operations against the current library.
+Per batch:
+  4. consolidate all groups' operations (merge similar ADDs; DELETE wins over UPDATE).
+Every stage asks for JSON matching a pydantic schema. A reply that stays invalid after one retry is
+recorded as a `LearnerFailure` and the step goes on without it.
+"""
+
+import asyncio
+import json
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from utu.config.models import PracticeArguments
+from utu.errors import LLMError, StructuredOutputError
+from utu.llm.client import LLMClient
+from utu.practice import prompts
+from utu.practice.library import Library, Operation, ProposedOp
+
+CHARS_PER_TOKEN = 4  # a rough, model-independent estimate for the trajectory budget
+
+
+class AttemptSummary(BaseModel):
+    summary: str = Field(description="step-by-step summary of the attempt")
+
+
+class GroupAdvantage(BaseModel):
+    analysis: str = Field(description="which attempts were better or worse, and why")
+    experiences: list[str] = Field(description='each "When <condition>, <strategy>."')
+
+
+class OperationList(BaseModel):
+    operations: list[Operation]
+
+
+class ConsolidatedOperation(Operation):
+    merged_from: list[int] = Field(default_factory=list, description="numbers of the proposed operations it covers")
+
+
+class ConsolidatedList(BaseModel):
+    operations: list[ConsolidatedOperation]
+
+
+@dataclass
+class Attempt:
+    """One judged attempt, as the learner sees it."""
+
+    dataset_index: int
+    question: str
+    answer: str | None
+    response: str | None
+    trajectory: list[dict[str, Any]]
+    reward: float | None  # None: the attempt failed (no response)
+    critique: str | None = None
+
+
+@dataclass
+class LearnerFailure:
+    stage: str
+    dataset_index: int | None
+    error: str
+    raw_reply: str | None = None
+
+
+@dataclass
+class GroupOutcome:
+    dataset_index: int
+    used: bool
+    skip_reason: str | None = None
+    proposed: list[ProposedOp] = field(default_factory=list)
+    failures: list[LearnerFailure] = field(default_factory=list)
+
+
+class ExperienceUpdater:
+    def __init__(self, llm: LLMClient, practice: PracticeArguments):
+        self.llm = llm
+        self.p = practice
+        self.objectives = {
+            "agent_objective": practice.agent_objective,
+            "learning_objective": practice.learning_objective,
+        }
+
+    def skip_reason(self, attempts: list[Attempt]) -> str | None:
+        """Why a group teaches nothing, or None. Only groups of G > 1 with ground truth can be all-equal."""
+        judged = [a for a in attempts if a.reward is not None]
+        if not judged:
+            return "no judged attempt"
+        if self.p.grpo_n > 1:
+            if len(judged) < 2:
+                return "fewer than 2 judged attempts"
+            if self.p.given_ground_truth and len({a.reward for a in judged}) == 1:
+                return f"all rewards equal ({judged[0].reward:g})"
+        return None
+
+    async def learn_from_group(self, attempts: list[Attempt], library: Library) -> GroupOutcome:
+        """Stages 1–3 for one question's group."""
+        index = attempts[0].dataset_index
+        reason = self.skip_reason(attempts)
+        if reason:
+            return GroupOutcome(index, used=False, skip_reason=reason)
+        outcome = GroupOutcome(index, used=True)
+        judged = [a for a in attempts if a.reward is not None]
+        summaries = await asyncio.gather(*(self._summarise(a, outcome) for a in judged))
+        kept = [(a, s) for a, s in zip(judged, summaries, strict=True) if s is not None]
+        if not kept:
+            outcome.skip_reason = "no attempt could be summarised"
+            return outcome
+        advantage = await self._advantage(kept, outcome)
+        if advantage is None or not advantage.experiences:
+            return outcome
+        operations = await self._group_update(
+            advantage.experiences[: self.p.num_experiences_per_query], library, outcome
+        )
+        outcome.proposed = [ProposedOp(op, [index]) for op in operations]
+        return outcome
+
+    async def consolidate(
+        self, library: Library, groups: list[GroupOutcome], step_failures: list[LearnerFailure]
+    ) -> list[ProposedOp]:
+        """Stage 4. With operations from one group only there is nothing to merge, and no call is made."""
+        proposed = [p for g in groups for p in g.proposed if p.op.operation != "NONE"]
+        if len({tuple(p.source_questions) for p in proposed}) < 2:
+            return proposed
+        numbered = "\n".join(
+            f"{i}. {json.dumps(p.op.model_dump(exclude_none=True), ensure_ascii=False)}" for i, p in enumerate(proposed)
+        )
+        messages = self._messages(
+            prompts.BATCH_UPDATE_SYSTEM, prompts.BATCH_UPDATE_USER, library=library.render(), operations=numbered
+        )
+        try:
+            result = await self.llm.structured(messages, ConsolidatedList, tag="learner.batch_update")
+        except LLMError as e:
+            step_failures.append(_failure("batch_update", None, e))
+            return proposed  # apply the groups' operations unmerged rather than lose the step's learning
+        out = []
+        for op in result.operations:
+            sources = sorted(
+                {q for i in op.merged_from if 0 <= i < len(proposed) for q in proposed[i].source_questions}
+            )
+            out.append(ProposedOp(Operation(**op.model_dump(exclude={"merged_from"})), sources))
+        return out
+
+    async def _summarise(self, attempt: Attempt, outcome: GroupOutcome) -> str | None:
+        gt = self.p.given_ground_truth
+        messages = self._messages(
+            prompts.SUMMARY_SYSTEM,
+            prompts.SUMMARY_USER,
+            question=attempt.question,
+            ground_truth=attempt.answer if gt else "[hidden]",
+            outcome=f"reward {attempt.reward:g}" if gt else "[hidden]",
+            critique=attempt.critique or "[none]",
+            trajectory=render_trajectory(attempt.trajectory, self.p.summary_token_budget),
+        )
+        try:
+            return (await self.llm.structured(messages, AttemptSummary, tag="learner.summary")).summary
+        except LLMError as e:
+            outcome.failures.append(_failure("summary", attempt.dataset_index, e))
+            return None
+
+    async def _advantage(self, kept: list[tuple[Attempt, str]], outcome: GroupOutcome) -> GroupAdvantage | None:
+        gt = self.p.given_ground_truth
+        blocks = [
+            f"Attempt {i + 1}" + (f" (reward {a.reward:g})" if gt else "") + f":\n{summary}"
+            for i, (a, summary) in enumerate(kept)
+        ]
+        first = kept[0][0]
+        system = prompts.ADVANTAGE_SYSTEM.format(
+            **self.objectives,
+            num_experiences=self.p.num_experiences_per_query,
+            against_truth=" against the ground truth and their rewards" if gt else "",
+        )
+        user = prompts.ADVANTAGE_USER.format(
+            question=first.question, ground_truth=first.answer if gt else "[hidden]", attempts="\n\n".join(blocks)
+        )
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        try:
+            result = await self.llm.structured(messages, GroupAdvantage, tag="learner.advantage")
+        except LLMError as e:
+            outcome.failures.append(_failure("advantage", outcome.dataset_index, e))
+            return None
+        result.experiences = [x.strip() for x in result.experiences if x and x.strip()]
+        return result
+
+    async def _group_update(self, experiences: list[str], library: Library, outcome: GroupOutcome) -> list[Operation]:
+        messages = self._messages(
+            prompts.GROUP_UPDATE_SYSTEM,
+            prompts.GROUP_UPDATE_USER,
+            library=library.render(),
+            experiences="\n".join(f"- {x}" for x in experiences),
+        )
+        try:
+            return (await self.llm.structured(messages, OperationList, tag="learner.group_update")).operations
+        except LLMError as e:
+            outcome.failures.append(_failure("group_update", outcome.dataset_index, e))
+            return []
+
+    def _messages(self, system: str, user: str, **values: Any) -> list[dict[str, str]]:
+        return [
+            {"role": "system", "content": system.format(**self.objectives)},
+            {"role": "user", "content": user.format(**values)},
+        ]
+
+
+def _failure(stage: str, index: int | None, e: LLMError) -> LearnerFailure:
+    raw = e.raw if isinstance(e, StructuredOutputError) else None
+    return LearnerFailure(stage, index, str(e), raw)
+
+
+def render_trajectory(messages: list[dict[str, Any]], token_budget: int) -> str:
+    """The trajectory as text (system prompt left out), cut in the middle to fit the budget."""
+    lines = []
+    for m in messages:
+        if m.get("role") == "system":
+            continue
+        text = m.get("content") or ""
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function", {})
+            text += f"\n[tool call] {fn.get('name')}({fn.get('arguments')})"
+        lines.append(f"[{m.get('role')}] {text}")
+    rendered = "\n".join(lines)
+    limit = token_budget * CHARS_PER_TOKEN
+    if len(rendered) <= limit:
+        return rendered
+    head = int(limit * 0.4)
+    return f"{rendered[:head]}\n... [{len(rendered) - limit} characters cut] ...\n{rendered[-(limit - head) :]}"
+
+
+def group_stats(rewards: list[float]) -> tuple[float, bool]:
+    """Mean reward of a group and whether any attempt was fully correct."""
+    return (statistics.fmean(rewards), any(r >= 1.0 for r in rewards)) if rewards else (0.0, False)

@@ -1,0 +1,58 @@
+"""Write the enhanced agent: the baseline agent, unchanged (model settings, max_turns, tools, placement),
+plus the learned library, which `build_messages` places exactly as it did during practice."""
+
+from pathlib import Path
+
+import yaml
+
+from utu.config.models import AgentConfig, EvalConfig
+from utu.errors import ConfigError
+from utu.practice.library import Library
+
+
+def enhanced_agent(baseline: AgentConfig, library: Library) -> AgentConfig:
+    return baseline.model_copy(update={"experiences": dict(library.experiences)})
+
+
+def agent_yaml(agent: AgentConfig) -> str:
+    data = agent.model_dump()
+    # Never write a key to disk: the file reads it from the environment when loaded.
+    data["model"]["model_provider"]["api_key"] = "${oc.env:UTU_LLM_API_KEY,null}"
+    return "# @package _global_\n" + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
+
+
+def eval_yaml(evaluation: EvalConfig, agent_name: str, exp_id: str) -> str:
+    data = evaluation.model_dump(exclude={"agent"}) | {"exp_id": exp_id}
+    header = f"# @package _global_\ndefaults:\n  - /agents/practice@agent: {agent_name}\n  - _self_\n\n"
+    if data.get("judge_model") and data["judge_model"]["model_provider"].get("api_key"):
+        data["judge_model"]["model_provider"]["api_key"] = "${oc.env:JUDGE_LLM_API_KEY,null}"
+    return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
+
+
+def export_paths(configs: Path, name: str) -> tuple[Path, Path]:
+    return configs / "agents" / "practice" / f"{name}.yaml", configs / "eval" / "practice" / f"{name}.yaml"
+
+
+def check_export_target(configs: Path, name: str) -> None:
+    """Refuse, before any work, to export over an existing (possibly shipped) config."""
+    taken = [str(p) for p in export_paths(configs, name) if p.exists()]
+    if taken:
+        raise ConfigError(f"--export_to {name}: {', '.join(taken)} already exists; choose another name")
+
+
+def write_outputs(
+    evaluation: EvalConfig, library: Library, exp_id: str, output_dir: Path, export_to: str | None, configs: Path
+) -> dict[str, Path]:
+    """The enhanced agent under the run's folder, and with `export_to` also into configs/ (never over a file)."""
+    agent = enhanced_agent(evaluation.agent, library)
+    out = {"agent": output_dir / "enhanced_agent.yaml"}
+    output_dir.mkdir(parents=True, exist_ok=True)
+    out["agent"].write_text(agent_yaml(agent))
+    if export_to:
+        check_export_target(configs, export_to)
+        agent_path, eval_path = export_paths(configs, export_to)
+        eval_path.parent.mkdir(parents=True, exist_ok=True)
+        agent_path.write_text(agent_yaml(agent))
+        eval_path.write_text(eval_yaml(evaluation, f"{export_to}", f"{export_to}_eval"))
+        out |= {"exported_agent": agent_path, "exported_eval": eval_path}
+    return out

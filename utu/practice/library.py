@@ -1,0 +1,118 @@
+"""The experience library and how learner operations change it.
+
+Ids are "G<n>" with n from a counter that only grows, so an id means the same experience for the whole
+experiment (the reference renumbered every step). The code, not the LLM, decides what is applied:
+an UPDATE or DELETE naming an unknown id is refused and recorded; a DELETE needs only its id; DELETE
+wins over UPDATE for the same id; ADDs beyond `max_experiences` are refused.
+"""
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+OpKind = Literal["ADD", "UPDATE", "DELETE", "NONE"]
+
+
+class Operation(BaseModel):
+    """An operation the learner proposes (the JSON schema it must follow)."""
+
+    operation: OpKind
+    id: str | None = Field(default=None, description="the existing experience id for UPDATE and DELETE")
+    content: str | None = Field(default=None, description="the experience text for ADD and UPDATE")
+    rationale: str | None = Field(default=None, description="why, in one sentence")
+
+    @field_validator("operation", mode="before")
+    @classmethod
+    def _upper(cls, v: object) -> object:
+        return v.strip().upper() if isinstance(v, str) else v
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _clean_id(cls, v: object) -> object:
+        # Models write "[G3]", "G3." or 3; the library's ids are "G3".
+        if isinstance(v, int):
+            return f"G{v}"
+        if isinstance(v, str):
+            v = v.strip().strip("[]().").strip()
+            return v or None
+        return v
+
+
+@dataclass
+class ProposedOp:
+    """An operation with where it came from."""
+
+    op: Operation
+    source_questions: list[int] = field(default_factory=list)
+
+
+@dataclass
+class OpRecord:
+    kind: str
+    experience_id: str | None
+    old_text: str | None
+    new_text: str | None
+    source_questions: list[int]
+    rationale: str | None
+    status: Literal["applied", "refused"]
+    reason: str | None = None
+
+
+@dataclass
+class Library:
+    experiences: dict[str, str] = field(default_factory=dict)
+    next_id: int = 0
+
+    def copy(self) -> "Library":
+        return Library(dict(self.experiences), self.next_id)
+
+    def render(self) -> str:
+        if not self.experiences:
+            return "(empty)"
+        return "\n".join(f"[{key}] {text}" for key, text in self.experiences.items())
+
+
+def apply_operations(
+    library: Library, proposed: list[ProposedOp], max_experiences: int | None = None
+) -> tuple[Library, list[OpRecord]]:
+    """Apply operations in order to a copy of the library; every operation yields a record."""
+    new = library.copy()
+    deleted_ids = {p.op.id for p in proposed if p.op.operation == "DELETE" and p.op.id}
+    records: list[OpRecord] = []
+    for p in proposed:
+        op = p.op
+        content = (op.content or "").strip() or None
+
+        def record(status, reason=None, experience_id=op.id, old=None, new_text=content):
+            records.append(
+                OpRecord(op.operation, experience_id, old, new_text, p.source_questions, op.rationale, status, reason)
+            )
+
+        if op.operation == "NONE":
+            continue
+        if op.operation == "ADD":
+            if content is None:
+                record("refused", "ADD without content")
+            elif content in new.experiences.values():
+                record("refused", "duplicate of an existing experience")
+            elif max_experiences is not None and len(new.experiences) >= max_experiences:
+                record("refused", f"library full (max_experiences={max_experiences})")
+            else:
+                key = f"G{new.next_id}"
+                new.next_id += 1
+                new.experiences[key] = content
+                record("applied", experience_id=key)
+        elif op.id not in new.experiences:
+            record("refused", f"unknown id {op.id!r}" if op.id else f"{op.operation} without an id")
+        elif op.operation == "DELETE":
+            record("applied", old=new.experiences.pop(op.id), new_text=None)
+        elif op.id in deleted_ids:
+            record("refused", "a DELETE of the same id wins over UPDATE", old=new.experiences[op.id])
+        elif content is None:
+            record("refused", "UPDATE without content", old=new.experiences[op.id])
+        else:
+            old = new.experiences[op.id]
+            new.experiences[op.id] = content
+            record("applied", old=old)
+    return new, records

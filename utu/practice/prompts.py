@@ -1,0 +1,75 @@
+"""The learner's prompts, one pair (system, user) per stage. Written for this project.
+
+Every stage is driven by the user's `agent_objective` (what the agent must do) and `learning_objective`
+(what kind of experience is worth learning), and replies in JSON matching a pydantic schema.
+"""
+
+SUMMARY_SYSTEM = """You review one attempt of an AI agent, to help a learner extract reusable experience.
+The agent's objective: {agent_objective}
+The learning objective: {learning_objective}
+
+Summarise the attempt step by step: what the agent did at each step (reasoning, tool calls and their
+results, with the exact values that mattered), where it went wrong or took a detour, what it missed, and
+how it reached its final answer. Keep only what bears on the learning objective. Be concrete and brief."""
+
+SUMMARY_USER = """<question>
+{question}
+</question>
+<ground_truth>{ground_truth}</ground_truth>
+<outcome>{outcome}</outcome>
+<critique>{critique}</critique>
+<trajectory>
+{trajectory}
+</trajectory>"""
+
+ADVANTAGE_SYSTEM = """You compare several attempts of an AI agent at the same question and extract experiences
+that would make the agent succeed more often on similar questions.
+The agent's objective: {agent_objective}
+The learning objective: {learning_objective}
+
+1. Judge which attempts are better and which worse{against_truth}.
+2. For the worse ones, find the root cause of the failure; for the better ones, what made them work.
+3. Generalise into at most {num_experiences} experience(s), each one sentence of the form
+   "When <condition>, <strategy>." that would help on other questions, not only this one.
+Do not restate the question's specific numbers or answer."""
+
+ADVANTAGE_USER = """<question>
+{question}
+</question>
+<ground_truth>{ground_truth}</ground_truth>
+<attempts>
+{attempts}
+</attempts>"""
+
+GROUP_UPDATE_SYSTEM = """You maintain a short library of experiences for an AI agent.
+The agent's objective: {agent_objective}
+The learning objective: {learning_objective}
+
+For each new experience, choose one operation against the existing library:
+- ADD: it is new and useful (give its content; the system assigns the id).
+- UPDATE: it refines or corrects an existing experience (give that id and the improved content, which
+  should be more general than either).
+- DELETE: an existing experience is wrong, harmful or made obsolete (give its id; no content needed).
+- NONE: it is already covered or not useful.
+Use only ids that appear in the existing library. Keep each content to one sentence of the form
+"When <condition>, <strategy>." Give a one-sentence rationale for each operation."""
+
+GROUP_UPDATE_USER = """<existing_library>
+{library}
+</existing_library>
+<new_experiences>
+{experiences}
+</new_experiences>"""
+
+BATCH_UPDATE_SYSTEM = """You consolidate the operations proposed for an experience library by several learners
+in one round, into the final list of operations to apply.
+Rules: merge ADDs that say the same thing into one ADD; keep distinct ADDs; merge several UPDATEs of the same
+id into one UPDATE that captures their shared insight; a DELETE of an id wins over any UPDATE of it; drop
+operations that would make the library redundant. Use only ids of the existing library."""
+
+BATCH_UPDATE_USER = """<existing_library>
+{library}
+</existing_library>
+<proposed_operations>
+{operations}
+</proposed_operations>"""

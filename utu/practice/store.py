@@ -1,0 +1,91 @@
+"""What practice keeps in SQL besides attempts: library snapshots, operations, step statistics, learner errors.
+
+A step's results are saved in one transaction, so a step is either complete (with its snapshot) or
+absent, never half-written.
+"""
+
+from typing import Any
+
+from sqlalchemy import delete, select
+
+from utu.db.engine import Database
+from utu.db.models import EvaluationSample, ExperienceOperation, ExperienceSnapshot, LearnerError, PracticeStep
+from utu.practice.experience_updater import LearnerFailure
+from utu.practice.library import Library, OpRecord
+
+
+class PracticeStore:
+    def __init__(self, db: Database, exp_id: str):
+        self.db = db
+        self.exp_id = exp_id
+
+    async def snapshot(self, step: int) -> Library | None:
+        async with self.db.sessions() as s:
+            row = await s.scalar(
+                select(ExperienceSnapshot).where(
+                    ExperienceSnapshot.exp_id == self.exp_id, ExperienceSnapshot.step == step
+                )
+            )
+        return Library(dict(row.experiences), row.next_id) if row else None
+
+    async def step_stats(self, step: int) -> dict[str, Any] | None:
+        async with self.db.sessions() as s:
+            row = await s.scalar(
+                select(PracticeStep).where(PracticeStep.exp_id == self.exp_id, PracticeStep.step == step)
+            )
+        return dict(row.stats) if row else None
+
+    async def save_step(
+        self,
+        step: int,
+        epoch: int,
+        batch: int,
+        library: Library,
+        records: list[OpRecord],
+        failures: list[LearnerFailure],
+        stats: dict[str, Any],
+    ) -> None:
+        async with self.db.transaction() as s:
+            s.add(
+                ExperienceSnapshot(
+                    exp_id=self.exp_id, step=step, epoch=epoch, batch=batch,
+                    experiences=dict(library.experiences), next_id=library.next_id,
+                )
+            )  # fmt: skip
+            s.add_all(
+                ExperienceOperation(
+                    exp_id=self.exp_id, step=step, kind=r.kind, experience_id=r.experience_id, old_text=r.old_text,
+                    new_text=r.new_text, source_questions=r.source_questions, rationale=r.rationale, status=r.status,
+                    reason=r.reason,
+                )
+                for r in records
+            )  # fmt: skip
+            s.add_all(
+                LearnerError(
+                    exp_id=self.exp_id, step=step, stage=f.stage, dataset_index=f.dataset_index, error=f.error,
+                    raw_reply=f.raw_reply,
+                )
+                for f in failures
+            )  # fmt: skip
+            s.add(PracticeStep(exp_id=self.exp_id, step=step, epoch=epoch, batch=batch, stats=stats))
+
+    async def update_stats(self, step: int, extra: dict[str, Any]) -> None:
+        async with self.db.transaction() as s:
+            row = await s.scalar(
+                select(PracticeStep).where(PracticeStep.exp_id == self.exp_id, PracticeStep.step == step)
+            )
+            row.stats = {**row.stats, **extra}
+
+    async def reset_from(self, step: int) -> None:
+        """Forget everything learned at steps >= `step` (for --restart_step), evaluations included."""
+        async with self.db.transaction() as s:
+            for model in (ExperienceSnapshot, ExperienceOperation, PracticeStep, LearnerError):
+                await s.execute(delete(model).where(model.exp_id == self.exp_id, model.step >= step))
+            eval_ids = await s.scalars(
+                select(EvaluationSample.exp_id)
+                .where(EvaluationSample.exp_id.startswith(f"{self.exp_id}_eval_step", autoescape=True))
+                .distinct()
+            )
+            stale = [e for e in eval_ids if int(e.rsplit("step", 1)[1]) >= step]
+            if stale:
+                await s.execute(delete(EvaluationSample).where(EvaluationSample.exp_id.in_(stale)))

@@ -1,0 +1,220 @@
+"""Training-Free GRPO: epochs -> batches -> steps, learning an experience library instead of weights.
+
+Per step: G attempts per question with the current library (rollouts at `rollout_temperature`, bounded by
+`rollout_concurrency` and `task_timeout`), each judged by the verify function; as soon as a question's
+group is judged its learner stages 1–3 start (overlapping the rest of the batch); then the batch's
+operations are consolidated and applied, and the new library is saved with the step's statistics in
+one transaction. Resume (`restart_step`): steps before it are reused from the database, steps from it
+on are recomputed; an unfinished step resumes with the attempts it already has.
+"""
+
+import asyncio
+import logging
+import statistics
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import update
+
+from utu.agents.agent import Agent
+from utu.config.models import TrainingFreeGRPOConfig
+from utu.db.engine import Database
+from utu.db.models import EvaluationSample
+from utu.eval.attempt import rollout
+from utu.eval.metrics import Attempt as MetricAttempt
+from utu.eval.metrics import compute_metrics
+from utu.eval.runner import EvalRunner, judged_values
+from utu.llm.usage import Usage, UsageTracker
+from utu.practice.data_manager import PracticeData
+from utu.practice.experience_updater import Attempt, ExperienceUpdater, GroupOutcome, LearnerFailure
+from utu.practice.library import Library, apply_operations
+from utu.practice.store import PracticeStore
+from utu.practice.verify import Verifier
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PracticeResult:
+    library: Library
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+
+class TrainingFreeGRPO:
+    def __init__(
+        self,
+        config: TrainingFreeGRPOConfig,
+        db: Database,
+        agent: Agent,
+        updater: ExperienceUpdater,
+        verifier: Verifier,
+        usage: UsageTracker,
+        pipeline: bool = True,
+    ):
+        self.config = config
+        self.p = config.practice
+        self.db = db
+        self.agent = agent
+        self.updater = updater
+        self.verifier = verifier
+        self.usage = usage
+        self.pipeline = pipeline
+        self.store = PracticeStore(db, config.exp_id)
+        self.data = PracticeData(
+            db, config.exp_id, config.data.practice_dataset_name, self.p.grpo_n, self.p.batch_size,
+            config.data.rollout_data_truncate, self.p.shuffle_data, self.p.seed,
+        )  # fmt: skip
+
+    def use_cache(self, step: int) -> bool:
+        return self.p.restart_step is None or step < self.p.restart_step
+
+    async def run(self) -> PracticeResult:
+        if self.p.restart_step is not None:
+            await self.store.reset_from(self.p.restart_step)
+            await self.data.reset_from(self.p.restart_step)
+        per_epoch = await self.data.batches_per_epoch()
+        result = PracticeResult(Library())
+        for epoch in range(self.p.epochs):
+            for b, batch in enumerate(await self.data.epoch_batches(epoch)):
+                step = epoch * per_epoch + b
+                cached = await self.store.snapshot(step) if self.use_cache(step) else None
+                if cached is not None:
+                    log.info("step %d: reusing the saved library (%d experiences)", step, len(cached.experiences))
+                    result.library = cached
+                    result.steps.append(await self.store.step_stats(step) or {"step": step})
+                    continue
+                stats = await self.practice_step(epoch, b, step, batch, result.library)
+                result.library = stats.pop("_library")
+                if self.p.do_eval and self.should_evaluate(step, b, per_epoch):
+                    stats["eval"] = await self.evaluate(step, result.library)
+                    await self.store.update_stats(step, {"eval": stats["eval"]})
+                result.steps.append(stats)
+        return result
+
+    def should_evaluate(self, step: int, batch: int, per_epoch: int) -> bool:
+        if self.p.eval_strategy == "epoch":
+            return batch == per_epoch - 1
+        return (step + 1) % self.p.eval_steps == 0
+
+    async def practice_step(self, epoch: int, b: int, step: int, batch, library: Library) -> dict[str, Any]:
+        start = time.perf_counter()
+        usage_before = self.usage.snapshot()
+        rows = await self.data.step_rows(epoch, step, batch)
+        groups: dict[int, list[EvaluationSample]] = defaultdict(list)
+        for row in rows:
+            groups[row.dataset_index].append(row)
+        slots = asyncio.Semaphore(self.p.rollout_concurrency)
+        log.info("step %d (epoch %d, batch %d): %d questions x G=%d", step, epoch, b, len(groups), self.p.grpo_n)
+
+        async def group_task(group_rows: list[EvaluationSample]) -> GroupOutcome | None:
+            await asyncio.gather(*(self._attempt(row, library, slots) for row in group_rows))
+            if not self.pipeline:
+                return None
+            return await self.updater.learn_from_group([_as_attempt(r) for r in group_rows], library)
+
+        outcomes = await asyncio.gather(*(group_task(g) for g in groups.values()))
+        if not self.pipeline:
+            outcomes = await asyncio.gather(
+                *(self.updater.learn_from_group([_as_attempt(r) for r in g], library) for g in groups.values())
+            )
+        failures: list[LearnerFailure] = [f for o in outcomes for f in o.failures]
+        proposed = await self.updater.consolidate(library, outcomes, failures)
+        new_library, records = apply_operations(library, proposed, self.p.max_experiences)
+        stats = self._stats(epoch, b, step, rows, outcomes, failures, new_library, records, usage_before, start)
+        await self.store.save_step(step, epoch, b, new_library, records, failures, stats)
+        log.info(
+            "step %d: Mean@%d %.3f, library %d (+%d ops), %d learner errors",
+            step, self.p.grpo_n, stats[f"Mean@{self.p.grpo_n}"], len(new_library.experiences),
+            sum(stats["operations"].values()), len(failures),
+        )  # fmt: skip
+        return {**stats, "_library": new_library}
+
+    async def _attempt(self, row: EvaluationSample, library: Library, slots: asyncio.Semaphore) -> None:
+        """Roll out (if not done before) and judge one attempt, saving each stage as it completes."""
+        if row.stage in ("init", "failed"):
+            async with slots:
+                outcome = await rollout(
+                    self.agent, row.raw_question, timeout=self.p.task_timeout,
+                    retries=self.config.evaluation.max_attempt_retries, experiences=library.experiences,
+                    temperature=self.p.rollout_temperature,
+                )  # fmt: skip
+            await self._save(row, outcome.row_values())
+        if row.stage == "rollout":
+            await self._save(row, judged_values(await self.verifier(row)))
+
+    async def _save(self, row: EvaluationSample, values: dict[str, Any]) -> None:
+        async with self.db.transaction() as s:
+            await s.execute(update(EvaluationSample).where(EvaluationSample.id == row.id).values(**values))
+        for key, value in values.items():
+            setattr(row, key, value)
+
+    async def evaluate(self, step: int, library: Library) -> dict[str, Any]:
+        """Evaluate the current library on the eval set at the agent's own settings (not the rollout temperature)."""
+        ev = self.config.evaluation
+        limit = self.config.data.eval_data_truncate or ev.data.limit
+        config = ev.model_copy(
+            update={
+                "exp_id": f"{self.config.exp_id}_eval_step{step}",
+                "data": ev.data.model_copy(update={"limit": limit}),
+            }
+        )
+        runner = EvalRunner(
+            config, self.db, self.agent, self.verifier, show_progress=False, experiences=library.experiences
+        )
+        await runner.prepare()
+        await runner.run()
+        metrics = compute_metrics((MetricAttempt.from_row(r) for r in await runner.rows()), config.pass_k)
+        k = config.pass_k
+        return {"exp_id": config.exp_id, f"Mean@{k}": metrics[f"Mean@{k}"], f"Mean@{k}_ci95": metrics[f"Mean@{k}_ci95"]}
+
+    def _stats(self, epoch, b, step, rows, outcomes, failures, library, records, usage_before, start) -> dict[str, Any]:
+        g = self.p.grpo_n
+        by_question: dict[int, list[float]] = defaultdict(list)
+        for r in rows:
+            if r.stage == "judged":
+                by_question[r.dataset_index].append(r.reward)
+        applied = defaultdict(int)
+        for r in records:
+            if r.status == "applied":
+                applied[r.kind] += 1
+        return {
+            "step": step,
+            "epoch": epoch,
+            "batch": b,
+            "questions": len({r.dataset_index for r in rows}),
+            "attempts": len(rows),
+            "attempts_failed": sum(r.stage == "failed" for r in rows),
+            f"Mean@{g}": statistics.fmean(statistics.fmean(v) for v in by_question.values()) if by_question else 0.0,
+            f"Pass@{g}": statistics.fmean(any(x >= 1.0 for x in v) for v in by_question.values()) if by_question else 0.0,
+            "groups_used": sum(o.used for o in outcomes),
+            "groups_skipped": sum(not o.used for o in outcomes),
+            "library_size": len(library.experiences),
+            "operations": {kind: applied.get(kind, 0) for kind in ("ADD", "UPDATE", "DELETE")},
+            "operations_refused": sum(r.status == "refused" for r in records),
+            "learner_errors": len(failures),
+            "usage": _usage_delta(usage_before, self.usage.snapshot()),
+            "wall_time": time.perf_counter() - start,
+        }  # fmt: skip
+
+
+def _as_attempt(row: EvaluationSample) -> Attempt:
+    return Attempt(
+        dataset_index=row.dataset_index, question=row.raw_question, answer=row.correct_answer, response=row.response,
+        trajectory=row.trajectories or [], reward=row.reward if row.stage == "judged" else None, critique=row.reasoning,
+    )  # fmt: skip
+
+
+def _usage_delta(before: dict[str, Usage], after: dict[str, Usage]) -> dict[str, dict[str, float]]:
+    out = {}
+    for tag, u in after.items():
+        b = before.get(tag, Usage())
+        if u.calls != b.calls:
+            out[tag] = {
+                "calls": u.calls - b.calls,
+                "prompt_tokens": u.prompt_tokens - b.prompt_tokens,
+                "completion_tokens": u.completion_tokens - b.completion_tokens,
+                "cost": u.cost - b.cost,
+            }
+    return out
