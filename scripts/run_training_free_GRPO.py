@@ -66,8 +66,8 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--config_name", required=True, help="practice config under configs/practice/")
     parser.add_argument("--exp_id", "--experiment_name", dest="exp_id", help="experiment id (default: the config's)")
     parser.add_argument("--agent_config", help="agent config name under configs/agents/ or a YAML file path")
-    parser.add_argument("--restart_step", type=_restart, default=None,
-                        help="none (default): reuse everything saved; N: recompute from step N; 0: recompute all")  # fmt: skip
+    restart_help = "none (default): reuse everything saved; N: recompute from step N; 0: recompute all"
+    parser.add_argument("--restart_step", type=_restart, default=None, help=restart_help)
     for table in (PRACTICE_FLAGS, DATA_FLAGS, EVAL_FLAGS):
         for name, kind in table.items():
             parser.add_argument(f"--{name}", type=_bool if kind == "bool" else kind, default=None)

@@ -13,7 +13,6 @@ recorded as a `LearnerFailure` and the step goes on without it.
 
 import asyncio
 import json
-import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -231,8 +230,3 @@ def render_trajectory(messages: list[dict[str, Any]], token_budget: int) -> str:
         return rendered
     head = int(limit * 0.4)
     return f"{rendered[:head]}\n... [{len(rendered) - limit} characters cut] ...\n{rendered[-(limit - head) :]}"
-
-
-def group_stats(rewards: list[float]) -> tuple[float, bool]:
-    """Mean reward of a group and whether any attempt was fully correct."""
-    return (statistics.fmean(rewards), any(r >= 1.0 for r in rewards)) if rewards else (0.0, False)

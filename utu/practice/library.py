@@ -76,43 +76,41 @@ class Library:
 def apply_operations(
     library: Library, proposed: list[ProposedOp], max_experiences: int | None = None
 ) -> tuple[Library, list[OpRecord]]:
-    """Apply operations in order to a copy of the library; every operation yields a record."""
+    """Apply operations in order to a copy of the library; every operation but NONE yields a record."""
     new = library.copy()
     deleted_ids = {p.op.id for p in proposed if p.op.operation == "DELETE" and p.op.id}
-    records: list[OpRecord] = []
-    for p in proposed:
-        op = p.op
-        content = (op.content or "").strip() or None
-
-        def record(status, reason=None, experience_id=op.id, old=None, new_text=content):
-            records.append(
-                OpRecord(op.operation, experience_id, old, new_text, p.source_questions, op.rationale, status, reason)
-            )
-
-        if op.operation == "NONE":
-            continue
-        if op.operation == "ADD":
-            if content is None:
-                record("refused", "ADD without content")
-            elif content in new.experiences.values():
-                record("refused", "duplicate of an existing experience")
-            elif max_experiences is not None and len(new.experiences) >= max_experiences:
-                record("refused", f"library full (max_experiences={max_experiences})")
-            else:
-                key = f"G{new.next_id}"
-                new.next_id += 1
-                new.experiences[key] = content
-                record("applied", experience_id=key)
-        elif op.id not in new.experiences:
-            record("refused", f"unknown id {op.id!r}" if op.id else f"{op.operation} without an id")
-        elif op.operation == "DELETE":
-            record("applied", old=new.experiences.pop(op.id), new_text=None)
-        elif op.id in deleted_ids:
-            record("refused", "a DELETE of the same id wins over UPDATE", old=new.experiences[op.id])
-        elif content is None:
-            record("refused", "UPDATE without content", old=new.experiences[op.id])
-        else:
-            old = new.experiences[op.id]
-            new.experiences[op.id] = content
-            record("applied", old=old)
+    records = [_apply_one(new, p, deleted_ids, max_experiences) for p in proposed if p.op.operation != "NONE"]
     return new, records
+
+
+def _apply_one(lib: Library, p: ProposedOp, deleted_ids: set[str], max_experiences: int | None) -> OpRecord:
+    op = p.op
+    content = (op.content or "").strip() or None
+    record = OpRecord(op.operation, op.id, None, content, p.source_questions, op.rationale, "refused")
+    if op.operation == "ADD":
+        if content is None:
+            record.reason = "ADD without content"
+        elif content in lib.experiences.values():
+            record.reason = "duplicate of an existing experience"
+        elif max_experiences is not None and len(lib.experiences) >= max_experiences:
+            record.reason = f"library full (max_experiences={max_experiences})"
+        else:
+            record.experience_id, record.status = f"G{lib.next_id}", "applied"
+            lib.experiences[record.experience_id] = content
+            lib.next_id += 1
+        return record
+    if op.id not in lib.experiences:
+        record.reason = f"unknown id {op.id!r}" if op.id else f"{op.operation} without an id"
+        return record
+    record.old_text = lib.experiences[op.id]
+    if op.operation == "DELETE":
+        del lib.experiences[op.id]
+        record.new_text, record.status = None, "applied"
+    elif op.id in deleted_ids:
+        record.reason = "a DELETE of the same id wins over UPDATE"
+    elif content is None:
+        record.reason = "UPDATE without content"
+    else:
+        lib.experiences[op.id] = content
+        record.status = "applied"
+    return record

@@ -175,6 +175,8 @@ class TrainingFreeGRPO:
         for r in rows:
             if r.stage == "judged":
                 by_question[r.dataset_index].append(r.reward)
+        group_means = [statistics.fmean(v) for v in by_question.values()] or [0.0]
+        group_passes = [any(x >= 1.0 for x in v) for v in by_question.values()] or [False]
         applied = defaultdict(int)
         for r in records:
             if r.status == "applied":
@@ -186,8 +188,8 @@ class TrainingFreeGRPO:
             "questions": len({r.dataset_index for r in rows}),
             "attempts": len(rows),
             "attempts_failed": sum(r.stage == "failed" for r in rows),
-            f"Mean@{g}": statistics.fmean(statistics.fmean(v) for v in by_question.values()) if by_question else 0.0,
-            f"Pass@{g}": statistics.fmean(any(x >= 1.0 for x in v) for v in by_question.values()) if by_question else 0.0,
+            f"Mean@{g}": statistics.fmean(group_means),
+            f"Pass@{g}": statistics.fmean(group_passes),
             "groups_used": sum(o.used for o in outcomes),
             "groups_skipped": sum(not o.used for o in outcomes),
             "library_size": len(library.experiences),
