@@ -69,12 +69,9 @@ def build_config(args: argparse.Namespace, overrides: list[str]) -> EvalConfig:
 
 def shaping_config(config: EvalConfig) -> dict:
     """What determines the results: resuming under a change here is refused."""
-    agent = config.agent.model_dump(
-        exclude={"model": {"model_provider": {"api_key": True}, "concurrency": True, "timeout": True}}
-    )
     return {
         "dataset": config.data.dataset,
-        "agent": agent,
+        "agent": config.agent.shaping_dump(),
         "verify": [config.verify_filename, config.verify_func_name, config.timeout_score],
         "pass_k": config.pass_k,
     }

@@ -96,15 +96,14 @@ def build_config(args: argparse.Namespace, overrides: list[str]) -> TrainingFree
 
 def shaping_config(config: TrainingFreeGRPOConfig) -> dict:
     """What determines a step's results: resuming under a change here is refused."""
-    secret = {"model_provider": {"api_key": True}, "concurrency": True, "timeout": True}
     practice = config.practice.model_dump(exclude=NOT_SHAPING | {"learner_model"})
     if config.practice.learner_model:
-        practice["learner_model"] = config.practice.learner_model.model_dump(exclude=secret)
+        practice["learner_model"] = config.practice.learner_model.shaping_dump()
     ev = config.evaluation
     return {
         "practice": practice,
         "data": config.data.model_dump(exclude={"eval_data_truncate"}),
-        "agent": ev.agent.model_dump(exclude={"model": secret}),
+        "agent": ev.agent.shaping_dump(),
         "verify": [ev.verify_filename, ev.verify_func_name, ev.timeout_score],
     }
 

@@ -57,6 +57,13 @@ class ModelConfig(StrictModel):
         ),
     )
 
+    def shaping_dump(self) -> dict:
+        """The fields that change what the model answers (for experiment fingerprints): not the endpoint's
+        address or key, not limits, retries or prices."""
+        return self.model_dump(
+            include={"model_provider": {"type": True, "model": True}, "model_settings": True, "structured_output": True}
+        )
+
 
 class ToolkitConfig(StrictModel):
     name: Literal["python_executor", "search"]
@@ -73,6 +80,9 @@ class AgentConfig(StrictModel):
     max_turns: int = Field(default=20, gt=0)
     experience_placement: Literal["system", "user"] = "system"
     experiences: dict[str, str] = Field(default_factory=dict, description="id -> text, injected by one function.")
+
+    def shaping_dump(self) -> dict:
+        return self.model_dump(exclude={"model"}) | {"model": self.model.shaping_dump()}
 
 
 class DataConfig(StrictModel):

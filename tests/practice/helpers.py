@@ -1,0 +1,136 @@
+"""A practice setup against two stub servers: one plays the agent, one the learner (scripted replies)."""
+
+import json
+import re
+import shutil
+import sqlite3
+from collections import defaultdict
+from pathlib import Path
+
+from tests.conftest import ROOT, run_script
+from utu.llm.stub import StubScript
+
+PRACTICE = str(ROOT / "scripts/run_training_free_GRPO.py")
+QUESTIONS = {f"What is {a} plus {b}?": str(a + b) for a, b in [(1, 2), (3, 4), (5, 6), (7, 8)]}
+
+TEST_CONFIG = """# @package _global_
+defaults:
+  - /eval/local@evaluation: mawps
+  - _self_
+exp_id: t
+evaluation:
+  data: {dataset: Arith, limit: 4}
+  pass_k: 1
+  agent:
+    model:
+      model_settings: {temperature: 0.3}
+      retry_base_delay: 0.01
+      max_retries: 1
+practice:
+  epochs: 2
+  batch_size: 2
+  grpo_n: 2
+  rollout_concurrency: 4
+  rollout_temperature: 0.7
+  task_timeout: 30
+  num_experiences_per_query: 2
+  learner_model:
+    model_provider: {base_url: "${oc.env:LEARNER_URL}", model: learner, api_key: k}
+    retry_base_delay: 0.01
+    max_retries: 1
+data:
+  practice_dataset_name: Arith
+"""
+
+
+def setup_workspace(tmp_path: Path, config: str = TEST_CONFIG) -> tuple[Path, str]:
+    """A copy of configs/ with the test practice config, and a database holding the Arith data set."""
+    configs = tmp_path / "configs"
+    shutil.copytree(ROOT / "configs", configs)
+    (configs / "practice" / "test.yaml").write_text(config)
+    data = tmp_path / "arith.jsonl"
+    data.write_text("".join(json.dumps({"question": q, "answer": a}) + "\n" for q, a in QUESTIONS.items()))
+    db_url = f"sqlite:///{tmp_path / 'p.db'}"
+    result = run_script("scripts/data/upload_dataset.py", "--file_path", str(data), "--dataset_name", "Arith",
+                        "--db_url", db_url)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return configs, db_url
+
+
+def agent_script(pattern=("right", "wrong")) -> StubScript:
+    """Each question's attempts answer right, wrong, right, ... in order of arrival."""
+    served = defaultdict(int)
+
+    def reply(body):
+        question = next(q for q in QUESTIONS if q in body["messages"][1]["content"])
+        kind = pattern[served[question] % len(pattern)]
+        served[question] += 1
+        answer = QUESTIONS[question] if kind == "right" else "0"
+        return f"The answer is \\boxed{{{answer}}}."
+
+    return StubScript(reply_fn=reply)
+
+
+def schema_of(body) -> str:
+    return body.get("response_format", {}).get("json_schema", {}).get("name", "")
+
+
+def library_in(body) -> str:
+    text = body["messages"][1]["content"]
+    match = re.search(r"<existing_library>\n(.*?)\n</existing_library>", text, re.DOTALL)
+    return match.group(1) if match else ""
+
+
+def evolving_learner(group_update=None) -> StubScript:
+    """Summaries and advantages are fixed; operations depend on the library, so the result is predictable:
+    step 0 ADD A; step 1 UPDATE it; step 2 DELETE it and ADD C; step 3 UPDATE an unknown id and ADD E."""
+
+    def default_group_update(library: str) -> list[dict]:
+        if library == "(empty)":
+            return [{"operation": "ADD", "content": "When adding, line up the digits.", "rationale": "r0"}]
+        if "carry" in library:
+            return [{"operation": "DELETE", "id": "[G0]"}, {"operation": "ADD", "content": "When unsure, recompute."}]
+        if "line up" in library:
+            return [
+                {
+                    "operation": "UPDATE",
+                    "id": "G0",
+                    "content": "When adding, line up digits and carry.",
+                    "rationale": "r1",
+                }
+            ]
+        return [
+            {"operation": "UPDATE", "id": "G9", "content": "ghost"},
+            {"operation": "ADD", "content": "When done, box it."},
+        ]
+
+    def reply(body):
+        name = schema_of(body)
+        if name == "AttemptSummary":
+            return json.dumps({"summary": "The agent added the numbers."})
+        if name == "GroupAdvantage":
+            return json.dumps({"analysis": "one was right", "experiences": ["When adding, be careful."]})
+        if name == "OperationList":
+            return json.dumps({"operations": (group_update or default_group_update)(library_in(body))})
+        if name == "ConsolidatedList":
+            ops = [
+                json.loads(line.split(". ", 1)[1])
+                for line in re.findall(r"^\d+\. .*$", body["messages"][1]["content"], re.M)
+            ]
+            # The groups propose the same operations: keep one copy of each, merged from both.
+            half = len(ops) // 2
+            return json.dumps({"operations": [op | {"merged_from": [i, i + half]} for i, op in enumerate(ops[:half])]})
+        raise AssertionError(f"unexpected learner request {name!r}")
+
+    return StubScript(reply_fn=reply)
+
+
+def run_practice(tmp_path, configs, db_url, agent, learner, *args):
+    env = {"UTU_CONFIG_DIR": str(configs), "UTU_LLM_BASE_URL": agent.base_url, "UTU_LLM_MODEL": "agent",
+           "UTU_LLM_API_KEY": "k", "LEARNER_URL": learner.base_url}  # fmt: skip
+    return run_script(PRACTICE, "--config_name", "test", "--db_url", db_url, *args, env=env, cwd=tmp_path)
+
+
+def query(db_url: str, sql: str, *params):
+    with sqlite3.connect(db_url.removeprefix("sqlite:///")) as conn:
+        return conn.execute(sql, params).fetchall()

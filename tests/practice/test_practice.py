@@ -1,0 +1,233 @@
+"""Training-Free GRPO end to end against stub LLMs: library, operations, restart semantics, robustness."""
+
+import json
+
+import pytest
+import yaml
+
+from tests.practice.helpers import (
+    QUESTIONS,
+    agent_script,
+    evolving_learner,
+    query,
+    run_practice,
+    schema_of,
+    setup_workspace,
+)
+from utu.llm.stub import StubScript
+
+# Per step: 4 attempts; learner: 4 summaries, 2 advantages, 2 group updates, 1 consolidation.
+AGENT_PER_STEP, LEARNER_PER_STEP = 4, 9
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    return setup_workspace(tmp_path)
+
+
+def test_two_epochs_give_the_expected_library_and_operation_rows(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    agent, learner = stub(agent_script()), stub(evolving_learner())
+    result = run_practice(tmp_path, configs, db_url, agent, learner)
+    assert result.returncode == 0, result.stderr
+    (snapshot,) = query(db_url, "SELECT experiences FROM experience_snapshots WHERE exp_id='t' AND step=3")
+    # Ids are stable: G1 and G2 keep their numbers after G0 is deleted.
+    assert json.loads(snapshot[0]) == {"G1": "When unsure, recompute.", "G2": "When done, box it."}
+    ops = query(
+        db_url, "SELECT step, kind, experience_id, status, reason, old_text FROM experience_operations ORDER BY id"
+    )
+    assert ops == [
+        (0, "ADD", "G0", "applied", None, None),
+        (1, "UPDATE", "G0", "applied", None, "When adding, line up the digits."),
+        (2, "DELETE", "G0", "applied", None, "When adding, line up digits and carry."),
+        (2, "ADD", "G1", "applied", None, None),
+        (3, "UPDATE", "G9", "refused", "unknown id 'G9'", None),
+        (3, "ADD", "G2", "applied", None, None),
+    ]
+    sources = query(db_url, "SELECT source_questions FROM experience_operations WHERE step=0")
+    assert len(json.loads(sources[0][0])) == 2  # merged from both groups of the batch
+    assert agent.request_count == 4 * AGENT_PER_STEP and learner.request_count == 4 * LEARNER_PER_STEP
+    stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps ORDER BY step")]
+    assert [s["library_size"] for s in stats] == [1, 1, 1, 2]
+    assert all(s["Mean@2"] == 0.5 and s["groups_used"] == 2 for s in stats)
+    assert stats[0]["usage"]["rollout"]["calls"] == 4 and stats[0]["usage"]["learner.summary"]["calls"] == 4
+    assert "When done, box it." in result.stdout
+    # Rollouts ran at the rollout temperature, with the library in the system prompt (the agent's placement).
+    last = agent.requests[-1]
+    assert last["temperature"] == 0.7 and "[G1]. When unsure, recompute." in last["messages"][0]["content"]
+
+
+def test_shuffling_changes_the_batches_between_epochs(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    assert run_practice(tmp_path, configs, db_url, stub(agent_script()), stub(evolving_learner())).returncode == 0
+    batches = query(db_url, "SELECT step, group_concat(DISTINCT dataset_index) FROM evaluation_data "
+                            "WHERE exp_id LIKE 't_epoch_%' GROUP BY step ORDER BY step")  # fmt: skip
+    epoch0 = {frozenset(b.split(",")) for s, b in batches if s < 2}
+    epoch1 = {frozenset(b.split(",")) for s, b in batches if s >= 2}
+    assert epoch0 != epoch1  # seed 42 gives different pairs in epoch 1 than in epoch 0
+
+
+@pytest.mark.parametrize(
+    ("restart", "agent_calls", "learner_calls"),
+    [(None, 0, 0), ("3", AGENT_PER_STEP, LEARNER_PER_STEP), ("0", 4 * AGENT_PER_STEP, 4 * LEARNER_PER_STEP)],
+)
+def test_restart_step_does_exactly_the_documented_work(tmp_path, workspace, stub, restart, agent_calls, learner_calls):
+    configs, db_url = workspace
+    assert run_practice(tmp_path, configs, db_url, stub(agent_script()), stub(evolving_learner())).returncode == 0
+    agent, learner = stub(agent_script()), stub(evolving_learner())
+    args = [] if restart is None else ["--restart_step", restart]
+    result = run_practice(tmp_path, configs, db_url, agent, learner, *args)
+    assert result.returncode == 0, result.stderr
+    assert (agent.request_count, learner.request_count) == (agent_calls, learner_calls)
+    assert query(db_url, "SELECT count(*) FROM experience_snapshots WHERE exp_id='t'") == [(4,)]
+    assert query(db_url, "SELECT count(*) FROM evaluation_data WHERE exp_id LIKE 't_epoch_%'") == [(16,)]
+
+
+def test_resuming_under_a_changed_config_is_refused(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    assert run_practice(tmp_path, configs, db_url, stub(agent_script()), stub(evolving_learner())).returncode == 0
+    agent = stub(agent_script())
+    changed = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--grpo_n", "3",
+                           "++practice.learning_objective=other")  # fmt: skip
+    assert changed.returncode == 2
+    assert "changed: practice.grpo_n, practice.learning_objective" in changed.stderr
+    assert agent.request_count == 0
+    # More epochs is not a change of what a step computes: it extends the run.
+    more = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--epochs", "3")
+    assert more.returncode == 0, more.stderr
+    assert agent.request_count == 2 * AGENT_PER_STEP
+
+
+MALFORMED = {
+    "invalid JSON": "this is {not json",
+    "object instead of a list": json.dumps({"operations": {"operation": "ADD", "content": "x"}}),
+    "empty content": "",
+}
+
+
+@pytest.mark.parametrize("kind", MALFORMED)
+def test_malformed_learner_replies_are_recorded_and_the_step_goes_on(tmp_path, workspace, stub, kind):
+    configs, db_url = workspace
+    good = evolving_learner().reply_fn
+
+    def reply(body):
+        return MALFORMED[kind] if schema_of(body) == "OperationList" else good(body)
+
+    learner = stub(StubScript(reply_fn=reply))
+    result = run_practice(tmp_path, configs, db_url, stub(agent_script()), learner, "--epochs", "1")
+    assert result.returncode == 0, result.stderr
+    errors = query(db_url, "SELECT step, stage, error, raw_reply FROM learner_errors ORDER BY id")
+    assert len(errors) == 4 and {e[1] for e in errors} == {"group_update"}  # 2 steps x 2 groups
+    assert errors[0][3] == MALFORMED[kind]
+    assert query(db_url, "SELECT count(*) FROM experience_snapshots") == [(2,)]
+    stats = json.loads(query(db_url, "SELECT stats FROM practice_steps WHERE step=0")[0][0])
+    assert stats["learner_errors"] == 2
+
+
+def test_failed_attempts_are_recorded_not_dropped(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    broken = next(iter(QUESTIONS))
+    agent_stub = agent_script()
+    agent_stub.fault_fn = lambda body: "http500" if broken in body["messages"][1]["content"] else None
+    result = run_practice(tmp_path, configs, db_url, stub(agent_stub), stub(evolving_learner()), "--epochs", "1")
+    assert result.returncode == 0, result.stderr
+    failed = query(db_url, "SELECT error FROM evaluation_data WHERE stage='failed'")
+    assert len(failed) == 2 and all("HTTP 500" in e for (e,) in failed)
+    stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps ORDER BY step")]
+    assert sum(s["attempts_failed"] for s in stats) == 2
+    assert sum(s["groups_skipped"] for s in stats) == 1
+
+
+def test_task_timeout_applies_to_rollouts(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    slow = agent_script()
+    slow.latency = 1.0
+    result = run_practice(tmp_path, configs, db_url, stub(slow), stub(evolving_learner()), "--epochs", "1",
+                          "--task_timeout", "0.3")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    errors = query(db_url, "SELECT stage, error FROM evaluation_data")
+    assert {stage for stage, _ in errors} == {"failed"} and all("timed out after 0.3s" in e for _, e in errors)
+
+
+def test_rollout_concurrency_bounds_rollouts(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    slow = agent_script()
+    slow.latency = 0.3
+    agent = stub(slow)
+    result = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--epochs", "1",
+                          "--rollout_concurrency", "2")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert agent.max_in_flight == 2
+
+
+def test_group_size_one_with_ground_truth_still_learns(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    learner = stub(evolving_learner())
+    result = run_practice(tmp_path, configs, db_url, stub(agent_script()), learner, "--grpo_n", "1", "--epochs", "1")
+    assert result.returncode == 0, result.stderr
+    stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps ORDER BY step")]
+    assert [s["groups_used"] for s in stats] == [2, 2]
+    assert query(db_url, "SELECT count(*) FROM experience_operations WHERE status='applied'")[0][0] >= 1
+    # The learner saw each single attempt's absolute reward.
+    summaries = [r for r in learner.requests if schema_of(r) == "AttemptSummary"]
+    assert all("<outcome>reward " in r["messages"][1]["content"] for r in summaries)
+
+
+def test_without_ground_truth_answers_and_rewards_are_hidden(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    learner = stub(evolving_learner())
+    agent = stub(agent_script(pattern=("right",)))  # all right: with ground truth every group would be skipped
+    result = run_practice(tmp_path, configs, db_url, agent, learner, "--given_ground_truth", "false", "--epochs", "1")
+    assert result.returncode == 0, result.stderr
+    texts = [r["messages"][1]["content"] for r in learner.requests]
+    assert not any(answer in t for t in texts for answer in ("<ground_truth>3<", "<ground_truth>7<"))
+    assert all("reward" not in t for t in texts if "<attempts>" in t)
+    stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps")]
+    assert all(s["groups_used"] == 2 for s in stats)
+
+
+def test_all_equal_groups_are_skipped_with_ground_truth(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    learner = stub(evolving_learner())
+    result = run_practice(tmp_path, configs, db_url, stub(agent_script(pattern=("right",))), learner, "--epochs", "1")
+    assert result.returncode == 0
+    assert learner.request_count == 0
+    stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps")]
+    assert all(s["groups_skipped"] == 2 for s in stats)
+
+
+def test_eval_during_practice_uses_the_agents_temperature_and_the_library(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    agent = stub(agent_script())
+    result = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--epochs", "1",
+                          "--do_eval", "true", "--eval_strategy", "steps", "--eval_steps", "1")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    evals = [r for r in agent.requests if r["temperature"] == 0.3]
+    rollouts = [r for r in agent.requests if r["temperature"] == 0.7]
+    assert len(evals) == 2 * 4 and len(rollouts) == 2 * 4  # 4 eval questions after each of 2 steps
+    assert "[G0]" in evals[-1]["messages"][0]["content"]
+    stats = json.loads(query(db_url, "SELECT stats FROM practice_steps WHERE step=1")[0][0])
+    assert stats["eval"]["exp_id"] == "t_eval_step1" and 0 <= stats["eval"]["Mean@1"] <= 1
+
+
+def test_the_exported_agent_keeps_the_baseline_settings_and_placement(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    result = run_practice(tmp_path, configs, db_url, stub(agent_script()), stub(evolving_learner()),
+                          "--export_to", "my_enhanced")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    exported = yaml.safe_load((tmp_path / "runs/t/enhanced_agent.yaml").read_text())
+    baseline = yaml.safe_load((configs / "agents/practice/local_math_agent.yaml").read_text())
+    assert exported["max_turns"] == baseline["max_turns"]
+    assert exported["model"]["model_settings"]["temperature"] == 0.3  # not the rollout temperature
+    assert exported["experience_placement"] == "system"
+    assert exported["experiences"] == {"G1": "When unsure, recompute.", "G2": "When done, box it."}
+    assert exported["model"]["model_provider"]["api_key"] == "${oc.env:UTU_LLM_API_KEY,null}"
+    assert (configs / "agents/practice/my_enhanced.yaml").exists() and (
+        configs / "eval/practice/my_enhanced.yaml"
+    ).exists()
+    # Never over an existing file, and refused before any work.
+    agent = stub(agent_script())
+    again = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--export_to", "my_enhanced")
+    assert again.returncode == 2 and "already exists" in again.stderr and agent.request_count == 0
+    shipped = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--export_to", "math_agent")
+    assert shipped.returncode == 2 and agent.request_count == 0
