@@ -5,6 +5,8 @@
 the URL they already have.
 """
 
+import asyncio
+import contextlib
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -42,6 +44,9 @@ class Database:
         else:
             self.engine = create_async_engine(self.url, pool_size=20, max_overflow=40, pool_pre_ping=True)
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+        # SQLite has one writer at a time; writers that wait on its lock sleep in coarse busy-timeout steps
+        # (up to 100 ms). Queueing this process's writers here instead is far faster under concurrency.
+        self._write_lock = asyncio.Lock() if self.is_sqlite else contextlib.nullcontext()
 
     async def create_tables(self) -> None:
         """Create missing tables, and add columns that newer versions of utu added (always nullable)."""
@@ -52,7 +57,7 @@ class Database:
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
         """A session whose work commits on success and rolls back on any error: all or nothing."""
-        async with self.sessions() as session, session.begin():
+        async with self._write_lock, self.sessions() as session, session.begin():
             yield session
 
     async def dispose(self) -> None:

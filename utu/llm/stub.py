@@ -238,12 +238,23 @@ def _completion(body: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]
     }
 
 
+def _load_function(spec: str) -> Callable[[dict[str, Any]], Reply]:
+    import importlib.util
+
+    path, _, name = spec.rpartition(":")
+    module_spec = importlib.util.spec_from_file_location("stub_reply_module", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m utu.llm.stub", description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765, help="0 picks a free port")
     parser.add_argument("--reply", action="append", default=[], help="a fixed reply (repeat for a sequence)")
     parser.add_argument("--echo", action="store_true", help="reply with the last user message (the default)")
+    parser.add_argument("--reply-fn", metavar="FILE.py:FUNC", help="a Python function (request body -> reply)")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to each request")
     parser.add_argument(
         "--fault", action="append", default=[], metavar="KIND=RATE", help=f"KIND in {', '.join(FAULTS)}"
@@ -259,8 +270,10 @@ def main(argv: list[str] | None = None) -> None:
             rates[kind] = float(rate)
         except ValueError:
             parser.error(f"--fault {item!r}: expected KIND=RATE, e.g. http500=0.1")
+    reply_fn = _load_function(args.reply_fn) if args.reply_fn else None
     try:
         script = StubScript(
+            reply_fn=reply_fn,
             replies=args.reply,
             latency=args.latency,
             fault_rates=rates,

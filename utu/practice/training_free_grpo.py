@@ -133,6 +133,7 @@ class TrainingFreeGRPO:
 
     async def _attempt(self, row: EvaluationSample, library: Library, slots: asyncio.Semaphore) -> None:
         """Roll out (if not done before) and judge one attempt, saving each stage as it completes."""
+        values: dict[str, Any] = {}
         if row.stage in ("init", "failed"):
             async with slots:
                 outcome = await rollout(
@@ -140,15 +141,17 @@ class TrainingFreeGRPO:
                     retries=self.config.evaluation.max_attempt_retries, experiences=library.experiences,
                     temperature=self.p.rollout_temperature,
                 )  # fmt: skip
-            await self._save(row, outcome.row_values())
+            values = outcome.row_values()
+            _assign(row, values)
         if row.stage == "rollout":
-            await self._save(row, judged_values(await self.verifier(row)))
+            values |= judged_values(await self.verifier(row))
+        if values:  # one write for rollout and judgement: judging is cheap to redo after a crash
+            await self._save(row, values)
 
     async def _save(self, row: EvaluationSample, values: dict[str, Any]) -> None:
         async with self.db.transaction() as s:
             await s.execute(update(EvaluationSample).where(EvaluationSample.id == row.id).values(**values))
-        for key, value in values.items():
-            setattr(row, key, value)
+        _assign(row, values)
 
     async def evaluate(self, step: int, library: Library) -> dict[str, Any]:
         """Evaluate the current library on the eval set at the agent's own settings (not the rollout temperature)."""
@@ -199,6 +202,11 @@ class TrainingFreeGRPO:
             "usage": _usage_delta(usage_before, self.usage.snapshot()),
             "wall_time": time.perf_counter() - start,
         }  # fmt: skip
+
+
+def _assign(row: EvaluationSample, values: dict[str, Any]) -> None:
+    for key, value in values.items():
+        setattr(row, key, value)
 
 
 def _as_attempt(row: EvaluationSample) -> Attempt:

@@ -1,0 +1,130 @@
+"""Wall time of one practice step against the critical path that latency and concurrency allow.
+
+    python benchmarks/practice_step.py [--questions 64] [--group 5] [--latency 0.05] [--concurrency 64]
+
+The stub (its own process) answers every request after `latency`; the agent and the learner share one client
+limited to `concurrency` requests in flight. The critical path is the larger of the longest chain of
+dependent calls (rollout -> summary -> advantage -> group update -> consolidation: 5 x latency) and the
+time to push all calls through the concurrency limit (ceil(calls / concurrency) x latency). The step runs
+with and without pipelining (learner stages of a group starting as soon as it is judged), alternating.
+Goal: within 1.2x of the critical path.
+
+On a 2-core machine the client's own CPU cost per request (openai SDK + HTTP transport, with the stub on
+the same cores) caps throughput well below what latency and concurrency allow, so the benchmark also
+measures a *client floor*: the same number of bare `LLMClient.chat` calls at the same concurrency, with no
+orchestration. wall / floor isolates what the orchestrator (rows, judging, learner logic) adds.
+"""
+
+import argparse
+import asyncio
+import math
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import stub_process, write_result  # noqa: E402
+
+from utu.agents import Agent  # noqa: E402
+from utu.config import (  # noqa: E402
+    AgentConfig,
+    DataArguments,
+    DataConfig,
+    EvalConfig,
+    ModelConfig,
+    PracticeArguments,
+    TrainingFreeGRPOConfig,
+)
+from utu.db import Database  # noqa: E402
+from utu.db.dataset_io import DatasetLine, store_dataset  # noqa: E402
+from utu.llm import LLMClient, UsageTracker  # noqa: E402
+from utu.practice.experience_updater import ExperienceUpdater  # noqa: E402
+from utu.practice.training_free_grpo import TrainingFreeGRPO  # noqa: E402
+from utu.practice.verify import Verifier, load_verifier  # noqa: E402
+
+GOAL = 1.2
+REPLIES = Path(__file__).resolve().parent / "practice_replies.py"
+
+
+async def one_step(base_url: str, args, pipeline: bool, workdir: Path) -> tuple[float, int]:
+    db = Database(f"sqlite:///{workdir / f'bench-{pipeline}-{time.monotonic_ns()}.db'}")
+    await db.create_tables()
+    rows = [DatasetLine(question=f"What is {i} plus {i + 1}?", answer=str(2 * i + 1)) for i in range(args.questions)]
+    await store_dataset(db, "Bench", rows)
+    model = ModelConfig(concurrency=args.concurrency, structured_output="json_schema")
+    config = TrainingFreeGRPOConfig(
+        exp_id="bench",
+        practice=PracticeArguments(
+            epochs=1, batch_size=args.questions, grpo_n=args.group, rollout_concurrency=args.concurrency
+        ),
+        data=DataArguments(practice_dataset_name="Bench"),
+        evaluation=EvalConfig(data=DataConfig(dataset="Bench"), agent=AgentConfig(model=model, max_turns=1)),
+    )
+    usage = UsageTracker()
+    client = LLMClient(model, base_url=base_url, model="stub", api_key="k", usage=usage)
+    verifier = Verifier(load_verifier("str_match.py"))
+    practice = TrainingFreeGRPO(
+        config, db, Agent(config.evaluation.agent, client), ExperienceUpdater(client, config.practice), verifier,
+        usage, pipeline=pipeline,
+    )  # fmt: skip
+    start = time.perf_counter()
+    await practice.run()
+    elapsed = time.perf_counter() - start
+    await client.close()
+    await db.dispose()
+    return elapsed, usage.total().calls
+
+
+async def client_floor(base_url: str, calls: int, concurrency: int) -> float:
+    client = LLMClient(ModelConfig(concurrency=concurrency), base_url=base_url, model="stub", api_key="k")
+    messages = [{"role": "user", "content": "What is 1 plus 2?"}]
+    start = time.perf_counter()
+    await asyncio.gather(*(client.chat(messages) for _ in range(calls)))
+    elapsed = time.perf_counter() - start
+    await client.close()
+    return elapsed
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--questions", type=int, default=64)
+    parser.add_argument("--group", type=int, default=5)
+    parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    times: dict[bool, list[float]] = {True: [], False: []}
+    floors: list[float] = []
+    calls = 0
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        stub_process("--reply-fn", f"{REPLIES}:reply", "--latency", str(args.latency)) as url,
+    ):
+        for _ in range(args.rounds):
+            for pipeline in (True, False):
+                elapsed, calls = await one_step(url, args, pipeline, Path(tmp))
+                times[pipeline].append(elapsed)
+            floors.append(await client_floor(url, calls, args.concurrency))
+    chain = 5 * args.latency
+    throughput = math.ceil(calls / args.concurrency) * args.latency
+    critical = max(chain, throughput)
+    with_p, without_p = statistics.median(times[True]), statistics.median(times[False])
+    floor = statistics.median(floors)
+    write_result("practice_step", {
+        "questions": args.questions, "group_size": args.group, "latency_s": args.latency,
+        "concurrency": args.concurrency, "llm_calls_per_step": calls,
+        "critical_path_s": round(critical, 3),
+        "pipelined_s": [round(t, 3) for t in times[True]], "batch_synchronous_s": [round(t, 3) for t in times[False]],
+        "ratio_pipelined_to_critical": round(with_p / critical, 3),
+        "ratio_batch_synchronous_to_critical": round(without_p / critical, 3),
+        "client_floor_s": [round(t, 3) for t in floors],
+        "ratio_pipelined_to_client_floor": round(with_p / floor, 3),
+        "goal": f"ratio_pipelined_to_critical <= {GOAL}", "met": with_p / critical <= GOAL,
+    })  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
