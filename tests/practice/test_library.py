@@ -1,0 +1,57 @@
+"""Applying learner operations: stable ids, refusals, DELETE over UPDATE, the size cap, id normalisation."""
+
+from utu.practice.library import Library, Operation, ProposedOp, apply_operations
+
+
+def ops(*items: dict) -> list[ProposedOp]:
+    return [ProposedOp(Operation(**item), [i]) for i, item in enumerate(items)]
+
+
+def test_ids_are_never_renumbered():
+    lib, _ = apply_operations(
+        Library(), ops({"operation": "ADD", "content": "a"}, {"operation": "ADD", "content": "b"})
+    )
+    lib, _ = apply_operations(lib, ops({"operation": "DELETE", "id": "G0"}, {"operation": "ADD", "content": "c"}))
+    assert lib.experiences == {"G1": "b", "G2": "c"} and lib.next_id == 3
+
+
+def test_unknown_ids_are_refused_and_recorded_not_applied():
+    lib = Library({"G0": "a"}, 1)
+    new, records = apply_operations(
+        lib, ops({"operation": "UPDATE", "id": "G7", "content": "x"}, {"operation": "DELETE", "id": "G8"})
+    )
+    assert new.experiences == {"G0": "a"}
+    assert [(r.status, r.reason) for r in records] == [("refused", "unknown id 'G7'"), ("refused", "unknown id 'G8'")]
+
+
+def test_delete_needs_only_its_id_and_wins_over_update():
+    lib = Library({"G0": "a", "G1": "b"}, 2)
+    new, records = apply_operations(
+        lib, ops({"operation": "UPDATE", "id": "G0", "content": "a2"}, {"operation": "DELETE", "id": "G0"})
+    )
+    assert new.experiences == {"G1": "b"}
+    assert [(r.kind, r.status) for r in records] == [("UPDATE", "refused"), ("DELETE", "applied")]
+    assert records[0].reason == "a DELETE of the same id wins over UPDATE"
+
+
+def test_the_cap_refuses_adds_beyond_max_experiences():
+    new, records = apply_operations(Library(), ops(*({"operation": "ADD", "content": f"x{i}"} for i in range(3))), 2)
+    assert len(new.experiences) == 2 and records[2].reason == "library full (max_experiences=2)"
+
+
+def test_ids_as_models_write_them_are_normalised():
+    assert Operation(operation="update", id="[G3]").id == "G3" and Operation(operation="DELETE", id=4).id == "G4"
+    assert Operation(operation="NONE", id="").id is None
+
+
+def test_empty_and_duplicate_adds_are_refused_and_none_is_ignored():
+    lib = Library({"G0": "a"}, 1)
+    new, records = apply_operations(
+        lib, ops({"operation": "ADD", "content": " "}, {"operation": "ADD", "content": "a"}, {"operation": "NONE"})
+    )
+    assert new.experiences == {"G0": "a"} and [r.reason for r in records] == [
+        "ADD without content",
+        "duplicate of an existing experience",
+    ]
+    assert records[0].source_questions == [0]
+    assert lib.experiences == {"G0": "a"}  # the input library is not modified

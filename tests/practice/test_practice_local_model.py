@@ -1,0 +1,31 @@
+"""A tiny practice run on the real embedded model: it completes and writes a snapshot and the enhanced agent."""
+
+import os
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, run_script
+from tests.practice.helpers import query
+
+pytestmark = pytest.mark.integration
+
+
+def test_tiny_practice_on_the_embedded_model(local_model, tmp_path):
+    db_url = f"sqlite:///{tmp_path / 'p.db'}"
+    env = {"UTU_STATE_DIR": os.environ["UTU_STATE_DIR"], "UTU_LLM_BASE_URL": ""}
+    result = run_script(
+        str(ROOT / "scripts/run_training_free_GRPO.py"), "--config_name", "local_mawps", "--exp_id", "tiny",
+        "--rollout_data_truncate", "2", "--batch_size", "2", "--grpo_n", "2", "--given_ground_truth", "false",
+        "--db_url", db_url, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert query(db_url, "SELECT count(*) FROM experience_snapshots WHERE exp_id='tiny'") == [(1,)]
+    assert query(
+        db_url, "SELECT count(*) FROM evaluation_data WHERE exp_id='tiny_epoch_0' AND stage IN ('judged', 'failed')"
+    ) == [(4,)]
+    agent = yaml.safe_load((tmp_path / "runs/tiny/enhanced_agent.yaml").read_text())
+    assert agent["max_turns"] == 1 and agent["name"] == "local_math_agent"
+    # Without ground truth every group is learned from: the learner ran on the real model.
+    stats = query(db_url, "SELECT stats FROM practice_steps WHERE exp_id='tiny'")
+    assert '"groups_used": 2' in stats[0][0]
