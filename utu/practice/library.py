@@ -9,7 +9,7 @@ wins over UPDATE for the same id; ADDs beyond `max_experiences` are refused.
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 OpKind = Literal["ADD", "UPDATE", "DELETE", "NONE"]
 
@@ -17,9 +17,13 @@ OpKind = Literal["ADD", "UPDATE", "DELETE", "NONE"]
 class Operation(BaseModel):
     """An operation the learner proposes (the JSON schema it must follow)."""
 
+    # The JSON schema shown to the model requires every field, so that constrained decoding makes even a small
+    # model write each one; validation stays lenient, and apply_operations refuses what lacks what it needs.
+    model_config = ConfigDict(json_schema_extra=lambda schema: schema.update(required=list(schema["properties"])))
+
     operation: OpKind
-    id: str | None = Field(default=None, description="the existing experience id for UPDATE and DELETE")
-    content: str | None = Field(default=None, description="the experience text for ADD and UPDATE")
+    id: str | None = Field(default=None, description="the existing experience id for UPDATE and DELETE, else null")
+    content: str | None = Field(default=None, description='the experience text for ADD and UPDATE, else ""')
     rationale: str | None = Field(default=None, description="why, in one sentence")
 
     @field_validator("operation", mode="before")

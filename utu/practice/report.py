@@ -1,0 +1,148 @@
+"""A report folder for a practice run: a markdown summary and PNG plots, from what the database holds.
+
+    python -m utu.practice.report --exp_id demo_practice [--baseline EXP --enhanced EXP] [--db_url URL]
+
+Writes runs/<exp_id>/report.md, reward_per_step.png, library_size.png and tokens_per_stage.png.
+"""
+
+import argparse
+import asyncio
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+
+from utu.db import Database, EvaluationSample, ExperienceSnapshot, PracticeStep
+from utu.eval.metrics import Attempt, compare, compute_metrics
+
+
+async def load(db: Database, exp_id: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    async with db.sessions() as s:
+        steps = [r.stats for r in await s.scalars(
+            select(PracticeStep).where(PracticeStep.exp_id == exp_id).order_by(PracticeStep.step)
+        )]  # fmt: skip
+        last = await s.scalar(
+            select(ExperienceSnapshot)
+            .where(ExperienceSnapshot.exp_id == exp_id)
+            .order_by(ExperienceSnapshot.step.desc())
+        )
+    return steps, dict(last.experiences) if last else {}
+
+
+async def attempts(db: Database, exp_id: str) -> list[Attempt]:
+    async with db.sessions() as s:
+        rows = await s.scalars(select(EvaluationSample).where(EvaluationSample.exp_id == exp_id))
+        return [Attempt.from_row(r) for r in rows]
+
+
+def plot(steps: list[dict[str, Any]], out: Path, group_size: int) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = [s["step"] for s in steps]
+    files = []
+
+    def save(name: str, title: str, ylabel: str) -> None:
+        plt.title(title)
+        plt.xlabel("step")
+        plt.ylabel(ylabel)
+        plt.grid(alpha=0.3)
+        plt.tight_layout()
+        plt.savefig(out / name, dpi=100)
+        plt.close()
+        files.append(name)
+
+    plt.figure(figsize=(6, 3.5))
+    plt.plot(x, [s[f"Mean@{group_size}"] for s in steps], marker="o", label=f"Mean@{group_size} (practice)")
+    evals = [(s["step"], s["eval"]) for s in steps if "eval" in s]
+    if evals:
+        key = next(k for k in evals[0][1] if k.startswith("Mean@") and not k.endswith("ci95"))
+        plt.plot([e[0] for e in evals], [e[1][key] for e in evals], marker="s", label=f"{key} (eval)")
+    plt.ylim(-0.05, 1.05)
+    plt.legend()
+    save("reward_per_step.png", "Reward per step", "mean reward")
+
+    plt.figure(figsize=(6, 3.5))
+    plt.bar(x, [s["library_size"] for s in steps])
+    save("library_size.png", "Experience library size", "experiences")
+
+    stages = sorted({tag for s in steps for tag in s["usage"]})
+    plt.figure(figsize=(6, 3.5))
+    bottom = [0] * len(steps)
+    for tag in stages:
+        values = [s["usage"].get(tag, {}).get("prompt_tokens", 0) + s["usage"].get(tag, {}).get("completion_tokens", 0)
+                  for s in steps]  # fmt: skip
+        plt.bar(x, values, bottom=bottom, label=tag)
+        bottom = [a + b for a, b in zip(bottom, values, strict=True)]
+    plt.legend(fontsize=7)
+    save("tokens_per_stage.png", "Tokens per stage", "tokens")
+    return files
+
+
+async def write_report(
+    db: Database, exp_id: str, out: Path, baseline: str | None = None, enhanced: str | None = None, note: str = ""
+) -> Path:
+    steps, library = await load(db, exp_id)
+    if not steps:
+        raise SystemExit(f"error: no practice steps stored for exp_id {exp_id!r}")
+    out.mkdir(parents=True, exist_ok=True)
+    g = next(int(k.split("@")[1]) for k in steps[0] if k.startswith("Mean@"))
+    images = plot(steps, out, g)
+    lines = [f"# Practice report: {exp_id}", ""]
+    if note:
+        lines += [note, ""]
+    if baseline and enhanced:
+        a, b = await attempts(db, baseline), await attempts(db, enhanced)
+        k = max(Counter(x.question for x in a).values(), default=1)  # attempts per question
+        ma, mb = compute_metrics(a, k), compute_metrics(b, k)
+        diff = compare(a, b)
+        lines += [
+            "## Baseline vs enhanced agent", "",
+            f"| | Mean@{k} | 95% CI | Pass@{k} |", "|---|---|---|---|",
+            f"| baseline (`{baseline}`) | {ma[f'Mean@{k}']:.3f} | {ma[f'Mean@{k}_ci95'][0]:.3f}–{ma[f'Mean@{k}_ci95'][1]:.3f} | {ma[f'Pass@{k}']:.3f} |",
+            f"| enhanced (`{enhanced}`) | {mb[f'Mean@{k}']:.3f} | {mb[f'Mean@{k}_ci95'][0]:.3f}–{mb[f'Mean@{k}_ci95'][1]:.3f} | {mb[f'Pass@{k}']:.3f} |",
+            "",
+            f"Paired difference (enhanced − baseline) over {len(diff.rows)} questions: **{diff.mean_diff:+.3f}** "
+            f"(95% CI {diff.ci95[0]:+.3f} to {diff.ci95[1]:+.3f}).",
+            "",
+        ]  # fmt: skip
+    lines += ["## Steps", "", f"| step | epoch | Mean@{g} | groups used/skipped | library | ADD/UPDATE/DELETE | refused | tokens |",
+              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for s in steps:
+        ops = s["operations"]
+        tokens = sum(u["prompt_tokens"] + u["completion_tokens"] for u in s["usage"].values())
+        lines.append(
+            f"| {s['step']} | {s['epoch']} | {s[f'Mean@{g}']:.3f} | {s['groups_used']}/{s['groups_skipped']} | "
+            f"{s['library_size']} | {ops['ADD']}/{ops['UPDATE']}/{ops['DELETE']} | {s['operations_refused']} | {tokens} |"
+        )
+    lines += ["", "## Learned library", ""]
+    lines += [f"- **{key}** {text}" for key, text in library.items()] or ["(empty)"]
+    lines += ["", "## Plots", ""] + [f"![{name}]({name})" for name in images]
+    path = out / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--exp_id", required=True)
+    parser.add_argument("--baseline")
+    parser.add_argument("--enhanced")
+    parser.add_argument("--db_url")
+    parser.add_argument("--output_dir", type=Path, default=Path("runs"))
+    args = parser.parse_args()
+    db = Database(args.db_url)
+    try:
+        path = await write_report(db, args.exp_id, args.output_dir / args.exp_id, args.baseline, args.enhanced)
+    finally:
+        await db.dispose()
+    print(f"report written to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
