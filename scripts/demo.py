@@ -20,13 +20,14 @@ ROOT = Path(__file__).resolve().parents[1]
 console = Console()
 
 EVAL = ["--config_name", "local/mawps", "--limit", "10", "--pass_k", "2"]
-HONEST_NOTE = """**What to expect from a 135M model.** SmolLM2-135M answers few of these word problems correctly and
-is an even weaker learner: its summaries and experiences are often generic or wrong, and many of its
-groups are all-wrong (no contrast to learn from), so the demo practises without showing the learner the
-ground truth (the paper's ablation, in which every group is studied). The demo shows the whole machinery working end to end on
-real parts (llama.cpp, SQL, the verifier); a measured gain needs a capable model. Point the same commands
-at one by setting `UTU_LLM_BASE_URL`, `UTU_LLM_MODEL` and `UTU_LLM_API_KEY` in `.env`: the paper reports
-+2.7 to +5.4 points on AIME with DeepSeek-V3.1."""
+HONEST_NOTE = """**What to expect from a 135M model.** SmolLM2-135M answers few of these word problems
+correctly and is an even weaker learner: its experiences are often generic, wrong or copied from the
+prompt, and most of its groups are all-wrong (no contrast to learn from), so the demo practises without
+showing the learner the ground truth (the paper's ablation, in which every group is studied). The demo
+shows the whole machinery working end to end on real parts (llama.cpp, SQL, the verifier); a measured
+gain needs a capable model. Point the same commands at one by setting `UTU_LLM_BASE_URL`,
+`UTU_LLM_MODEL` and `UTU_LLM_API_KEY` in `.env`: the paper reports +2.7 to +5.4 points on AIME with
+DeepSeek-V3.1."""
 
 
 def run(title: str, *args: str) -> None:
@@ -66,8 +67,8 @@ def main() -> None:
     path = asyncio.run(report())
     console.print(f"report: {path} (with PNG plots beside it)")
     console.print(HONEST_NOTE.replace("**", ""))
-    console.print(f"demo finished in {time.perf_counter() - start:.0f}s. "
-                  "The embedded model keeps running; stop it with `.venv/bin/python -m utu.llm.local stop`.")  # fmt: skip
+    console.print(f"demo finished in {time.perf_counter() - start:.0f}s.")
+    console.print("The embedded model keeps running; stop it with `.venv/bin/python -m utu.llm.local stop`.")
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ def plot(steps: list[dict[str, Any]], out: Path, group_size: int) -> list[str]:
     files = []
 
     def save(name: str, title: str, ylabel: str) -> None:
+        plt.xticks(x)
         plt.title(title)
         plt.xlabel("step")
         plt.ylabel(ylabel)
@@ -98,26 +99,27 @@ async def write_report(
     if baseline and enhanced:
         a, b = await attempts(db, baseline), await attempts(db, enhanced)
         k = max(Counter(x.question for x in a).values(), default=1)  # attempts per question
-        ma, mb = compute_metrics(a, k), compute_metrics(b, k)
         diff = compare(a, b)
+        lines += ["## Baseline vs enhanced agent", "", f"| | Mean@{k} | 95% CI | Pass@{k} |", "|---|---|---|---|"]
+        for label, exp in (("baseline", baseline), ("enhanced", enhanced)):
+            m = compute_metrics(a if exp == baseline else b, k)
+            low, high = m[f"Mean@{k}_ci95"]
+            lines.append(f"| {label} (`{exp}`) | {m[f'Mean@{k}']:.3f} | {low:.3f}–{high:.3f} | {m[f'Pass@{k}']:.3f} |")
         lines += [
-            "## Baseline vs enhanced agent", "",
-            f"| | Mean@{k} | 95% CI | Pass@{k} |", "|---|---|---|---|",
-            f"| baseline (`{baseline}`) | {ma[f'Mean@{k}']:.3f} | {ma[f'Mean@{k}_ci95'][0]:.3f}–{ma[f'Mean@{k}_ci95'][1]:.3f} | {ma[f'Pass@{k}']:.3f} |",
-            f"| enhanced (`{enhanced}`) | {mb[f'Mean@{k}']:.3f} | {mb[f'Mean@{k}_ci95'][0]:.3f}–{mb[f'Mean@{k}_ci95'][1]:.3f} | {mb[f'Pass@{k}']:.3f} |",
             "",
             f"Paired difference (enhanced − baseline) over {len(diff.rows)} questions: **{diff.mean_diff:+.3f}** "
             f"(95% CI {diff.ci95[0]:+.3f} to {diff.ci95[1]:+.3f}).",
             "",
-        ]  # fmt: skip
-    lines += ["## Steps", "", f"| step | epoch | Mean@{g} | groups used/skipped | library | ADD/UPDATE/DELETE | refused | tokens |",
-              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        ]
+    header = f"| step | epoch | Mean@{g} | groups used/skipped | library | ADD/UPDATE/DELETE | refused | tokens |"
+    lines += ["## Steps", "", header, "|---|---|---|---|---|---|---|---|"]
     for s in steps:
         ops = s["operations"]
         tokens = sum(u["prompt_tokens"] + u["completion_tokens"] for u in s["usage"].values())
         lines.append(
             f"| {s['step']} | {s['epoch']} | {s[f'Mean@{g}']:.3f} | {s['groups_used']}/{s['groups_skipped']} | "
-            f"{s['library_size']} | {ops['ADD']}/{ops['UPDATE']}/{ops['DELETE']} | {s['operations_refused']} | {tokens} |"
+            f"{s['library_size']} | {ops['ADD']}/{ops['UPDATE']}/{ops['DELETE']} | {s['operations_refused']} "
+            f"| {tokens} |"
         )
     lines += ["", "## Learned library", ""]
     lines += [f"- **{key}** {text}" for key, text in library.items()] or ["(empty)"]
