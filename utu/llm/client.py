@@ -10,6 +10,7 @@ import asyncio
 import email.utils
 import functools
 import json
+import random
 import time
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -17,7 +18,7 @@ from typing import Any, TypeVar
 import openai
 from openai import AsyncOpenAI
 from pydantic import BaseModel, ValidationError
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from utu.config.models import ModelConfig
 from utu.errors import LLMError, StructuredOutputError
@@ -192,12 +193,9 @@ class LLMClient:
         delay = _retry_after(exc)
         if delay is not None:
             return delay
-        backoff = wait_exponential_jitter(
-            multiplier=self.config.retry_base_delay,
-            max=self.config.retry_max_delay,
-            jitter=self.config.retry_base_delay,
-        )
-        return backoff(retry_state)
+        # Exponential backoff with jitter: base, 2*base, 4*base, ... capped, plus up to one base at random.
+        base = self.config.retry_base_delay
+        return min(self.config.retry_max_delay, base * 2 ** (retry_state.attempt_number - 1)) + random.uniform(0, base)
 
     def _explain(self, e: openai.APIStatusError, attempts: int) -> str:
         p = self.env_prefix
