@@ -19,7 +19,7 @@ class Sum(BaseModel):
 
 async def test_answers_and_gives_schema_valid_json(local_model):
     client = make_client(ModelConfig(model_settings={"temperature": 0.0, "max_tokens": 32}))
-    assert client.base_url == local_model.base_url
+    assert client.base_url == local.base_url(local_model)
     reply = await client.chat([{"role": "user", "content": "Say hello."}])
     assert reply.content.strip()
     assert reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
