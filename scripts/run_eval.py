@@ -31,6 +31,7 @@ from utu.eval.runner import EvalRunner
 from utu.llm.factory import make_client
 from utu.practice.verify import Verifier, load_verifier
 from utu.tools import build_toolkits
+from utu.tracing import setup_tracing
 
 log = logging.getLogger("run_eval")
 console = Console()
@@ -80,6 +81,7 @@ def shaping_config(config: EvalConfig) -> dict:
 async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database) -> int:
     config = build_config(args, overrides)
     verify_func = load_verifier(config.verify_filename, config.verify_func_name)  # fails now, not mid-run
+    setup_tracing()
     await ensure_dataset(db, config.data.dataset)
     if args.fresh:
         await forget_experiment(db, config.exp_id)

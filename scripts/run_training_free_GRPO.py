@@ -27,6 +27,7 @@ from utu.practice.export import check_export_target, write_outputs
 from utu.practice.training_free_grpo import TrainingFreeGRPO
 from utu.practice.verify import Verifier, load_verifier
 from utu.tools import build_toolkits
+from utu.tracing import setup_tracing
 
 log = logging.getLogger("practice")
 console = Console(width=max(Console().width, 130))  # the step table is wide
@@ -115,6 +116,7 @@ async def main() -> int:
         check_export_target(config_root(), args.export_to)
     ev = config.evaluation
     verify_func = load_verifier(ev.verify_filename, ev.verify_func_name)
+    setup_tracing()
     db = Database(args.db_url)
     try:
         await db.create_tables()

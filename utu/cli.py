@@ -11,16 +11,16 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from utu.errors import UtuError
+from utu.tracing.redact import RedactingFilter, redact
+from utu.tracing.setup import shutdown_tracing
 
 
 def setup(verbose: bool = False) -> None:
     # Variables already exported in the shell win over .env (the reference implementation did the reverse).
     load_dotenv(find_dotenv(usecwd=True), override=False)
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(message)s",
-        handlers=[RichHandler(show_path=False, rich_tracebacks=True, console=Console(stderr=True))],
-    )
+    handler = RichHandler(show_path=False, rich_tracebacks=True, console=Console(stderr=True))
+    handler.addFilter(RedactingFilter())  # no API key ever reaches a log line
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s", handlers=[handler])
     for noisy in ("httpx", "httpx2", "openai", "aiosqlite"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
@@ -29,8 +29,9 @@ def run(main: Callable[[], Coroutine[Any, Any, int | None]]) -> None:
     """Run an async entry point; user errors print one line each and exit 2."""
     try:
         code = asyncio.run(main())
+        shutdown_tracing()  # flush the last spans (bounded wait) before the exit message
     except UtuError as e:
-        for line in str(e).splitlines() or [type(e).__name__]:
+        for line in redact(str(e)).splitlines() or [type(e).__name__]:
             print(f"error: {line}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:

@@ -73,7 +73,7 @@ class BackgroundServer:
             with open(self.log_file, "ab") as out:
                 proc = subprocess.Popen(
                     command(port), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                    env={**os.environ, **(env or {})},
+                    env={**os.environ, **(env(port) if env else {})},
                 )  # fmt: skip
             state = ServerState(pid=proc.pid, port=port, detail=detail)
             deadline = time.monotonic() + self.start_timeout

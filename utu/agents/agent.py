@@ -17,6 +17,7 @@ from utu.config.models import AgentConfig
 from utu.llm.client import LLMClient
 from utu.llm.usage import Usage
 from utu.tools.base import Toolkit
+from utu.tracing.spans import TOOL, set_io, span
 
 
 @dataclass
@@ -69,5 +70,7 @@ class Agent:
             if toolkit is None:
                 content = json.dumps({"error": f"unknown tool {name!r}; available: {sorted(self._tool_owner)}"})
             else:
-                content = await toolkit.call(name, arguments)
+                with span(f"tool {name}", TOOL, input=arguments, **{"tool.name": name}) as current:
+                    content = await toolkit.call(name, arguments)
+                    set_io(current, "output", content)
         return {"role": "tool", "tool_call_id": call.get("id", ""), "content": content}

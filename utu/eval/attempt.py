@@ -1,12 +1,16 @@
 """One attempt at one question: a rollout with timeout and retries. Shared by evaluation and practice."""
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from utu.agents.agent import Agent, AgentResult
 from utu.errors import LLMError
+from utu.practice.verify import Verdict, Verifier
+from utu.tracing.recorder import TaskRecorder
+from utu.tracing.spans import AGENT, EVALUATOR, set_attributes, set_io, span, trace_id_of
 
 
 @dataclass
@@ -60,3 +64,55 @@ async def rollout(
         except Exception as e:  # a tool or model-output bug must fail this attempt, not the whole run
             error = f"{type(e).__name__}: {e}"
     return RolloutOutcome(None, f"{error} (after {retries + 1} tries)", retries + 1, time.perf_counter() - start)
+
+
+def judged_values(verdict: Verdict) -> dict[str, Any]:
+    return {
+        "stage": "judged",
+        "reward": verdict.reward,
+        "correct": verdict.correct,
+        "reasoning": verdict.reasoning,
+        "error": f"verify: {verdict.error}" if verdict.error else None,
+    }
+
+
+async def run_attempt(
+    row: Any,
+    *,
+    agent: Agent,
+    verifier: Verifier,
+    recorder: TaskRecorder,
+    timeout: float,
+    retries: int,
+    experiences: dict[str, str] | None = None,
+    judge: bool = True,
+    slots: asyncio.Semaphore | None = None,
+    **settings: Any,
+) -> None:
+    """Roll out (unless done before) and judge one `evaluation_data` row, in one AGENT span, and save it.
+
+    Rollout and judgement are saved together: judging is cheap to redo after a crash.
+    """
+    where = {"exp_id": row.exp_id, "question.index": row.dataset_index, "attempt": row.attempt, "step": row.step}
+    with span("attempt", AGENT, input=row.raw_question, **where) as current:
+        values: dict[str, Any] = {}
+        if row.stage in ("init", "failed"):
+            async with slots or contextlib.nullcontext():
+                outcome = await rollout(agent, row.raw_question, timeout=timeout, retries=retries,
+                                        experiences=experiences, **settings)  # fmt: skip
+            values = outcome.row_values()
+            for key, value in values.items():
+                setattr(row, key, value)
+        if judge and row.stage == "rollout":
+            with span("judge", EVALUATOR, input=row.response, **{"verifier": verifier.name}) as judging:
+                verdict = await verifier(row)
+                set_attributes(
+                    judging, {"reward": verdict.reward, "reasoning": verdict.reasoning, "error": verdict.error}
+                )
+            values |= judged_values(verdict)
+        set_io(current, "output", row.response or "")
+        final = {key: values.get(key, getattr(row, key)) for key in ("reward", "tokens", "error", "stage")}
+        set_attributes(current, final)
+        if values:
+            values["trace_id"] = trace_id_of(current)
+            await recorder.save_attempt(row, values)

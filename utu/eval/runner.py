@@ -11,14 +11,16 @@ from collections.abc import Sequence
 from typing import Literal
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, select
 
 from utu.agents.agent import Agent
 from utu.config.models import EvalConfig
 from utu.db.engine import Database
 from utu.db.models import DatasetSample, EvaluationSample
-from utu.eval.attempt import rollout
-from utu.practice.verify import Verdict, Verifier
+from utu.eval.attempt import run_attempt
+from utu.practice.verify import Verifier
+from utu.tracing.recorder import TaskRecorder
+from utu.tracing.spans import CHAIN, session, span
 
 Step = Literal["all", "rollout", "judge"]
 
@@ -36,6 +38,7 @@ class EvalRunner:
         """`experiences`: a library to place in the agent's messages instead of its own (practice's evals)."""
         self.config = config
         self.experiences = experiences
+        self.recorder = TaskRecorder(db)
         self.db = db
         self.agent = agent
         self.verifier = verifier
@@ -88,38 +91,26 @@ class EvalRunner:
         if not todo:
             return
         slots = asyncio.Semaphore(self.config.concurrency)
-        with self._progress() as progress:
-            task = progress.add_task(self._describe(), total=len(todo))
+        c = self.config
+        with (
+            session(c.exp_id),
+            span("eval run", CHAIN, input=c.data.dataset, **{"exp_id": c.exp_id, "pass_k": c.pass_k}),
+        ):
+            with self._progress() as progress:
+                task = progress.add_task(self._describe(), total=len(todo))
 
-            async def one(row: EvaluationSample) -> None:
-                async with slots:
-                    await self._attempt(row, judge=step != "rollout", rollout_only=step == "rollout")
-                progress.update(task, advance=1, description=self._describe())
+                async def one(row: EvaluationSample) -> None:
+                    async with slots:
+                        await run_attempt(
+                            row, agent=self.agent, verifier=self.verifier, recorder=self.recorder,
+                            timeout=c.task_timeout, retries=c.max_attempt_retries, experiences=self.experiences,
+                            judge=step != "rollout",
+                        )  # fmt: skip
+                    if row.stage == "judged":
+                        self._rewards.append(row.reward)
+                    progress.update(task, advance=1, description=self._describe())
 
-            await asyncio.gather(*(one(row) for row in todo))
-
-    async def _attempt(self, row: EvaluationSample, judge: bool, rollout_only: bool) -> None:
-        if row.stage in ("init", "failed"):
-            outcome = await rollout(
-                self.agent,
-                row.raw_question,
-                timeout=self.config.task_timeout,
-                retries=self.config.max_attempt_retries,
-                experiences=self.experiences,
-            )
-            values = outcome.row_values()
-            await self._save(row.id, values)
-            if values["stage"] == "failed" or rollout_only:
-                return
-            row.response = values["response"]
-        if judge:
-            verdict = await self.verifier(row)
-            await self._save(row.id, judged_values(verdict))
-            self._rewards.append(verdict.reward)
-
-    async def _save(self, row_id: int, values: dict) -> None:
-        async with self.db.transaction() as s:
-            await s.execute(update(EvaluationSample).where(EvaluationSample.id == row_id).values(**values))
+                await asyncio.gather(*(one(row) for row in todo))
 
     def _describe(self) -> str:
         k = self.config.pass_k
@@ -131,13 +122,3 @@ class EvalRunner:
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             disable=not self.show_progress,
         )  # fmt: skip
-
-
-def judged_values(verdict: Verdict) -> dict:
-    return {
-        "stage": "judged",
-        "reward": verdict.reward,
-        "correct": verdict.correct,
-        "reasoning": verdict.reasoning,
-        "error": f"verify: {verdict.error}" if verdict.error else None,
-    }

@@ -7,12 +7,14 @@ from utu.errors import ConfigError
 from utu.llm import local
 from utu.llm.client import LLMClient
 from utu.llm.usage import UsageTracker
+from utu.tracing.redact import register_secret
 
 log = logging.getLogger(__name__)
 
 
 def make_client(config: ModelConfig, usage: UsageTracker | None = None, env_prefix: str = "UTU_LLM") -> LLMClient:
     provider = config.model_provider
+    register_secret(provider.api_key)  # a key written in a YAML file is masked like one from the environment
     if provider.base_url:
         if not provider.model:
             raise ConfigError(f"{env_prefix}_BASE_URL is set but {env_prefix}_MODEL is not: set the model name")

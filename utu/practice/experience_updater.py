@@ -23,6 +23,7 @@ from utu.errors import LLMError, StructuredOutputError
 from utu.llm.client import LLMClient
 from utu.practice import prompts
 from utu.practice.library import Library, Operation, ProposedOp
+from utu.tracing.spans import CHAIN, set_io, span
 
 CHARS_PER_TOKEN = 4  # a rough, model-independent estimate for the trajectory budget
 
@@ -100,19 +101,33 @@ class ExperienceUpdater:
         return None
 
     async def learn_from_group(self, attempts: list[Attempt], library: Library) -> GroupOutcome:
-        """Stages 1–3 for one question's group."""
+        """Stages 1–3 for one question's group (one CHAIN span, a child span per stage)."""
+        index = attempts[0].dataset_index
+        rewards = [a.reward for a in attempts]
+        with span(
+            "learner group", CHAIN, input=attempts[0].question, **{"question.index": index, "rewards": rewards}
+        ) as s:
+            outcome = await self._learn_from_group(attempts, library)
+            set_io(s, "output", {"used": outcome.used, "skip_reason": outcome.skip_reason,
+                                 "operations": [p.op.model_dump() for p in outcome.proposed]})  # fmt: skip
+            return outcome
+
+    async def _learn_from_group(self, attempts: list[Attempt], library: Library) -> GroupOutcome:
         index = attempts[0].dataset_index
         reason = self.skip_reason(attempts)
         if reason:
             return GroupOutcome(index, used=False, skip_reason=reason)
         outcome = GroupOutcome(index, used=True)
         judged = [a for a in attempts if a.reward is not None]
-        summaries = await asyncio.gather(*(self._summarise(a, outcome) for a in judged))
+        with span("learner.summary", CHAIN, **{"attempts": len(judged)}):
+            summaries = await asyncio.gather(*(self._summarise(a, outcome) for a in judged))
         kept = [(a, s) for a, s in zip(judged, summaries, strict=True) if s is not None]
         if not kept:
             outcome.skip_reason = "no attempt could be summarised"
             return outcome
-        advantage = await self._advantage(kept, outcome)
+        with span("learner.advantage", CHAIN) as s:
+            advantage = await self._advantage(kept, outcome)
+            set_io(s, "output", advantage.model_dump() if advantage else None)
         if advantage is None or not advantage.experiences:
             return outcome
         operations = await self._group_update(
@@ -135,7 +150,8 @@ class ExperienceUpdater:
             prompts.BATCH_UPDATE_SYSTEM, prompts.BATCH_UPDATE_USER, library=library.render(), operations=numbered
         )
         try:
-            result = await self.llm.structured(messages, ConsolidatedList, tag="learner.batch_update")
+            with span("learner.batch_update", CHAIN, input=numbered):
+                result = await self.llm.structured(messages, ConsolidatedList, tag="learner.batch_update")
         except LLMError as e:
             step_failures.append(_failure("batch_update", None, e))
             return proposed  # apply the groups' operations unmerged rather than lose the step's learning

@@ -16,22 +16,22 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import update
-
 from utu.agents.agent import Agent
 from utu.config.models import TrainingFreeGRPOConfig
 from utu.db.engine import Database
 from utu.db.models import EvaluationSample
-from utu.eval.attempt import rollout
+from utu.eval.attempt import run_attempt
 from utu.eval.metrics import Attempt as MetricAttempt
 from utu.eval.metrics import compute_metrics
-from utu.eval.runner import EvalRunner, judged_values
+from utu.eval.runner import EvalRunner
 from utu.llm.usage import Usage, UsageTracker
 from utu.practice.data_manager import PracticeData
 from utu.practice.experience_updater import Attempt, ExperienceUpdater, GroupOutcome, LearnerFailure
 from utu.practice.library import Library, apply_operations
 from utu.practice.store import PracticeStore
 from utu.practice.verify import Verifier
+from utu.tracing.recorder import TaskRecorder
+from utu.tracing.spans import CHAIN, session, span
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,7 @@ class TrainingFreeGRPO:
         self.usage = usage
         self.pipeline = pipeline
         self.store = PracticeStore(db, config.exp_id)
+        self.recorder = TaskRecorder(db)
         self.data = PracticeData(
             db, config.exp_id, config.data.practice_dataset_name, self.p.grpo_n, self.p.batch_size,
             config.data.rollout_data_truncate, self.p.shuffle_data, self.p.seed,
@@ -71,6 +72,14 @@ class TrainingFreeGRPO:
         return self.p.restart_step is None or step < self.p.restart_step
 
     async def run(self) -> PracticeResult:
+        with session(self.config.exp_id), span("practice run", CHAIN, **{"exp_id": self.config.exp_id}):
+            result = await self._run()
+            self.recorder.annotate(
+                **{"output.value": result.library.experiences, "library_size": len(result.library.experiences)}
+            )
+            return result
+
+    async def _run(self) -> PracticeResult:
         if self.p.restart_step is not None:
             await self.store.reset_from(self.p.restart_step)
             await self.data.reset_from(self.p.restart_step)
@@ -85,7 +94,10 @@ class TrainingFreeGRPO:
                     result.library = cached
                     result.steps.append(await self.store.step_stats(step) or {"step": step})
                     continue
-                stats = await self.practice_step(epoch, b, step, batch, result.library)
+                with span(f"step {step}", CHAIN, **{"epoch": epoch, "batch": b, "step": step}):
+                    stats = await self.practice_step(epoch, b, step, batch, result.library)
+                    self.recorder.annotate(**{"stats": {k: v for k, v in stats.items() if k != "_library"},
+                                              "output.value": stats["_library"].experiences})  # fmt: skip
                 result.library = stats.pop("_library")
                 if self.p.do_eval and self.should_evaluate(step, b, per_epoch):
                     stats["eval"] = await self.evaluate(step, result.library)
@@ -108,8 +120,15 @@ class TrainingFreeGRPO:
         slots = asyncio.Semaphore(self.p.rollout_concurrency)
         log.info("step %d (epoch %d, batch %d): %d questions x G=%d", step, epoch, b, len(groups), self.p.grpo_n)
 
+        async def attempt(row: EvaluationSample) -> None:
+            await run_attempt(
+                row, agent=self.agent, verifier=self.verifier, recorder=self.recorder, timeout=self.p.task_timeout,
+                retries=self.config.evaluation.max_attempt_retries, experiences=library.experiences, slots=slots,
+                temperature=self.p.rollout_temperature,
+            )  # fmt: skip
+
         async def group_task(group_rows: list[EvaluationSample]) -> GroupOutcome | None:
-            await asyncio.gather(*(self._attempt(row, library, slots) for row in group_rows))
+            await asyncio.gather(*(attempt(row) for row in group_rows))
             if not self.pipeline:
                 return None
             return await self.updater.learn_from_group([_as_attempt(r) for r in group_rows], library)
@@ -130,28 +149,6 @@ class TrainingFreeGRPO:
             sum(stats["operations"].values()), len(failures),
         )  # fmt: skip
         return {**stats, "_library": new_library}
-
-    async def _attempt(self, row: EvaluationSample, library: Library, slots: asyncio.Semaphore) -> None:
-        """Roll out (if not done before) and judge one attempt, saving each stage as it completes."""
-        values: dict[str, Any] = {}
-        if row.stage in ("init", "failed"):
-            async with slots:
-                outcome = await rollout(
-                    self.agent, row.raw_question, timeout=self.p.task_timeout,
-                    retries=self.config.evaluation.max_attempt_retries, experiences=library.experiences,
-                    temperature=self.p.rollout_temperature,
-                )  # fmt: skip
-            values = outcome.row_values()
-            _assign(row, values)
-        if row.stage == "rollout":
-            values |= judged_values(await self.verifier(row))
-        if values:  # one write for rollout and judgement: judging is cheap to redo after a crash
-            await self._save(row, values)
-
-    async def _save(self, row: EvaluationSample, values: dict[str, Any]) -> None:
-        async with self.db.transaction() as s:
-            await s.execute(update(EvaluationSample).where(EvaluationSample.id == row.id).values(**values))
-        _assign(row, values)
 
     async def evaluate(self, step: int, library: Library) -> dict[str, Any]:
         """Evaluate the current library on the eval set at the agent's own settings (not the rollout temperature)."""
@@ -202,11 +199,6 @@ class TrainingFreeGRPO:
             "usage": _usage_delta(usage_before, self.usage.snapshot()),
             "wall_time": time.perf_counter() - start,
         }  # fmt: skip
-
-
-def _assign(row: EvaluationSample, values: dict[str, Any]) -> None:
-    for key, value in values.items():
-        setattr(row, key, value)
 
 
 def _as_attempt(row: EvaluationSample) -> Attempt:

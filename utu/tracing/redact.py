@@ -1,0 +1,55 @@
+"""Secrets never leave the process: API keys and Authorization headers are masked in spans, rows and logs.
+
+The secrets are the values of environment variables named like keys (`*_API_KEY`, `*_TOKEN`, `*_SECRET`,
+`*PASSWORD*`) plus any key registered at run time (e.g. an api_key written in a YAML config).
+"""
+
+import json
+import logging
+import os
+import re
+from typing import Any
+
+MASK = "[REDACTED]"
+_SECRET_NAME = re.compile(r"(_API_KEY|_TOKEN|_SECRET|PASSWORD)$|^(OPENAI_API_KEY|PHOENIX_API_KEY)$", re.IGNORECASE)
+_BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._\-~+/=]{8,}")
+_extra: set[str] = set()
+
+
+def register_secret(value: str | None) -> None:
+    if value and len(value) >= 8:
+        _extra.add(value)
+
+
+def secrets() -> list[str]:
+    found = {v for k, v in os.environ.items() if _SECRET_NAME.search(k) and v and len(v) >= 8}
+    return sorted(found | _extra, key=len, reverse=True)
+
+
+def redact(text: str) -> str:
+    for secret in secrets():
+        if secret in text:
+            text = text.replace(secret, MASK)
+    return _BEARER.sub(rf"\g<1>{MASK}", text)
+
+
+def redact_value(value: Any) -> Any:
+    """Redact strings anywhere inside a JSON-like value (dicts, lists)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict | list):
+        text = json.dumps(value, ensure_ascii=False)
+        cleaned = redact(text)
+        return value if cleaned == text else json.loads(cleaned)
+    return value
+
+
+class RedactingFilter(logging.Filter):
+    """Masks secrets in every log record that passes through the handler it is attached to."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = redact(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        return True
