@@ -32,8 +32,15 @@ $(VENV)/.local: | $(VENV)/.core
 install: $(VENV)/.core
 install-local: $(VENV)/.local
 
-install-phoenix: $(VENV)/.core
+$(VENV)/.phoenix: pyproject.toml | $(VENV)/.core
 	$(PIP) install -e '.[phoenix]'
+	touch $@
+
+install-phoenix: $(VENV)/.phoenix
+
+# A local Phoenix UI for traces: prints the address and the PHOENIX_ENDPOINT to export.
+phoenix: install-phoenix
+	$(PY) -m utu.tracing.phoenix serve
 
 install-rl: $(VENV)/.core
 	$(PIP) install torch==2.13.0
@@ -42,8 +49,8 @@ install-rl: $(VENV)/.core
 demo: install-local
 	$(PY) scripts/demo.py
 
-# The whole suite, integration tests included (real llama.cpp model, real PostgreSQL).
-test: install-local
+# The whole suite, integration tests included (real llama.cpp model, real PostgreSQL, real Phoenix).
+test: install-local install-phoenix
 	@UTU_TEST_PG_URL=$$(bash scripts/dev/postgres.sh start) && export UTU_TEST_PG_URL && \
 		$(PY) -m pytest -q $(PYTEST_ARGS); status=$$?; bash scripts/dev/postgres.sh stop; exit $$status
 
@@ -60,4 +67,5 @@ bench: install
 
 clean:
 	-$(PY) -m utu.llm.local stop
+	-$(PY) -m utu.tracing.phoenix stop
 	rm -rf .utu utu.db utu.db-* .pytest_cache

@@ -125,9 +125,9 @@ def evolving_learner(group_update=None) -> StubScript:
     return StubScript(reply_fn=reply)
 
 
-def run_practice(tmp_path, configs, db_url, agent, learner, *args):
+def run_practice(tmp_path, configs, db_url, agent, learner, *args, api_key: str = "k"):
     env = {"UTU_CONFIG_DIR": str(configs), "UTU_LLM_BASE_URL": agent.base_url, "UTU_LLM_MODEL": "agent",
-           "UTU_LLM_API_KEY": "k", "LEARNER_URL": learner.base_url}  # fmt: skip
+           "UTU_LLM_API_KEY": api_key, "LEARNER_URL": learner.base_url}  # fmt: skip
     return run_script(PRACTICE, "--config_name", "test", "--db_url", db_url, *args, env=env, cwd=tmp_path)
 
 

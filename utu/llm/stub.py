@@ -162,8 +162,9 @@ def _make_handler(server: StubServer) -> type[BaseHTTPRequestHandler]:
                     {"error": {"message": "injected rate limit"}},
                     {"Retry-After": str(script.retry_after)},
                 )
-            elif fault == "http401":
-                self._json(401, {"error": {"message": "injected: invalid API key"}})
+            elif fault == "http401":  # like real APIs, quote the key back (tests check that we never leak it)
+                key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                self._json(401, {"error": {"message": f"injected: invalid API key {key}"}})
             elif fault == "http400":
                 self._json(400, {"error": {"message": "injected: bad request"}})
             elif fault == "hang":

@@ -130,9 +130,10 @@ class ExperienceUpdater:
             set_io(s, "output", advantage.model_dump() if advantage else None)
         if advantage is None or not advantage.experiences:
             return outcome
-        operations = await self._group_update(
-            advantage.experiences[: self.p.num_experiences_per_query], library, outcome
-        )
+        experiences = advantage.experiences[: self.p.num_experiences_per_query]
+        with span("learner.group_update", CHAIN, input=experiences) as s:
+            operations = await self._group_update(experiences, library, outcome)
+            set_io(s, "output", [op.model_dump() for op in operations])
         outcome.proposed = [ProposedOp(op, [index]) for op in operations]
         return outcome
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import Event, ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from utu.errors import ConfigError
@@ -73,14 +73,19 @@ class OneWarningExporter(SpanExporter):
         return True
 
 
+def _clean(attributes) -> dict:
+    return {k: redact_value(v) if isinstance(v, str) else v for k, v in (attributes or {}).items()}
+
+
 def _redacted(s: ReadableSpan) -> ReadableSpan:
-    attributes = {k: redact_value(v) if isinstance(v, str) else v for k, v in (s.attributes or {}).items()}
+    attributes = _clean(s.attributes)
+    events = [Event(e.name, _clean(e.attributes), e.timestamp) for e in s.events]  # exceptions quote messages
     status = s.status
     if status.description:
         status = type(status)(status.status_code, redact(status.description))
     return ReadableSpan(
         name=s.name, context=s.context, parent=s.parent, resource=s.resource, attributes=attributes,
-        events=s.events, links=s.links, kind=s.kind, status=status, start_time=s.start_time, end_time=s.end_time,
+        events=events, links=s.links, kind=s.kind, status=status, start_time=s.start_time, end_time=s.end_time,
         instrumentation_scope=s.instrumentation_scope,
     )  # fmt: skip
 

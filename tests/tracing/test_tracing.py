@@ -1,0 +1,198 @@
+"""Tracing against a real Phoenix server (started here): the span tree, redaction, Phoenix dying mid-run."""
+
+import contextlib
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from tests.practice.helpers import QUESTIONS, agent_script, evolving_learner, run_practice, setup_workspace
+
+pytestmark = pytest.mark.integration
+SECRET = "sk-test-secret-123"
+
+
+@contextlib.contextmanager
+def state_dir(path):
+    """Point the server manager at `path` for the duration (each Phoenix keeps its own state)."""
+    old = os.environ.get("UTU_STATE_DIR")
+    os.environ["UTU_STATE_DIR"] = str(path)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("UTU_STATE_DIR", None)
+        else:
+            os.environ["UTU_STATE_DIR"] = old
+
+
+@pytest.fixture(scope="module")
+def phoenix(tmp_path_factory):
+    from utu.tracing import phoenix
+
+    state = tmp_path_factory.mktemp("phoenix_state")
+    with state_dir(state):
+        server, _ = phoenix.serve()
+    ui, endpoint = phoenix.endpoints(server)
+    yield {"ui": ui, "endpoint": endpoint}
+    with state_dir(state):
+        phoenix.SERVER.stop()
+
+
+def spans_of(ui: str, project: str, expected: int | None = None, wait: float = 30) -> list[dict]:
+    """Phoenix ingests asynchronously: poll until the count is stable (or reaches `expected`)."""
+    from phoenix.client import Client
+
+    client, last, deadline = Client(base_url=ui), -1, time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            spans = client.spans.get_spans(project_identifier=project, limit=5000, timeout=30)
+        except Exception:  # the project does not exist until its first span arrives
+            spans = []
+        if spans and (len(spans) == expected or (expected is None and len(spans) == last)):
+            return spans
+        last = len(spans)
+        time.sleep(1.0)
+    return spans
+
+
+def test_one_practice_step_gives_the_expected_span_tree(tmp_path, phoenix, stub):
+    configs, db_url = setup_workspace(tmp_path)
+    agent, learner = stub(agent_script()), stub(evolving_learner())
+    os.environ.update(PHOENIX_ENDPOINT=phoenix["endpoint"], PHOENIX_PROJECT_NAME="tree")
+    try:
+        result = run_practice(
+            tmp_path, configs, db_url, agent, learner, "--epochs", "1", "--rollout_data_truncate", "2"
+        )
+    finally:
+        del os.environ["PHOENIX_ENDPOINT"], os.environ["PHOENIX_PROJECT_NAME"]
+    assert result.returncode == 0, result.stderr
+    # 1 run + 1 step + 4 attempts + 4 judgements + 2 groups x 3 stages + 2 group spans + 1 batch + 13 LLM calls
+    spans = spans_of(phoenix["ui"], "tree", expected=32)
+    by_id = {s["context"]["span_id"]: s for s in spans}
+    kinds = Counter((s["name"], s["span_kind"]) for s in spans)
+    assert kinds[("practice run", "CHAIN")] == 1 and kinds[("step 0", "CHAIN")] == 1
+    assert kinds[("attempt", "AGENT")] == 4 and kinds[("judge", "EVALUATOR")] == 4
+    for stage in ("learner.summary", "learner.advantage", "learner.group_update"):
+        assert kinds[(stage, "CHAIN")] == 2
+    assert kinds[("learner.batch_update", "CHAIN")] == 1
+    (run,) = [s for s in spans if s["name"] == "practice run"]
+    (step,) = [s for s in spans if s["name"] == "step 0"]
+    assert step["parent_id"] == run["context"]["span_id"] and step["attributes"]["step"] == 0
+    assert {s["attributes"]["session.id"] for s in spans} == {"t"}
+
+    def ancestors(span):
+        while span.get("parent_id") in by_id:
+            span = by_id[span["parent_id"]]
+            yield span
+
+    attempts = [s for s in spans if s["name"] == "attempt"]
+    assert all(step in ancestors(a) for a in attempts)
+    with sqlite3.connect(db_url.removeprefix("sqlite:///")) as conn:
+        rows = conn.execute("SELECT dataset_index, attempt, reward, trace_id FROM evaluation_data").fetchall()
+        usage = json.loads(conn.execute("SELECT stats FROM practice_steps").fetchone()[0])["usage"]
+    from_spans = {
+        (a["attributes"]["question.index"], a["attributes"]["attempt"]): a["attributes"]["reward"] for a in attempts
+    }
+    assert from_spans == {(i, k): r for i, k, r, _ in rows}
+    assert {t for *_, t in rows} == {run["context"]["trace_id"]}
+    llm = [s for s in spans if s["span_kind"] == "LLM"]
+    assert len(llm) == agent.request_count + learner.request_count == 13
+    assert sum(s["attributes"]["llm.token_count.prompt"] for s in llm) == sum(
+        u["prompt_tokens"] for u in usage.values()
+    )
+    assert sum(s["attributes"]["llm.token_count.completion"] for s in llm) == sum(
+        u["completion_tokens"] for u in usage.values()
+    )
+
+
+def test_secrets_leave_no_trace(tmp_path, phoenix, stub):
+    configs, db_url = setup_workspace(tmp_path)
+    first_question = next(iter(QUESTIONS))
+
+    def fault(body):  # one question always gets a 401 whose message quotes the key, as real APIs do
+        return "http401" if first_question in body["messages"][1]["content"] else None
+
+    script = agent_script()
+    script.fault_fn = fault
+    agent, learner = stub(script), stub(evolving_learner())
+    env = {"PHOENIX_ENDPOINT": phoenix["endpoint"], "PHOENIX_PROJECT_NAME": "secrets"}
+    os.environ.update(env)
+    try:
+        result = run_practice(
+            tmp_path, configs, db_url, agent, learner, "--epochs", "1", "--rollout_data_truncate", "2", api_key=SECRET
+        )
+    finally:
+        for key in env:
+            del os.environ[key]
+    assert result.returncode == 0, result.stderr
+    assert set(agent.faults_served) == {"http401"}
+    assert SECRET not in result.stdout + result.stderr
+    dump = subprocess.run(["sqlite3", db_url.removeprefix("sqlite:///"), ".dump"], capture_output=True, text=True)
+    if dump.returncode != 0:  # no sqlite3 CLI: dump through Python
+        with sqlite3.connect(db_url.removeprefix("sqlite:///")) as conn:
+            dump_text = "\n".join(conn.iterdump())
+    else:
+        dump_text = dump.stdout
+    assert "[REDACTED]" in dump_text  # the 401 message was stored, masked
+    assert SECRET not in dump_text
+    spans = spans_of(phoenix["ui"], "secrets")
+    assert spans and SECRET not in json.dumps(spans)
+    assert "[REDACTED]" in json.dumps(spans)
+
+
+def test_unreachable_collector_the_run_completes_with_one_warning(tmp_path, stub):
+    from utu.servers import free_port
+
+    configs, db_url = setup_workspace(tmp_path)
+    dead_port = free_port()  # nothing listens there
+    slow = agent_script()
+    slow.latency = 0.3
+    env = {"PHOENIX_ENDPOINT": f"http://127.0.0.1:{dead_port}/v1/traces", "PHOENIX_PROJECT_NAME": "dead"}
+    os.environ.update(env)
+    try:
+        result = run_practice(tmp_path, configs, db_url, stub(slow), stub(evolving_learner()), "--epochs", "1")
+    finally:
+        for key in env:
+            del os.environ[key]
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "unreachable" in line]
+    assert len(warnings) == 1, result.stderr
+    with sqlite3.connect(db_url.removeprefix("sqlite:///")) as conn:
+        assert conn.execute("SELECT count(*) FROM experience_snapshots").fetchone()[0] == 2
+
+
+def test_phoenix_dies_during_the_run(tmp_path, stub, tmp_path_factory):
+    """A real Phoenix, killed while the run is exporting to it."""
+    from utu.tracing import phoenix as ph
+
+    state = tmp_path_factory.mktemp("dying_phoenix")
+    with state_dir(state):
+        server, _ = ph.serve()
+    _, endpoint = ph.endpoints(server)
+    configs, db_url = setup_workspace(tmp_path)
+    slow = agent_script()
+    slow.latency = 1.0
+    env = {**os.environ, "PHOENIX_ENDPOINT": endpoint, "PHOENIX_PROJECT_NAME": "dying", "UTU_CONFIG_DIR": str(configs)}
+    agent, learner = stub(slow), stub(evolving_learner())
+    env |= {
+        "UTU_LLM_BASE_URL": agent.base_url,
+        "UTU_LLM_MODEL": "agent",
+        "UTU_LLM_API_KEY": "k",
+        "LEARNER_URL": learner.base_url,
+    }
+    from tests.practice.helpers import PRACTICE
+
+    command = [sys.executable, PRACTICE, "--config_name", "test", "--db_url", db_url, "--epochs", "1"]
+    proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)  # the first step's spans are exported (batches every second), then Phoenix dies
+    with state_dir(state):
+        ph.SERVER.stop()
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert len([line for line in err.splitlines() if "unreachable" in line]) == 1, err
