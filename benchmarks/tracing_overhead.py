@@ -7,7 +7,6 @@ tracing off / on, against one stub and one local Phoenix started here. Goal: at 
 """
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -23,22 +22,27 @@ HERE = Path(__file__).resolve().parent
 
 
 def measure(url: str, questions: int, endpoint: str | None) -> float:
-    """One practice step in a child process; returns its wall time."""
-    code = (
-        "import asyncio, json, sys, tempfile; from pathlib import Path; sys.path.insert(0, %r)\n"
-        "from practice_step import one_step\n"
-        "from utu.tracing import setup_tracing, shutdown_tracing\n"
-        "setup_tracing()\n"
-        "class A: questions=%d; group=5; concurrency=64\n"
-        "t, _ = asyncio.run(one_step(%r, A, True, Path(tempfile.mkdtemp())))\n"
-        "shutdown_tracing()\n"
-        "print(json.dumps(t))\n"
-    ) % (str(HERE), questions, url)
+    """One practice step in a child process (this script with --child); returns its wall time."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PHOENIX_")}
     if endpoint:
         env |= {"PHOENIX_ENDPOINT": endpoint, "PHOENIX_PROJECT_NAME": "bench"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    command = [sys.executable, __file__, "--child", url, "--questions", str(questions)]
+    out = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
     return float(out.stdout.strip().splitlines()[-1])
+
+
+def child(url: str, questions: int) -> None:
+    import asyncio
+
+    from practice_step import one_step
+
+    from utu.tracing import setup_tracing, shutdown_tracing
+
+    setup_tracing()
+    step = argparse.Namespace(questions=questions, group=5, concurrency=64)
+    elapsed, _ = asyncio.run(one_step(url, step, True, Path(tempfile.mkdtemp())))
+    shutdown_tracing()
+    print(elapsed)
 
 
 def main() -> int:
@@ -46,7 +50,11 @@ def main() -> int:
     parser.add_argument("--questions", type=int, default=32)
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--child", metavar="STUB_URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        child(args.child, args.questions)
+        return 0
     from utu.tracing import phoenix
 
     with tempfile.TemporaryDirectory() as state:
@@ -55,7 +63,9 @@ def main() -> int:
         _, endpoint = phoenix.endpoints(server)
         off, on = [], []
         try:
-            with stub_process("--reply-fn", f"{HERE / 'practice_replies.py'}:reply", "--latency", str(args.latency)) as url:
+            with stub_process(
+                "--reply-fn", f"{HERE / 'practice_replies.py'}:reply", "--latency", str(args.latency)
+            ) as url:
                 for _ in range(args.rounds):
                     off.append(measure(url, args.questions, None))
                     on.append(measure(url, args.questions, endpoint))

@@ -1,0 +1,154 @@
+"""Practice at scale against the stub: 2,000 questions x G=8, 20 ms latency, concurrency 128, SQLite and Postgres.
+
+    python benchmarks/practice_scale.py [--questions 2000] [--group 8] [--batch 250] [--db sqlite postgres]
+
+Reports rollouts/s, resident memory after every step (it must not grow with the number of steps), the
+share of wall time spent inside database transactions, and process CPU time / wall time (an upper bound
+on the time the orchestrator is busy rather than waiting for the LLM; the client's own request handling is
+included in it). The agent always answers right here, so every group is skipped by the learner: this
+measures the rollout, judging and storage path, which is what grows with the data.
+"""
+
+import argparse
+import asyncio
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import stub_process, write_result  # noqa: E402
+
+from utu.agents import Agent  # noqa: E402
+from utu.config import (  # noqa: E402
+    AgentConfig,
+    DataArguments,
+    DataConfig,
+    EvalConfig,
+    ModelConfig,
+    PracticeArguments,
+    TrainingFreeGRPOConfig,  # noqa: E402
+)
+from utu.db import Database  # noqa: E402
+from utu.db.dataset_io import DatasetLine, store_dataset  # noqa: E402
+from utu.llm import LLMClient, UsageTracker  # noqa: E402
+from utu.practice.experience_updater import ExperienceUpdater  # noqa: E402
+from utu.practice.training_free_grpo import TrainingFreeGRPO  # noqa: E402
+from utu.practice.verify import Verifier, load_verifier  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class TimedDatabase(Database):
+    """Counts the wall time during which at least one write transaction is open (overlaps counted once)."""
+
+    seconds = 0.0
+    _open = 0
+    _since = 0.0
+
+    def transaction(self):
+        inner = super().transaction()
+        db = self
+
+        class Timed:
+            async def __aenter__(self):
+                if db._open == 0:
+                    db._since = time.perf_counter()
+                db._open += 1
+                return await inner.__aenter__()
+
+            async def __aexit__(self, *exc):
+                try:
+                    return await inner.__aexit__(*exc)
+                finally:
+                    db._open -= 1
+                    if db._open == 0:
+                        db.seconds += time.perf_counter() - db._since
+
+        return Timed()
+
+
+async def run(url: str, db_url: str, args) -> dict:
+    db = TimedDatabase(db_url)
+    await db.create_tables()
+    rows = [DatasetLine(question=f"What is {i} plus 1?", answer=str(i + 1)) for i in range(args.questions)]
+    await store_dataset(db, "Scale", rows, "replace")
+    model = ModelConfig(concurrency=args.concurrency, structured_output="json_schema")
+    config = TrainingFreeGRPOConfig(
+        exp_id=f"scale-{time.monotonic_ns()}",
+        practice=PracticeArguments(
+            epochs=1, batch_size=args.batch, grpo_n=args.group, rollout_concurrency=args.concurrency
+        ),
+        data=DataArguments(practice_dataset_name="Scale"),
+        evaluation=EvalConfig(data=DataConfig(dataset="Scale"), agent=AgentConfig(model=model, max_turns=1)),
+    )
+    usage = UsageTracker()
+    client = LLMClient(model, base_url=url, model="stub", api_key="k", usage=usage)
+    agent, updater = Agent(config.evaluation.agent, client), ExperienceUpdater(client, config.practice)
+    practice = TrainingFreeGRPO(config, db, agent, updater, Verifier(load_verifier("str_match.py")), usage)
+    memory: list[float] = []
+    original = practice.practice_step
+
+    async def step_and_measure(*a, **kw):
+        out = await original(*a, **kw)
+        memory.append(round(rss_mb(), 1))
+        return out
+
+    practice.practice_step = step_and_measure
+    cpu0, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    await practice.run()
+    wall = time.perf_counter() - start
+    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    await client.close()
+    await db.dispose()
+    rollouts = args.questions * args.group
+    return {
+        "rollouts": rollouts, "wall_s": round(wall, 1), "rollouts_per_s": round(rollouts / wall, 1),
+        "rss_mb_after_each_step": memory, "rss_growth_first_to_last_step_mb": round(memory[-1] - memory[0], 1),
+        "db_time_share": round(db.seconds / wall, 3), "cpu_time_over_wall": round(cpu / wall, 3),
+    }  # fmt: skip
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--questions", type=int, default=2000)
+    parser.add_argument("--group", type=int, default=8)
+    parser.add_argument("--batch", type=int, default=250)
+    parser.add_argument("--latency", type=float, default=0.02)
+    parser.add_argument("--concurrency", type=int, default=128)
+    parser.add_argument("--db", nargs="+", default=["sqlite", "postgres"])
+    args = parser.parse_args()
+    results = {}
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        stub_process("--reply", "The answer is \\boxed{0}.", "--latency", str(args.latency)) as url,
+    ):
+        for kind in args.db:
+            if kind == "sqlite":
+                db_url = f"sqlite:///{tmp}/scale.db"
+            else:
+                db_url = subprocess.run(["bash", str(ROOT / "scripts/dev/postgres.sh"), "start"], capture_output=True,
+                                        text=True, check=True).stdout.strip()  # fmt: skip
+            results[kind] = await run(url, db_url, args)
+            print(kind, results[kind], flush=True)
+    write_result("practice_scale", {
+        "questions": args.questions, "group_size": args.group, "batch_size": args.batch, "latency_s": args.latency,
+        "concurrency": args.concurrency, "results": results,
+        "goals": "memory does not grow with steps; orchestrator busy < 10% of wall time",
+    })  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
