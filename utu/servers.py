@@ -1,6 +1,7 @@
 """Background servers we start and stop ourselves (the embedded model, Phoenix): spawn, wait until healthy,
 remember pid and port under the working directory, reuse a running one, stop cleanly."""
 
+import argparse
 import contextlib
 import fcntl
 import json
@@ -8,6 +9,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -99,6 +101,35 @@ class BackgroundServer:
                 return False
             kill_group(state.pid)
             return True
+
+    def cli(
+        self,
+        argv: list[str] | None,
+        prog: str,
+        serve: Callable[[], tuple[ServerState, bool]],
+        describe: Callable[[ServerState], str],
+        hint: Callable[[ServerState], str] | None = None,
+    ) -> int:
+        """`serve|status|stop` for this server: exit 0, 1 for status of a stopped server, 2 on error."""
+        parser = argparse.ArgumentParser(prog=prog, description=f"The {self.name} server.")
+        parser.add_argument("command", choices=["serve", "status", "stop"])
+        command = parser.parse_args(argv).command
+        try:
+            if command == "serve":
+                state, started = serve()
+                print(f"{'started' if started else 'already running'}: {describe(state)}")
+                if hint:
+                    print(hint(state))
+            elif command == "status":
+                state = self.status()
+                print(f"running: {describe(state)}" if state else "not running")
+                return 0 if state else 1
+            else:
+                print("stopped" if self.stop() else "not running")
+        except UtuError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return 0
 
     def _state_file(self) -> Path:
         return state_dir() / f"{self.name}.json"

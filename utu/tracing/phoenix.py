@@ -5,7 +5,6 @@
 Data lives in `.utu/phoenix/`. `serve` prints the UI address and the PHOENIX_ENDPOINT to export.
 """
 
-import argparse
 import sys
 
 from utu.errors import UtuError
@@ -40,29 +39,13 @@ def endpoints(state: ServerState) -> tuple[str, str]:
     return ui, f"{ui}/v1/traces"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m utu.tracing.phoenix", description="A local Phoenix server.")
-    parser.add_argument("command", choices=["serve", "status", "stop"])
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "serve":
-            state, started = serve()
-            ui, endpoint = endpoints(state)
-            print(f"{'started' if started else 'already running'}: Phoenix UI at {ui} (pid {state.pid})")
-            print(f"export PHOENIX_ENDPOINT={endpoint}")
-        elif args.command == "status":
-            state = SERVER.status()
-            if state is None:
-                print("not running")
-                return 1
-            print(f"running: Phoenix UI at {endpoints(state)[0]} (pid {state.pid})")
-        else:
-            print("stopped" if SERVER.stop() else "not running")
-    except UtuError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(
+        SERVER.cli(
+            None,
+            "python -m utu.tracing.phoenix",
+            serve,
+            describe=lambda state: f"Phoenix UI at {endpoints(state)[0]} (pid {state.pid})",
+            hint=lambda state: f"export PHOENIX_ENDPOINT={endpoints(state)[1]}",
+        )
+    )
