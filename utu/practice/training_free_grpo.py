@@ -95,10 +95,8 @@ class TrainingFreeGRPO:
                     result.steps.append(await self.store.step_stats(step) or {"step": step})
                     continue
                 with span(f"step {step}", CHAIN, **{"epoch": epoch, "batch": b, "step": step}):
-                    stats = await self.practice_step(epoch, b, step, batch, result.library)
-                    self.recorder.annotate(**{"stats": {k: v for k, v in stats.items() if k != "_library"},
-                                              "output.value": stats["_library"].experiences})  # fmt: skip
-                result.library = stats.pop("_library")
+                    stats, result.library = await self.practice_step(epoch, b, step, batch, result.library)
+                    self.recorder.annotate(stats=stats, **{"output.value": result.library.experiences})
                 if self.p.do_eval and self.should_evaluate(step, b, per_epoch):
                     stats["eval"] = await self.evaluate(step, result.library)
                     await self.store.update_stats(step, {"eval": stats["eval"]})
@@ -110,7 +108,10 @@ class TrainingFreeGRPO:
             return batch == per_epoch - 1
         return (step + 1) % self.p.eval_steps == 0
 
-    async def practice_step(self, epoch: int, b: int, step: int, batch, library: Library) -> dict[str, Any]:
+    async def practice_step(
+        self, epoch: int, b: int, step: int, batch, library: Library
+    ) -> tuple[dict[str, Any], Library]:
+        """One step; returns its statistics and the new library (both already saved)."""
         start = time.perf_counter()
         usage_before = self.usage.snapshot()
         rows = await self.data.step_rows(epoch, step, batch)
@@ -148,7 +149,7 @@ class TrainingFreeGRPO:
             step, self.p.grpo_n, stats[f"Mean@{self.p.grpo_n}"], len(new_library.experiences),
             sum(stats["operations"].values()), len(failures),
         )  # fmt: skip
-        return {**stats, "_library": new_library}
+        return stats, new_library
 
     async def evaluate(self, step: int, library: Library) -> dict[str, Any]:
         """Evaluate the current library on the eval set at the agent's own settings (not the rollout temperature)."""
