@@ -29,6 +29,11 @@ $(VENV)/.local: | $(VENV)/.core
 	$(PIP) install --find-links $(LLAMA_WHEELS) "llama-cpp-python[server]==$(LLAMA_VERSION)" -e '.[local]'
 	touch $@
 
+# torch 2.13.0 is the CPU build on this machine's disk; a bare "torch" would pull a CUDA build of several GB.
+$(VENV)/.torch: | $(VENV)/.core
+	$(PIP) install torch==2.13.0
+	touch $@
+
 install: $(VENV)/.core
 install-local: $(VENV)/.local
 
@@ -42,20 +47,19 @@ install-phoenix: $(VENV)/.phoenix
 phoenix: install-phoenix
 	$(PY) -m utu.tracing.phoenix serve
 
-install-rl: $(VENV)/.core
-	$(PIP) install torch==2.13.0
+install-rl: $(VENV)/.torch
 	$(PIP) install -e '.[rl]'
 
 demo: install-local
 	$(PY) scripts/demo.py
 
 # The whole suite, integration tests included (real llama.cpp model, real PostgreSQL, real Phoenix).
-test: install-local install-phoenix
+test: install-local install-phoenix $(VENV)/.torch
 	@UTU_TEST_PG_URL=$$(bash scripts/dev/postgres.sh start) && export UTU_TEST_PG_URL && \
 		$(PY) -m pytest -q $(PYTEST_ARGS); status=$$?; bash scripts/dev/postgres.sh stop; exit $$status
 
 # Unit tests only: the stub LLM and SQLite, no servers.
-test-fast: install
+test-fast: install $(VENV)/.torch
 	$(PY) -m pytest -q -m "not integration" $(PYTEST_ARGS)
 
 lint: install
