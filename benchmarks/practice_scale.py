@@ -19,24 +19,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import stub_process, write_result  # noqa: E402
+from _common import stub_practice, stub_process, write_result  # noqa: E402
 
-from utu.agents import Agent  # noqa: E402
-from utu.config import (  # noqa: E402
-    AgentConfig,
-    DataArguments,
-    DataConfig,
-    EvalConfig,
-    ModelConfig,
-    PracticeArguments,
-    TrainingFreeGRPOConfig,  # noqa: E402
-)
 from utu.db import Database  # noqa: E402
-from utu.db.dataset_io import DatasetLine, store_dataset  # noqa: E402
-from utu.llm import LLMClient, UsageTracker  # noqa: E402
-from utu.practice.experience_updater import ExperienceUpdater  # noqa: E402
-from utu.practice.training_free_grpo import TrainingFreeGRPO  # noqa: E402
-from utu.practice.verify import Verifier, load_verifier  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,22 +65,7 @@ class TimedDatabase(Database):
 
 async def run(url: str, db_url: str, args) -> dict:
     db = TimedDatabase(db_url)
-    await db.create_tables()
-    rows = [DatasetLine(question=f"What is {i} plus 1?", answer=str(i + 1)) for i in range(args.questions)]
-    await store_dataset(db, "Scale", rows, "replace")
-    model = ModelConfig(concurrency=args.concurrency, structured_output="json_schema")
-    config = TrainingFreeGRPOConfig(
-        exp_id=f"scale-{time.monotonic_ns()}",
-        practice=PracticeArguments(
-            epochs=1, batch_size=args.batch, grpo_n=args.group, rollout_concurrency=args.concurrency
-        ),
-        data=DataArguments(practice_dataset_name="Scale"),
-        evaluation=EvalConfig(data=DataConfig(dataset="Scale"), agent=AgentConfig(model=model, max_turns=1)),
-    )
-    usage = UsageTracker()
-    client = LLMClient(model, base_url=url, model="stub", api_key="k", usage=usage)
-    agent, updater = Agent(config.evaluation.agent, client), ExperienceUpdater(client, config.practice)
-    practice = TrainingFreeGRPO(config, db, agent, updater, Verifier(load_verifier("str_match.py")), usage)
+    practice, client = await stub_practice(url, db, "Scale", args.questions, args.group, args.batch, args.concurrency)
     memory: list[float] = []
     original = practice.practice_step
 

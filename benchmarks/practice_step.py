@@ -25,24 +25,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import stub_process, write_result  # noqa: E402
+from _common import stub_practice, stub_process, write_result  # noqa: E402
 
-from utu.agents import Agent  # noqa: E402
 from utu.config import (  # noqa: E402
-    AgentConfig,
-    DataArguments,
-    DataConfig,
-    EvalConfig,
     ModelConfig,
-    PracticeArguments,
-    TrainingFreeGRPOConfig,
 )
 from utu.db import Database  # noqa: E402
-from utu.db.dataset_io import DatasetLine, store_dataset  # noqa: E402
-from utu.llm import LLMClient, UsageTracker  # noqa: E402
-from utu.practice.experience_updater import ExperienceUpdater  # noqa: E402
-from utu.practice.training_free_grpo import TrainingFreeGRPO  # noqa: E402
-from utu.practice.verify import Verifier, load_verifier  # noqa: E402
+from utu.llm import LLMClient  # noqa: E402
 
 GOAL = 1.2
 REPLIES = Path(__file__).resolve().parent / "practice_replies.py"
@@ -50,31 +39,15 @@ REPLIES = Path(__file__).resolve().parent / "practice_replies.py"
 
 async def one_step(base_url: str, args, pipeline: bool, workdir: Path) -> tuple[float, int]:
     db = Database(f"sqlite:///{workdir / f'bench-{pipeline}-{time.monotonic_ns()}.db'}")
-    await db.create_tables()
-    rows = [DatasetLine(question=f"What is {i} plus {i + 1}?", answer=str(2 * i + 1)) for i in range(args.questions)]
-    await store_dataset(db, "Bench", rows)
-    model = ModelConfig(concurrency=args.concurrency, structured_output="json_schema")
-    config = TrainingFreeGRPOConfig(
-        exp_id="bench",
-        practice=PracticeArguments(
-            epochs=1, batch_size=args.questions, grpo_n=args.group, rollout_concurrency=args.concurrency
-        ),
-        data=DataArguments(practice_dataset_name="Bench"),
-        evaluation=EvalConfig(data=DataConfig(dataset="Bench"), agent=AgentConfig(model=model, max_turns=1)),
+    practice, client = await stub_practice(
+        base_url, db, "Bench", args.questions, args.group, args.questions, args.concurrency, pipeline
     )
-    usage = UsageTracker()
-    client = LLMClient(model, base_url=base_url, model="stub", api_key="k", usage=usage)
-    verifier = Verifier(load_verifier("str_match.py"))
-    practice = TrainingFreeGRPO(
-        config, db, Agent(config.evaluation.agent, client), ExperienceUpdater(client, config.practice), verifier,
-        usage, pipeline=pipeline,
-    )  # fmt: skip
     start = time.perf_counter()
     await practice.run()
     elapsed = time.perf_counter() - start
     await client.close()
     await db.dispose()
-    return elapsed, usage.total().calls
+    return elapsed, client.usage.total().calls
 
 
 async def client_floor(base_url: str, calls: int, concurrency: int) -> float:
