@@ -1,0 +1,87 @@
+"""The GRPO environment: a data set + a chat prompt template + a verify function.
+
+It yields batches of prompts and, after generation, turns a (prompts x G) grid of completions into a reward
+tensor of the same shape, through the very verify functions that practice and evaluation use
+(`utu/practice/verify/`), so a reward means the same thing everywhere.
+"""
+
+import asyncio
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+from sqlalchemy import select
+
+from utu.db.dataset_io import answer_text, parse_dataset_file
+from utu.db.engine import Database
+from utu.db.models import DatasetSample
+from utu.practice.verify import Verifier
+
+
+@dataclass
+class PromptTemplate:
+    system: str = "Solve the problem. Put the final answer in \\boxed{}."
+    user: str = "{question}"
+
+    def messages(self, question: str) -> list[dict[str, str]]:
+        return [
+            {"role": "system", "content": self.system},
+            {"role": "user", "content": self.user.format(question=question)},
+        ]
+
+
+@dataclass
+class Prompt:
+    index: int
+    question: str
+    answer: str | None
+    messages: list[dict[str, str]]
+
+
+class RewardAdapter:
+    """Any verify function (sync or async, through `Verifier`) as the trainer's reward: completions -> tensor."""
+
+    def __init__(self, verifier: Verifier):
+        self.verifier = verifier
+
+    async def score(self, prompts: list[Prompt], completions: list[list[str]]) -> torch.Tensor:
+        """completions[i][g] answers prompts[i]; returns rewards of shape (len(prompts), G)."""
+        samples = [
+            SimpleNamespace(raw_question=p.question, correct_answer=p.answer, response=c, dataset_index=p.index)
+            for p, group in zip(prompts, completions, strict=True)
+            for c in group
+        ]
+        verdicts = await asyncio.gather(*(self.verifier(s) for s in samples))
+        return torch.tensor([v.reward for v in verdicts], dtype=torch.float32).view(len(prompts), -1)
+
+
+class GRPOEnv:
+    def __init__(self, questions: list[tuple[int, str, str | None]], template: PromptTemplate, verifier: Verifier,
+                 batch_size: int = 4, seed: int = 0):  # fmt: skip
+        self.prompts = [Prompt(i, q, a, template.messages(q)) for i, q, a in questions]
+        self.rewards = RewardAdapter(verifier)
+        self.batch_size = batch_size
+        self.seed = seed
+
+    @classmethod
+    async def from_db(cls, db: Database, dataset: str, template: PromptTemplate, verifier: Verifier, **kw) -> "GRPOEnv":
+        async with db.sessions() as s:
+            rows = await s.scalars(
+                select(DatasetSample).where(DatasetSample.dataset == dataset).order_by(DatasetSample.index)
+            )
+            return cls([(r.index, r.question, r.answer) for r in rows], template, verifier, **kw)
+
+    @classmethod
+    def from_jsonl(cls, path: Path, template: PromptTemplate, verifier: Verifier, **kw) -> "GRPOEnv":
+        _, lines = parse_dataset_file(path, "jsonl")
+        questions = [(i, line.question, answer_text(line.answer)) for i, line in enumerate(lines)]
+        return cls(questions, template, verifier, **kw)
+
+    def batches(self, epoch: int) -> Iterator[list[Prompt]]:
+        order = list(self.prompts)
+        random.Random(f"{self.seed}:{epoch}").shuffle(order)
+        for start in range(0, len(order), self.batch_size):
+            yield order[start : start + self.batch_size]
