@@ -10,7 +10,6 @@ import time
 
 from tests.practice.helpers import (
     PRACTICE,
-    QUESTIONS,
     TEST_CONFIG,
     agent_script,
     evolving_learner,
@@ -103,4 +102,3 @@ def test_sigkill_mid_step_then_rerun_matches_an_uninterrupted_run(tmp_path, stub
     assert query(db_url, snapshots) == query(whole_db, snapshots) == [(0,), (1,)]
     assert query(db_url, "SELECT count(*) FROM practice_steps") == [(STEPS,)]
     assert {stage for (stage,) in query(db_url, "SELECT stage FROM evaluation_data")} == {"judged"}
-    assert len(QUESTIONS) == 4

@@ -68,6 +68,14 @@ def k_values(k: int) -> list[int]:
     return [*out, k]
 
 
+def mean_and_pass(groups: Iterable[list[Attempt]]) -> tuple[list[float], float]:
+    """Per-question mean rewards and the share of questions with a correct attempt, over judged attempts."""
+    judged = [[a for a in g if a.stage == "judged"] for g in groups]
+    judged = [g for g in judged if g]
+    means = [statistics.fmean(a.reward for a in g) for g in judged]
+    return means, statistics.fmean(any(a.correct for a in g) for g in judged) if judged else 0.0
+
+
 def compute_metrics(attempts: Iterable[Attempt], pass_k: int, seed: int = 0) -> dict[str, Any]:
     attempts = list(attempts)
     by_question: dict[tuple[str, int], list[Attempt]] = defaultdict(list)
@@ -75,7 +83,7 @@ def compute_metrics(attempts: Iterable[Attempt], pass_k: int, seed: int = 0) -> 
         by_question[a.question].append(a)
     judged = {q: [a for a in group if a.stage == "judged"] for q, group in by_question.items()}
     scored = {q: group for q, group in judged.items() if group}
-    means = [statistics.fmean(a.reward for a in group) for group in scored.values()]
+    means, pass_share = mean_and_pass(scored.values())
     mean_k = statistics.fmean(means) if means else 0.0
     low, high = bootstrap_ci(means, seed)
     passes = {}
@@ -100,7 +108,7 @@ def compute_metrics(attempts: Iterable[Attempt], pass_k: int, seed: int = 0) -> 
         "verifier_errors": sum(a.verify_error for a in done),
         f"Mean@{pass_k}": mean_k,
         f"Mean@{pass_k}_ci95": [low, high],
-        f"Pass@{pass_k}": statistics.fmean(any(a.correct for a in g) for g in scored.values()) if scored else 0.0,
+        f"Pass@{pass_k}": pass_share,
         **passes,
         "by_level": {
             level: {"questions": len(v), f"Mean@{pass_k}": statistics.fmean(v)} for level, v in sorted(levels.items())

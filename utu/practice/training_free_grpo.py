@@ -22,7 +22,7 @@ from utu.db.engine import Database
 from utu.db.models import EvaluationSample
 from utu.eval.attempt import run_attempt
 from utu.eval.metrics import Attempt as MetricAttempt
-from utu.eval.metrics import compute_metrics
+from utu.eval.metrics import compute_metrics, mean_and_pass
 from utu.eval.runner import EvalRunner
 from utu.llm.usage import Usage, UsageTracker
 from utu.practice.data_manager import PracticeData
@@ -172,12 +172,10 @@ class TrainingFreeGRPO:
 
     def _stats(self, epoch, b, step, rows, outcomes, failures, library, records, usage_before, start) -> dict[str, Any]:
         g = self.p.grpo_n
-        by_question: dict[int, list[float]] = defaultdict(list)
+        by_question: dict[int, list[MetricAttempt]] = defaultdict(list)
         for r in rows:
-            if r.stage == "judged":
-                by_question[r.dataset_index].append(r.reward)
-        group_means = [statistics.fmean(v) for v in by_question.values()] or [0.0]
-        group_passes = [any(x >= 1.0 for x in v) for v in by_question.values()] or [False]
+            by_question[r.dataset_index].append(MetricAttempt.from_row(r))
+        means, pass_share = mean_and_pass(by_question.values())
         applied = defaultdict(int)
         for r in records:
             if r.status == "applied":
@@ -189,8 +187,8 @@ class TrainingFreeGRPO:
             "questions": len({r.dataset_index for r in rows}),
             "attempts": len(rows),
             "attempts_failed": sum(r.stage == "failed" for r in rows),
-            f"Mean@{g}": statistics.fmean(group_means),
-            f"Pass@{g}": statistics.fmean(group_passes),
+            f"Mean@{g}": statistics.fmean(means) if means else 0.0,
+            f"Pass@{g}": pass_share,
             "groups_used": sum(o.used for o in outcomes),
             "groups_skipped": sum(not o.used for o in outcomes),
             "library_size": len(library.experiences),
