@@ -34,7 +34,8 @@ def group_advantages(rewards: Tensor, scale_rewards: ScaleRewards = "group", eps
 def k3_kl(logp: Tensor, ref_logp: Tensor) -> Tensor:
     """Per-token KL(pi || pi_ref) estimate, never negative; zero iff logp == ref_logp."""
     delta = ref_logp - logp
-    return torch.exp(delta) - delta - 1
+    # expm1(d) - d rather than exp(d) - d - 1: the latter rounds below zero for small |d| in float32.
+    return torch.expm1(delta) - delta
 
 
 def completion_mask(completion_ids: Tensor, eos_id: int) -> Tensor:
