@@ -85,3 +85,12 @@ class GRPOEnv:
         random.Random(f"{self.seed}:{epoch}").shuffle(order)
         for start in range(0, len(order), self.batch_size):
             yield order[start : start + self.batch_size]
+
+    def batch_at(self, step: int) -> list[Prompt]:
+        """The prompts of training step `step` (0-based): a pure function of the step, so a resumed run
+        sees exactly the batches an uninterrupted one would."""
+        if not self.prompts:
+            raise ValueError("the environment has no prompts")
+        per_epoch = -(-len(self.prompts) // self.batch_size)
+        epoch, index = divmod(step, per_epoch)
+        return list(self.batches(epoch))[index]

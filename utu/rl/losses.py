@@ -13,13 +13,10 @@
     dapo    sum(l*m) / num_items                 token mean over the whole generation batch (DAPO, arXiv 2503.14476)
 """
 
-from typing import Literal
-
 import torch
 from torch import Tensor
 
-LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo"]
-ScaleRewards = Literal["group", "batch", "none"]
+from utu.config.rl import LossType, ScaleRewards
 
 
 def group_advantages(rewards: Tensor, scale_rewards: ScaleRewards = "group", eps: float = 1e-4) -> Tensor:

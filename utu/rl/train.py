@@ -1,0 +1,88 @@
+"""The training loop: generate, score, learn, log, checkpoint. One step per batch of prompts.
+
+Metrics of every step go to `metrics.jsonl` (and TensorBoard when it is installed); the wall time is split
+into generation, scoring and the update, because on a CPU generation dominates.
+"""
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from utu.rl.env import GRPOEnv
+from utu.rl.grpo import GRPO
+
+log = logging.getLogger(__name__)
+
+
+class MetricsLog:
+    """Appends one JSON object per step to a JSONL file and mirrors scalars to TensorBoard if available."""
+
+    def __init__(self, path: Path, tensorboard: bool = True):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.writer = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:  # tensorboard is optional
+                log.debug("tensorboard not installed: metrics go to %s only", path)
+            else:
+                self.writer = SummaryWriter(str(path.parent / "tensorboard"))
+
+    def write(self, record: dict[str, Any]) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+        if self.writer is not None:
+            step = record.get("step", 0)
+            for key, value in record.items():
+                if isinstance(value, int | float) and key != "step":
+                    self.writer.add_scalar(key, value, step)
+            self.writer.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+async def train_step(agent: GRPO, env: GRPOEnv) -> dict[str, Any]:
+    """One GRPO step on the batch that belongs to `agent.step`; returns its metrics."""
+    batch = env.batch_at(agent.step)
+    start = time.perf_counter()
+    rollout = await asyncio.to_thread(agent.get_action, [p.messages for p in batch])
+    generated = time.perf_counter()
+    rewards = await env.rewards.score(batch, rollout.texts)
+    scored = time.perf_counter()
+    metrics = await asyncio.to_thread(agent.learn, rollout, rewards)
+    tokens = int(rollout.completion_mask.sum().item())
+    return {
+        "step": agent.step,
+        **metrics,
+        "gen_time": generated - start,
+        "reward_time": scored - generated,
+        "step_time": time.perf_counter() - start,
+        "completions": rollout.completion_ids.size(0),
+        "tokens_generated_per_s": tokens / max(generated - start, 1e-9),
+    }
+
+
+async def train(
+    agent: GRPO,
+    env: GRPOEnv,
+    steps: int,
+    metrics: MetricsLog,
+    checkpoint: Path | None = None,
+    save_every: int = 0,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+) -> None:
+    """Run until `agent.step == steps`, resuming from wherever the agent is."""
+    while agent.step < steps:
+        record = await train_step(agent, env)
+        metrics.write(record)
+        if on_step is not None:
+            on_step(record)
+        if checkpoint is not None and (agent.step == steps or (save_every and agent.step % save_every == 0)):
+            agent.save_checkpoint(checkpoint)
