@@ -256,7 +256,9 @@ class GRPO:
         model = self.accelerator.unwrap_model(self.model)
         model.save_pretrained(tmp / "model")
         if _is_peft(model) and self.model_source is None:  # nothing else to rebuild the base from
-            model.get_base_model().save_pretrained(tmp / "base")
+            copy.deepcopy(model).unload().save_pretrained(tmp / "base")  # unload: the plain base, no adapter
+        if self.reference is not None:  # the KL anchor is the initial policy, not the current one
+            self.reference.save_pretrained(tmp / "reference")
         self.tokenizer.save_pretrained(tmp / "tokenizer")
         state = {
             "step": self.step,
@@ -300,6 +302,9 @@ class GRPO:
         agent = cls(
             model, tokenizer, accelerator=accelerator, device=device, model_source=state["model_source"], **settings
         )
+        if agent.reference is not None:  # the KL anchor is the initial policy, not the loaded one
+            reference = AutoModelForCausalLM.from_pretrained(path / "reference")
+            agent.reference.load_state_dict(reference.state_dict())
         agent.optimizer.load_state_dict(state["optimizer"])
         agent.scheduler.load_state_dict(state["scheduler"])
         agent.step = state["step"]
