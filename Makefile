@@ -47,19 +47,23 @@ install-phoenix: $(VENV)/.phoenix
 phoenix: install-phoenix
 	$(PY) -m utu.tracing.phoenix serve
 
-install-rl: $(VENV)/.torch
-	$(PIP) install -e '.[rl]'
+# The RL module (transformers, accelerate, peft, gguf) plus what its tests need (TRL, TensorBoard).
+$(VENV)/.rl: pyproject.toml | $(VENV)/.torch
+	$(PIP) install -e '.[rl,rl-test]'
+	touch $@
+
+install-rl: $(VENV)/.rl
 
 demo: install-local
 	$(PY) scripts/demo.py
 
 # The whole suite, integration tests included (real llama.cpp model, real PostgreSQL, real Phoenix).
-test: install-local install-phoenix $(VENV)/.torch
+test: install-local install-phoenix $(VENV)/.rl
 	@UTU_TEST_PG_URL=$$(bash scripts/dev/postgres.sh start) && export UTU_TEST_PG_URL && \
 		$(PY) -m pytest -q $(PYTEST_ARGS); status=$$?; bash scripts/dev/postgres.sh stop; exit $$status
 
 # Unit tests only: the stub LLM and SQLite, no servers.
-test-fast: install $(VENV)/.torch
+test-fast: install $(VENV)/.rl
 	$(PY) -m pytest -q -m "not integration" $(PYTEST_ARGS)
 
 lint: install

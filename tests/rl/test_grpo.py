@@ -76,7 +76,9 @@ def test_gradient_accumulation_in_learn_equals_one_batch(model, tokenizer, loss_
     base = GRPO(copy.deepcopy(model), tokenizer, group_size=4, max_new_tokens=8)
     rollout = base.get_action(PROMPTS)
     rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.5, 1.0, 1.0]])
-    one = GRPO(copy.deepcopy(model), tokenizer, group_size=4, batch_size=8, lr=0.01, loss_type=loss_type, max_new_tokens=8)
+    one = GRPO(
+        copy.deepcopy(model), tokenizer, group_size=4, batch_size=8, lr=0.01, loss_type=loss_type, max_new_tokens=8
+    )
     two = GRPO(copy.deepcopy(model), tokenizer, group_size=4, batch_size=4, gradient_accumulation_steps=2, lr=0.01,
                loss_type=loss_type, max_new_tokens=8)  # fmt: skip
     one.learn(rollout, rewards)
@@ -123,8 +125,13 @@ def test_kl_reference_is_the_frozen_base(model, tokenizer):
 
 
 @pytest.mark.parametrize(
-    "knobs", [{"loss_type": "dapo"}, {"loss_type": "grpo"}, {"loss_type": "dr_grpo", "scale_rewards": "none"},
-              {"loss_type": "bnpo", "update_epochs": 2, "batch_size": 8}],  # fmt: skip
+    "knobs",
+    [
+        {"loss_type": "dapo"},
+        {"loss_type": "grpo"},
+        {"loss_type": "dr_grpo", "scale_rewards": "none"},
+        {"loss_type": "bnpo", "update_epochs": 2, "batch_size": 8},
+    ],  # fmt: skip
     ids=["dapo", "grpo", "dr_grpo-none", "bnpo-2-epochs"],
 )
 async def test_a_tiny_model_learns_the_toy_task(model, tokenizer, tmp_path, knobs):

@@ -51,6 +51,10 @@ class GRPOSettings(BaseModel):
     beta: float = Field(
         0.0, ge=0, description="KL weight (k3 estimator). Default 0 (TRL, DAPO): no reference model. GRPO paper: 0.04."
     )
+    kl_bias_correction: bool = Field(
+        False,
+        description="Weight the KL term by the ratio rho (DeepSeek-V3.2; TRL's default). Default off (GRPO paper).",
+    )
     loss_type: LossType = Field("dapo", description="grpo | bnpo | dr_grpo | dapo (see losses.py). Default dapo (TRL).")
     scale_rewards: ScaleRewards = Field(
         "group", description="Advantage std: group (GRPO) | batch | none (Dr. GRPO, arXiv 2503.20783). Default group."

@@ -217,7 +217,8 @@ class GRPO:
         logp, entropy = self.log_probs(self.model, rollout, idx, entropy=True)
         loss, parts = grpo_loss(
             logp, logp.detach() if old is None else old[idx], advantages[idx], mask[idx], s.loss_type,
-            s.eps_low, s.eps_high, s.beta, None if ref is None else ref[idx], s.max_new_tokens, num_items,
+            s.eps_low, s.eps_high, s.beta, s.kl_bias_correction, None if ref is None else ref[idx], s.max_new_tokens,
+            num_items,
         )  # fmt: skip
         m = mask[idx]
         parts["entropy"] = ((entropy * m).sum() / m.sum().clamp(min=1)).item()

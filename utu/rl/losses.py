@@ -5,7 +5,9 @@
   per-group std is "none").
 - Clipped surrogate (PPO/GRPO): l_t = -min(rho_t * A, clip(rho_t, 1 - eps_low, 1 + eps_high) * A), with
   rho_t = exp(logp_t - old_logp_t); DAPO's clip-higher is eps_high > eps_low.
-- KL penalty: the k3 estimator exp(ref - logp) - (ref - logp) - 1 (Schulman), >= 0, added per token with beta.
+- KL penalty: the k3 estimator exp(ref - logp) - (ref - logp) - 1 (Schulman), >= 0, added per token with beta;
+  optionally times rho, which makes its gradient the unbiased reverse-KL gradient off-policy (DeepSeek-V3.2,
+  arXiv 2512.02556; TRL's use_bias_correction_kl).
 - Reductions (`loss_type`), mask m over completion tokens, B sequences, L = max completion length:
     grpo    mean_i( sum_t l*m / sum_t m )        per-sequence mean (length bias; GRPO paper)
     bnpo    sum(l*m) / sum(m)                    token mean over the micro-batch
@@ -83,6 +85,7 @@ def grpo_loss(
     eps_low: float = 0.2,
     eps_high: float | None = None,
     beta: float = 0.0,
+    kl_bias_correction: bool = False,
     ref_logp: Tensor | None = None,
     max_completion_length: int | None = None,
     num_items: float | None = None,
@@ -94,7 +97,7 @@ def grpo_loss(
         if ref_logp is None:
             raise ValueError("beta > 0 needs the reference model's log-probs")
         kl = k3_kl(logp, ref_logp)
-        per_token = per_token + beta * kl
+        per_token = per_token + beta * (kl * rho if kl_bias_correction else kl)
         metrics["kl"] = ((kl * mask).sum() / mask.sum().clamp(min=1)).item()
     high = eps_low if eps_high is None else eps_high
     a = advantages.unsqueeze(1)
