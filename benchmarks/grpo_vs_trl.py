@@ -1,0 +1,139 @@
+"""Our GRPO trainer against TRL's GRPOTrainer: same tiny model, data, group size, lengths and step count, on the CPU.
+
+    python benchmarks/grpo_vs_trl.py [--steps 12] [--hidden 128] [--max_new_tokens 32]
+
+Each trainer runs in its own process (so peak RSS is its own), after one warm-up step that is not timed.
+Throughput = completions / wall time of the timed steps (generation + reward + update).
+Goal: ours >= 1.3x TRL's completions/s at no more peak memory.
+"""
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import write_result  # noqa: E402
+
+PROMPTS = ["a", "b", "ab", "ba", "aa", "h", "0", "12"]
+
+
+def knobs(args: argparse.Namespace) -> dict:
+    return {"group_size": args.group_size, "prompts_per_step": args.prompts_per_step, "max_new_tokens": args.max_new_tokens,
+            "steps": args.steps, "hidden": args.hidden, "layers": args.layers, "lr": 1e-3}  # fmt: skip
+
+
+def run_ours(k: dict) -> dict:
+    import asyncio
+
+    from utu.practice.verify import Verifier, load_verifier
+    from utu.rl.env import GRPOEnv, PromptTemplate
+    from utu.rl.grpo import GRPO
+    from utu.rl.toy import char_tokenizer, tiny_llama
+    from utu.rl.train import train_step
+
+    tokenizer = char_tokenizer()
+    model = tiny_llama(len(tokenizer), hidden=k["hidden"], layers=k["layers"])
+    env = GRPOEnv([(i, q, "a") for i, q in enumerate(PROMPTS)], PromptTemplate(system="say", user="{question}"),
+                  Verifier(load_verifier("utu.rl.toy:verify_func"), timeout=5), batch_size=k["prompts_per_step"])  # fmt: skip
+    batch = k["group_size"] * k["prompts_per_step"]
+    agent = GRPO(model, tokenizer, group_size=k["group_size"], batch_size=batch, lr=k["lr"],
+                 max_new_tokens=k["max_new_tokens"])  # fmt: skip
+
+    async def steps() -> float:
+        await train_step(agent, env)  # warm-up
+        start = time.perf_counter()
+        for _ in range(k["steps"]):
+            await train_step(agent, env)
+        return time.perf_counter() - start
+
+    return {"seconds": asyncio.run(steps()), "completions": k["steps"] * batch}
+
+
+def run_trl(k: dict) -> dict:
+    import tempfile
+
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from utu.rl.toy import char_tokenizer, tiny_llama
+
+    tokenizer = char_tokenizer()
+    model = tiny_llama(len(tokenizer), hidden=k["hidden"], layers=k["layers"])
+    batch = k["group_size"] * k["prompts_per_step"]
+    rows = [{"prompt": [{"role": "system", "content": "say"}, {"role": "user", "content": q}]} for q in PROMPTS]
+
+    def reward(completions, **_):  # the same toy verifier, on the completion text
+        from types import SimpleNamespace
+
+        from utu.rl.toy import verify_func
+
+        texts = [c[0]["content"] if isinstance(c, list) else c for c in completions]
+        return [verify_func(SimpleNamespace(response=t, correct_answer="a"))["reward"] for t in texts]
+
+    marks: list[float] = []
+
+    class StepClock(TrainerCallback):
+        def on_step_end(self, *_, **__):
+            marks.append(time.perf_counter())
+
+    args = GRPOConfig(
+        output_dir=tempfile.mkdtemp(), per_device_train_batch_size=batch, num_generations=k["group_size"],
+        max_completion_length=k["max_new_tokens"], learning_rate=k["lr"], max_steps=k["steps"] + 1, use_cpu=True,
+        bf16=False, report_to=[], logging_steps=int(__import__("os").environ.get("TRL_LOG", 10**6)), save_strategy="no", disable_tqdm=True,
+        gradient_checkpointing=False,  # what ours does; TRL's default (True) would only make it slower here
+    )  # fmt: skip
+    trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=args, processing_class=tokenizer,
+                          train_dataset=Dataset.from_list(rows * 64), callbacks=[StepClock()])  # fmt: skip
+    trainer.train()
+    return {"seconds": marks[-1] - marks[0], "completions": k["steps"] * batch}  # the first step is the warm-up
+
+
+def child(which: str, k: dict) -> None:
+    result = run_ours(k) if which == "ours" else run_trl(k)
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["completions_per_s"] = result["completions"] / result["seconds"]
+    print("RESULT " + json.dumps(result))
+
+
+def measure(which: str, k: dict) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", which, "--knobs", json.dumps(k)],
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
+    if line is None:
+        raise RuntimeError(f"{which} failed:\n{out.stderr[-3000:]}")
+    return json.loads(line.removeprefix("RESULT "))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--group_size", type=int, default=8)
+    parser.add_argument("--prompts_per_step", type=int, default=2)
+    parser.add_argument("--max_new_tokens", type=int, default=32)
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--child", choices=["ours", "trl"])
+    parser.add_argument("--knobs")
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, json.loads(args.knobs))
+        return
+    k = knobs(args)
+    ours, trl = measure("ours", k), measure("trl", k)
+    speedup = ours["completions_per_s"] / trl["completions_per_s"]
+    memory = ours["peak_rss_mb"] / trl["peak_rss_mb"]
+    write_result("grpo_vs_trl", {
+        "setup": k, "ours": ours, "trl": trl,
+        "throughput_ratio": round(speedup, 3), "peak_memory_ratio": round(memory, 3),
+        "goal": "throughput_ratio >= 1.3 and peak_memory_ratio <= 1.0",
+        "goal_met": speedup >= 1.3 and memory <= 1.0,
+    })  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""scripts/run_grpo.py end to end: the toy config in seconds, and the embedded SmolLM2 (integration)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_grpo(tmp_path: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "run_grpo.py"), "--output_dir", str(tmp_path / "runs"),
+         "--db_url", f"sqlite:///{tmp_path / 'utu.db'}", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+def records(tmp_path: Path, exp_id: str) -> list[dict]:
+    lines = (tmp_path / "runs" / exp_id / "grpo" / "metrics.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_toy_run_learns_logs_and_resumes(tmp_path):
+    first = run_grpo(tmp_path, "--config_name", "toy", "--steps", "12")
+    assert first.returncode == 0, first.stderr[-2000:]
+    out = tmp_path / "runs" / "grpo_toy" / "grpo"
+    assert [r["step"] for r in records(tmp_path, "grpo_toy")] == list(range(1, 13))
+    assert (out / "checkpoint" / "trainer_state.pt").is_file()
+    assert any((out / "tensorboard").iterdir())
+    keys = {"reward", "reward_std", "frac_reward_zero_std", "completions/mean_length", "entropy", "gen_time",
+            "clip_ratio/low", "clip_ratio/high", "grad_norm", "lr"}  # fmt: skip
+    assert keys <= set(records(tmp_path, "grpo_toy")[-1])
+
+    again = run_grpo(tmp_path, "--config_name", "toy", "--steps", "30")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "resuming" in again.stderr
+    assert [r["step"] for r in records(tmp_path, "grpo_toy")] == list(range(1, 31))  # no step twice, none lost
+    result = json.loads((out / "test.json").read_text())
+    assert result["steps"] == 30
+    assert result["after"]["Mean@4"] > result["before"]["Mean@4"] + 0.3
+
+
+def test_resuming_under_changed_settings_is_refused(tmp_path):
+    assert run_grpo(tmp_path, "--config_name", "toy", "--steps", "2").returncode == 0
+    changed = run_grpo(tmp_path, "--config_name", "toy", "--steps", "4", "trainer.lr=0.5")
+    assert changed.returncode == 2
+    assert "error:" in changed.stderr and "lr" in changed.stderr and "--fresh" in changed.stderr
+    assert len(records(tmp_path, "grpo_toy")) == 2  # nothing written by the refused run
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [("trainer.loss_type=ppo", "trainer.loss_type"), ("trainer.group_size=1", "trainer.group_size"),
+     ("data.test_size=100", "data.test_size")],  # fmt: skip
+)
+def test_bad_settings_give_one_line_and_exit_2(tmp_path, override, expected):
+    result = run_grpo(tmp_path, "--config_name", "toy", override)
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and expected in errors[0], result.stderr[-2000:]
+
+
+@pytest.mark.integration
+def test_embedded_smollm2_trains_a_lora_step_on_mawps(tmp_path):
+    result = run_grpo(
+        tmp_path, "--steps", "2", "prompts_per_step=1", "trainer.group_size=2", "trainer.max_new_tokens=16",
+        "trainer.filter_zero_std_groups=false", "data.test_size=2", "test_k=1", timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = tmp_path / "runs" / "grpo_smollm2_mawps" / "grpo"
+    assert (out / "checkpoint" / "model" / "adapter_config.json").is_file()  # LoRA: the adapter, not 540 MB
+    steps = records(tmp_path, "grpo_smollm2_mawps")
+    assert [r["step"] for r in steps] == [1, 2] and all(r["completions"] == 2 for r in steps)
+    assert set(json.loads((out / "test.json").read_text())) == {"before", "after", "steps"}
