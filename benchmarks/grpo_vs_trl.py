@@ -2,8 +2,10 @@
 
     python benchmarks/grpo_vs_trl.py [--steps 12] [--hidden 128] [--max_new_tokens 32]
 
-Each trainer runs in its own process (so peak RSS is its own), after one warm-up step that is not timed.
-Throughput = completions / wall time of the timed steps (generation + reward + update).
+Each trainer runs in its own process (so peak RSS is its own), after one warm-up step that is not timed, and
+the two alternate `--repeats` times (the median counts). EOS is blocked until max_new_tokens, so both generate
+exactly the same number of tokens. Throughput = completions / wall time of the timed steps (generation + reward
++ update).
 Goal: ours >= 1.3x TRL's completions/s at no more peak memory.
 """
 
@@ -19,6 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import write_result  # noqa: E402
 
 PROMPTS = ["a", "b", "ab", "ba", "aa", "h", "0", "12"]
+# A system prompt of realistic length (~30 tokens for a real tokenizer, 120 characters here): prompts are not free.
+SYSTEM = "Solve the problem step by step. Think first, check each step, then give only the final answer as one letter."
 
 
 def knobs(args: argparse.Namespace) -> dict:
@@ -37,11 +41,11 @@ def run_ours(k: dict) -> dict:
 
     tokenizer = char_tokenizer()
     model = tiny_llama(len(tokenizer), hidden=k["hidden"], layers=k["layers"])
-    env = GRPOEnv([(i, q, "a") for i, q in enumerate(PROMPTS)], PromptTemplate(system="say", user="{question}"),
+    env = GRPOEnv([(i, q, "a") for i, q in enumerate(PROMPTS)], PromptTemplate(system=SYSTEM, user="{question}"),
                   Verifier(load_verifier("utu.rl.toy:verify_func"), timeout=5), batch_size=k["prompts_per_step"])  # fmt: skip
     batch = k["group_size"] * k["prompts_per_step"]
     agent = GRPO(model, tokenizer, group_size=k["group_size"], batch_size=batch, lr=k["lr"],
-                 max_new_tokens=k["max_new_tokens"])  # fmt: skip
+                 max_new_tokens=k["max_new_tokens"], min_output_tokens=k["max_new_tokens"])  # fmt: skip
 
     async def steps() -> float:
         await train_step(agent, env)  # warm-up
@@ -65,7 +69,7 @@ def run_trl(k: dict) -> dict:
     tokenizer = char_tokenizer()
     model = tiny_llama(len(tokenizer), hidden=k["hidden"], layers=k["layers"])
     batch = k["group_size"] * k["prompts_per_step"]
-    rows = [{"prompt": [{"role": "system", "content": "say"}, {"role": "user", "content": q}]} for q in PROMPTS]
+    rows = [{"prompt": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}]} for q in PROMPTS]
 
     def reward(completions, **_):  # the same toy verifier, on the completion text
         from types import SimpleNamespace
@@ -85,6 +89,7 @@ def run_trl(k: dict) -> dict:
         output_dir=tempfile.mkdtemp(), per_device_train_batch_size=batch, num_generations=k["group_size"],
         max_completion_length=k["max_new_tokens"], learning_rate=k["lr"], max_steps=k["steps"] + 1, use_cpu=True,
         bf16=False, report_to=[], logging_steps=int(__import__("os").environ.get("TRL_LOG", 10**6)), save_strategy="no", disable_tqdm=True,
+        generation_kwargs={"min_new_tokens": k["max_new_tokens"]},
         gradient_checkpointing=False,  # what ours does; TRL's default (True) would only make it slower here
     )  # fmt: skip
     trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=args, processing_class=tokenizer,
@@ -111,7 +116,8 @@ def measure(which: str, k: dict) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--group_size", type=int, default=8)
     parser.add_argument("--prompts_per_step", type=int, default=2)
     parser.add_argument("--max_new_tokens", type=int, default=32)
@@ -124,11 +130,16 @@ def main() -> None:
         child(args.child, json.loads(args.knobs))
         return
     k = knobs(args)
-    ours, trl = measure("ours", k), measure("trl", k)
+    runs: dict[str, list[dict]] = {"ours": [], "trl": []}
+    for _ in range(args.repeats):
+        for which in runs:
+            runs[which].append(measure(which, k))
+    ours, trl = (sorted(r, key=lambda x: x["completions_per_s"])[len(r) // 2] for r in runs.values())  # medians
     speedup = ours["completions_per_s"] / trl["completions_per_s"]
     memory = ours["peak_rss_mb"] / trl["peak_rss_mb"]
     write_result("grpo_vs_trl", {
-        "setup": k, "ours": ours, "trl": trl,
+        "setup": k, "repeats": args.repeats, "ours": ours, "trl": trl,
+        "all_completions_per_s": {w: [round(x["completions_per_s"], 1) for x in r] for w, r in runs.items()},
         "throughput_ratio": round(speedup, 3), "peak_memory_ratio": round(memory, 3),
         "goal": "throughput_ratio >= 1.3 and peak_memory_ratio <= 1.0",
         "goal_met": speedup >= 1.3 and memory <= 1.0,

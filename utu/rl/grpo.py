@@ -27,6 +27,7 @@ from torch import Tensor
 
 from utu.config.rl import GRPOSettings
 from utu.rl.losses import completion_mask, group_advantages, grpo_loss
+from utu.rl.prefix import completion_logits, sample_groups
 
 STATE_FILE = "trainer_state.pt"
 
@@ -91,20 +92,19 @@ class GRPO:
 
     @torch.no_grad()
     def get_action(self, messages: list[list[dict[str, str]]], group_size: int | None = None) -> Rollout:
-        """Sample `group_size` (default G) completions for each chat prompt, in one batched `generate`."""
+        """Sample `group_size` (default G) completions for each chat prompt, the prompt computed once per group."""
         s, g = self.settings, group_size or self.settings.group_size
         texts = [self.tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in messages]
         enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-        prompt_ids = enc["input_ids"].repeat_interleave(g, dim=0).to(self.accelerator.device)
-        prompt_mask = enc["attention_mask"].repeat_interleave(g, dim=0).to(self.accelerator.device)
+        prompt_ids = enc["input_ids"].to(self.accelerator.device)
+        prompt_mask = enc["attention_mask"].to(self.accelerator.device)
         model = self.accelerator.unwrap_model(self.model)
         model.eval()  # no dropout while sampling
-        out = model.generate(
-            input_ids=prompt_ids, attention_mask=prompt_mask, do_sample=True, temperature=s.temperature,
-            top_p=s.top_p, top_k=0, max_new_tokens=s.max_new_tokens, min_new_tokens=s.min_output_tokens,
-            pad_token_id=self.tokenizer.pad_token_id, eos_token_id=self.tokenizer.eos_token_id,
+        completion_ids = sample_groups(
+            model, prompt_ids, prompt_mask, g, s.max_new_tokens, self.tokenizer.eos_token_id,
+            self.tokenizer.pad_token_id, s.temperature, s.top_p, s.min_output_tokens,
         )  # fmt: skip
-        completion_ids = out[:, prompt_ids.size(1) :]
+        prompt_ids, prompt_mask = prompt_ids.repeat_interleave(g, dim=0), prompt_mask.repeat_interleave(g, dim=0)
         mask = completion_mask(completion_ids, self.tokenizer.eos_token_id)
         truncated = ~(completion_ids == self.tokenizer.eos_token_id).any(dim=1)
         decoded = self.tokenizer.batch_decode(completion_ids * mask.long(), skip_special_tokens=True)
@@ -118,19 +118,18 @@ class GRPO:
     ) -> tuple[Tensor, Tensor | None]:
         """Per-token log pi(completion token) in fp32 for the given rows, from logits divided by the temperature.
 
-        With `reduce_memory_peak` one sequence goes through at a time, so the (rows, C, vocab) logits never exist
-        at once. Positions follow the attention mask, as in `generate`, so left padding changes nothing."""
+        Each distinct prompt is computed once (`prefix.completion_logits`). With `reduce_memory_peak` one
+        sequence goes through at a time, so the (rows, C, vocab) logits never exist at once. Positions follow
+        the attention mask, as in sampling, so left padding changes nothing."""
         chunk = 1 if self.settings.reduce_memory_peak else len(rows)
         logps, entropies = [], []
         for start in range(0, len(rows), chunk):
             idx = rows[start : start + chunk]
-            ids = torch.cat([rollout.prompt_ids[idx], rollout.completion_ids[idx]], dim=1)
-            attention = torch.cat([rollout.prompt_mask[idx], rollout.completion_mask[idx].long()], dim=1)
-            positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
-            c = rollout.completion_ids.size(1)
-            logits = model(input_ids=ids, attention_mask=attention, position_ids=positions,
-                           logits_to_keep=c + 1, use_cache=False).logits  # fmt: skip
-            logits = logits[:, :-1].float() / self.settings.temperature
+            logits = completion_logits(
+                model, rollout.prompt_ids[idx], rollout.prompt_mask[idx], rollout.completion_ids[idx],
+                rollout.completion_mask[idx], idx // rollout.group_size,
+            )  # fmt: skip
+            logits = logits.float() / self.settings.temperature
             target = rollout.completion_ids[idx].unsqueeze(-1)
             normaliser = torch.logsumexp(logits, dim=-1)
             logps.append(logits.gather(-1, target).squeeze(-1) - normaliser)
@@ -185,7 +184,11 @@ class GRPO:
         self.model.train()
         sums: dict[str, list[float]] = {}
         for _ in range(s.update_epochs):
-            order = rows[torch.randperm(len(rows), generator=self.shuffle)]
+            # Groups in random order, each group's rows together: a micro-batch then holds few distinct prompts,
+            # and each prompt is computed once per micro-batch (prefix.completion_logits).
+            groups = torch.unique(rows // rollout.group_size)
+            groups = groups[torch.randperm(len(groups), generator=self.shuffle)]
+            order = torch.cat([rows[rows // rollout.group_size == g] for g in groups])
             micro = [order[i : i + s.batch_size] for i in range(0, len(order), s.batch_size)]
             for w in range(0, len(micro), s.gradient_accumulation_steps):
                 window = micro[w : w + s.gradient_accumulation_steps]
