@@ -26,8 +26,8 @@ SYSTEM = "Solve the problem step by step. Think first, check each step, then giv
 
 
 def knobs(args: argparse.Namespace) -> dict:
-    return {"group_size": args.group_size, "prompts_per_step": args.prompts_per_step, "max_new_tokens": args.max_new_tokens,
-            "steps": args.steps, "hidden": args.hidden, "layers": args.layers, "lr": 1e-3}  # fmt: skip
+    names = ("group_size", "prompts_per_step", "max_new_tokens", "steps", "hidden", "layers")
+    return {name: getattr(args, name) for name in names} | {"lr": 1e-3}
 
 
 def run_ours(k: dict) -> dict:
@@ -41,8 +41,9 @@ def run_ours(k: dict) -> dict:
 
     tokenizer = char_tokenizer()
     model = tiny_llama(len(tokenizer), hidden=k["hidden"], layers=k["layers"])
-    env = GRPOEnv([(i, q, "a") for i, q in enumerate(PROMPTS)], PromptTemplate(system=SYSTEM, user="{question}"),
-                  Verifier(load_verifier("utu.rl.toy:verify_func"), timeout=5), batch_size=k["prompts_per_step"])  # fmt: skip
+    verifier = Verifier(load_verifier("utu.rl.toy:verify_func"), timeout=5)
+    questions = [(i, q, "a") for i, q in enumerate(PROMPTS)]
+    env = GRPOEnv(questions, PromptTemplate(system=SYSTEM, user="{question}"), verifier, k["prompts_per_step"])
     batch = k["group_size"] * k["prompts_per_step"]
     agent = GRPO(model, tokenizer, group_size=k["group_size"], batch_size=batch, lr=k["lr"],
                  max_new_tokens=k["max_new_tokens"], min_output_tokens=k["max_new_tokens"])  # fmt: skip
@@ -88,7 +89,7 @@ def run_trl(k: dict) -> dict:
     args = GRPOConfig(
         output_dir=tempfile.mkdtemp(), per_device_train_batch_size=batch, num_generations=k["group_size"],
         max_completion_length=k["max_new_tokens"], learning_rate=k["lr"], max_steps=k["steps"] + 1, use_cpu=True,
-        bf16=False, report_to=[], logging_steps=int(__import__("os").environ.get("TRL_LOG", 10**6)), save_strategy="no", disable_tqdm=True,
+        bf16=False, report_to=[], logging_steps=10**6, save_strategy="no", disable_tqdm=True,
         generation_kwargs={"min_new_tokens": k["max_new_tokens"]},
         gradient_checkpointing=False,  # what ours does; TRL's default (True) would only make it slower here
     )  # fmt: skip

@@ -35,7 +35,7 @@ console = Console()
 
 def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config_name", default="smollm2_mawps", help="config under configs/rl/ (default: %(default)s)")
+    parser.add_argument("--config_name", default="smollm2_mawps", help="config under configs/rl/ (%(default)s)")
     parser.add_argument("--exp_id", help="experiment id (default: the config's)")
     parser.add_argument("--steps", type=int, help="training steps")
     parser.add_argument("--fresh", action="store_true", help="delete this exp_id's checkpoint and metrics first")
@@ -100,7 +100,8 @@ def build_agent(config: RLConfig, checkpoint: Path) -> Any:
     knobs = config.trainer.model_dump()
     if config.model.path == "toy":
         tokenizer = char_tokenizer()
-        return GRPO(tiny_llama(len(tokenizer), seed=config.trainer.seed), tokenizer, device=config.model.device, **knobs)
+        model = tiny_llama(len(tokenizer), seed=config.trainer.seed)
+        return GRPO(model, tokenizer, device=config.model.device, **knobs)
     source = embedded_model_source() if config.model.path == "embedded" else {"path": config.model.path}
     if config.model.gguf_file:
         source["gguf_file"] = config.model.gguf_file
@@ -149,8 +150,11 @@ async def main() -> int:
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console) as progress:
         task = progress.add_task("GRPO", total=config.steps, completed=agent.step)
-        await train(agent, env, config.steps, metrics, checkpoint, config.save_every,
-                    on_step=lambda r: progress.update(task, completed=r["step"], description=progress_line(r)))  # fmt: skip
+
+        def show_step(record: dict[str, Any]) -> None:
+            progress.update(task, completed=record["step"], description=progress_line(record))
+
+        await train(agent, env, config.steps, metrics, checkpoint, config.save_every, on_step=show_step)
     metrics.close()
     console.print("testing the trained model")
     results["after"] = await agent.test(test_env, k=config.test_k)

@@ -53,8 +53,11 @@ def test_resuming_under_changed_settings_is_refused(tmp_path):
 
 @pytest.mark.parametrize(
     ("override", "expected"),
-    [("trainer.loss_type=ppo", "trainer.loss_type"), ("trainer.group_size=1", "trainer.group_size"),
-     ("data.test_size=100", "data.test_size")],  # fmt: skip
+    [
+        ("trainer.loss_type=ppo", "trainer.loss_type"),
+        ("trainer.group_size=1", "trainer.group_size"),
+        ("data.test_size=100", "data.test_size"),
+    ],  # fmt: skip
 )
 def test_bad_settings_give_one_line_and_exit_2(tmp_path, override, expected):
     result = run_grpo(tmp_path, "--config_name", "toy", override)
