@@ -107,7 +107,8 @@ class GRPO:
         prompt_ids, prompt_mask = prompt_ids.repeat_interleave(g, dim=0), prompt_mask.repeat_interleave(g, dim=0)
         mask = completion_mask(completion_ids, self.tokenizer.eos_token_id)
         truncated = ~(completion_ids == self.tokenizer.eos_token_id).any(dim=1)
-        decoded = self.tokenizer.batch_decode(completion_ids * mask.long(), skip_special_tokens=True)
+        visible = completion_ids.masked_fill(mask == 0, self.tokenizer.pad_token_id)  # nothing after the EOS
+        decoded = self.tokenizer.batch_decode(visible, skip_special_tokens=True)
         groups = [decoded[i : i + g] for i in range(0, len(decoded), g)]
         return Rollout(prompt_ids, prompt_mask, completion_ids, mask, truncated, groups)
 

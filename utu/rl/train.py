@@ -50,6 +50,8 @@ class MetricsLog:
 async def train_step(agent: GRPO, env: GRPOEnv) -> dict[str, Any]:
     """One GRPO step on the batch that belongs to `agent.step`; returns its metrics."""
     batch = env.batch_at(agent.step)
+    # Under `accelerate launch`, each process takes its share of the prompts (whole groups stay together).
+    batch = batch[agent.accelerator.process_index :: agent.accelerator.num_processes] or batch
     start = time.perf_counter()
     # Torch runs on the event loop's thread on purpose: from a worker thread it was 2-3x slower on these CPUs
     # (a second OpenMP pool competing with the first), and nothing else needs the loop while the model works.
