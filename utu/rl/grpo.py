@@ -194,20 +194,22 @@ class GRPO:
             for w in range(0, len(micro), s.gradient_accumulation_steps):
                 window = micro[w : w + s.gradient_accumulation_steps]
                 num_items = mask[torch.cat(window)].sum().item()  # dapo: token mean over the optimizer step
+                window_loss = 0.0
                 for idx in window:
                     loss, parts = self.micro_batch_loss(rollout, idx, advantages, mask, old, ref, num_items)
                     if s.loss_type != "dapo":  # dapo's normaliser already spans the window
                         loss = loss / len(window)
                     self.accelerator.backward(loss)
-                    parts["loss"] = loss.item()
+                    window_loss += loss.item()
                     for k, v in parts.items():
                         sums.setdefault(k, []).append(v)
+                sums.setdefault("loss", []).append(window_loss)  # the loss of one optimizer step
                 grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), s.max_grad_norm)
                 sums.setdefault("grad_norm", []).append(float(grad_norm))
                 self.optimizer.step()
                 self.scheduler.step()
                 self.optimizer.zero_grad(set_to_none=True)
-        metrics |= {k: (sum(v) if k == "loss" else sum(v) / len(v)) for k, v in sums.items()}
+        metrics |= {k: sum(v) / len(v) for k, v in sums.items()}  # means over micro-batches / optimizer steps
         metrics |= {"lr": self.scheduler.get_last_lr()[0], "train_time": time.perf_counter() - start}
         return metrics
 
