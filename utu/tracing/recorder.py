@@ -7,7 +7,7 @@ from sqlalchemy import update
 
 from utu.db.engine import Database
 from utu.db.models import EvaluationSample
-from utu.tracing.redact import redact_value
+from utu.tracing.redact import Redactor
 from utu.tracing.spans import set_attributes, trace
 
 
@@ -17,7 +17,8 @@ class TaskRecorder:
 
     async def save_attempt(self, row: EvaluationSample, values: dict[str, Any]) -> None:
         """Write an attempt's new column values (one atomic statement) and keep the row object in step."""
-        values = {k: redact_value(v) for k, v in values.items()}
+        redactor = Redactor()
+        values = {k: redactor.value(v) for k, v in values.items()}
         async with self.db.transaction() as s:
             await s.execute(update(EvaluationSample).where(EvaluationSample.id == row.id).values(**values))
         for key, value in values.items():
@@ -25,4 +26,5 @@ class TaskRecorder:
 
     def annotate(self, **attributes: Any) -> None:
         """Put facts (step statistics, the library, ...) on the current span."""
-        set_attributes(trace.get_current_span(), {k: redact_value(v) for k, v in attributes.items()})
+        redactor = Redactor()
+        set_attributes(trace.get_current_span(), {k: redactor.value(v) for k, v in attributes.items()})

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from utu.errors import ConfigError
-from utu.tracing.redact import redact, redact_value
+from utu.tracing.redact import Redactor
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,8 @@ class RedactingExporter(SpanExporter):
         self.inner = inner
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        return self.inner.export([_redacted(s) for s in spans])
+        redactor = Redactor()  # the secrets are read once per batch, not once per attribute
+        return self.inner.export([_redacted(s, redactor) for s in spans])
 
     def shutdown(self) -> None:
         self.inner.shutdown()
@@ -73,16 +74,16 @@ class OneWarningExporter(SpanExporter):
         return True
 
 
-def _clean(attributes) -> dict:
-    return {k: redact_value(v) if isinstance(v, str) else v for k, v in (attributes or {}).items()}
+def _clean(attributes, redactor: Redactor) -> dict:
+    return {k: redactor(v) if isinstance(v, str) else v for k, v in (attributes or {}).items()}
 
 
-def _redacted(s: ReadableSpan) -> ReadableSpan:
-    attributes = _clean(s.attributes)
-    events = [Event(e.name, _clean(e.attributes), e.timestamp) for e in s.events]  # exceptions quote messages
+def _redacted(s: ReadableSpan, redactor: Redactor) -> ReadableSpan:
+    attributes = _clean(s.attributes, redactor)
+    events = [Event(e.name, _clean(e.attributes, redactor), e.timestamp) for e in s.events]  # exceptions quote
     status = s.status
     if status.description:
-        status = type(status)(status.status_code, redact(status.description))
+        status = type(status)(status.status_code, redactor(status.description))
     return ReadableSpan(
         name=s.name, context=s.context, parent=s.parent, resource=s.resource, attributes=attributes,
         events=events, links=s.links, kind=s.kind, status=status, start_time=s.start_time, end_time=s.end_time,
