@@ -24,6 +24,7 @@ from utu.config.models import ModelConfig
 from utu.errors import LLMError, StructuredOutputError
 from utu.llm.json_extract import extract_json
 from utu.llm.usage import Usage, UsageTracker, priced
+from utu.tracing.spans import llm_span, set_llm_output
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -99,14 +100,16 @@ class LLMClient:
                 with attempt:
                     attempts += 1
                     async with self._slots:
-                        # The raw response skips building pydantic objects for every reply (a measurable share
-                        # of the client's CPU time under high concurrency); we read the few fields we need.
-                        raw = await self._openai.chat.completions.with_raw_response.create(
-                            model=self.model, messages=messages, **params
-                        )
-                    completion = json.loads(raw.content)
-                    if not isinstance(completion, dict) or not completion.get("choices"):
-                        raise _UnreadableReply("the reply has no choices")
+                        with llm_span(self.model, messages, params) as current:
+                            # The raw response skips building pydantic objects for every reply (a measurable
+                            # share of the client's CPU under high concurrency); we read the fields we need.
+                            raw = await self._openai.chat.completions.with_raw_response.create(
+                                model=self.model, messages=messages, **params
+                            )
+                            completion = json.loads(raw.content)
+                            if not isinstance(completion, dict) or not completion.get("choices"):
+                                raise _UnreadableReply("the reply has no choices")
+                            set_llm_output(current, raw.text, completion)
         except openai.APIStatusError as e:
             raise LLMError(self._explain(e, attempts)) from e
         except _UNREADABLE as e:

@@ -101,7 +101,6 @@ def setup_tracing() -> bool:
         return True
     if not endpoint.rstrip("/").endswith("/v1/traces"):
         raise ConfigError(f"PHOENIX_ENDPOINT={endpoint!r} must end in /v1/traces, e.g. http://127.0.0.1:6006/v1/traces")
-    from openinference.instrumentation.openai import OpenAIInstrumentor
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     # The OTLP exporter logs every failed batch and retries for a minute; our wrapper reports it once.
@@ -112,7 +111,6 @@ def setup_tracing() -> bool:
     exporter = OneWarningExporter(RedactingExporter(OTLPSpanExporter(endpoint=endpoint, timeout=5)), endpoint)
     _provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=1000))
     trace.set_tracer_provider(_provider)
-    OpenAIInstrumentor().instrument(tracer_provider=_provider)
     atexit.register(shutdown_tracing)
     log.info("tracing to Phoenix at %s (project %s)", endpoint, project)
     return True

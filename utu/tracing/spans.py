@@ -20,13 +20,10 @@ CHAIN, AGENT, TOOL, EVALUATOR, LLM = "CHAIN", "AGENT", "TOOL", "EVALUATOR", "LLM
 
 @contextlib.contextmanager
 def session(session_id: str) -> Iterator[None]:
-    """Everything traced inside belongs to this session (LLM spans of the OpenAI instrumentor too)."""
-    from openinference.instrumentation import using_session
-
+    """Everything traced inside belongs to this session (LLM spans included: the client makes them)."""
     token = _session.set(session_id)
     try:
-        with using_session(session_id):
-            yield
+        yield
     finally:
         _session.reset(token)
 
@@ -68,3 +65,42 @@ def set_attributes(current: trace.Span, attributes: dict[str, Any]) -> None:
 def trace_id_of(current: trace.Span) -> str | None:
     ctx = current.get_span_context()
     return format(ctx.trace_id, "032x") if ctx.is_valid else None
+
+
+@contextlib.contextmanager
+def llm_span(model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Iterator[trace.Span]:
+    """One LLM request as an OpenInference LLM span (what Phoenix shows as a chat). Our client records it
+    itself: the OpenAI instrumentor re-parsed every raw reply into pydantic objects, which was most of the
+    cost of tracing. Finish it with `set_llm_output`."""
+    with span("ChatCompletion", LLM) as current:
+        if current.is_recording():
+            request = {"model": model, "messages": messages, **params}
+            current.set_attribute("input.value", json.dumps(request, ensure_ascii=False, default=str))
+            current.set_attribute("input.mime_type", "application/json")
+            current.set_attribute("llm.model_name", model)
+            current.set_attribute("llm.system", "openai")
+            current.set_attribute("llm.invocation_parameters", json.dumps(params, ensure_ascii=False, default=str))
+            for i, message in enumerate(messages):
+                prefix = f"llm.input_messages.{i}.message"
+                current.set_attribute(f"{prefix}.role", str(message.get("role", "")))
+                if isinstance(message.get("content"), str):
+                    current.set_attribute(f"{prefix}.content", message["content"])
+        yield current
+
+
+def set_llm_output(current: trace.Span, raw: str, completion: dict[str, Any]) -> None:
+    """The reply of an `llm_span`: the raw JSON as output, the message, the token counts."""
+    if not current.is_recording():
+        return
+    current.set_attribute("output.value", raw)
+    current.set_attribute("output.mime_type", "application/json")
+    if completion.get("model"):
+        current.set_attribute("llm.model_name", completion["model"])
+    message = ((completion.get("choices") or [{}])[0] or {}).get("message") or {}
+    current.set_attribute("llm.output_messages.0.message.role", message.get("role") or "assistant")
+    if isinstance(message.get("content"), str):
+        current.set_attribute("llm.output_messages.0.message.content", message["content"])
+    usage = completion.get("usage") or {}
+    for ours, theirs in (("prompt", "prompt_tokens"), ("completion", "completion_tokens"), ("total", "total_tokens")):
+        if isinstance(usage.get(theirs), int):
+            current.set_attribute(f"llm.token_count.{ours}", usage[theirs])
