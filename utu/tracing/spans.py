@@ -10,7 +10,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import context, trace
+from opentelemetry.trace import Status, StatusCode
 
 _tracer = trace.get_tracer("utu")
 _session: contextvars.ContextVar[str | None] = contextvars.ContextVar("utu_session", default=None)
@@ -30,15 +31,29 @@ def session(session_id: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def span(name: str, kind: str, input: Any = None, **attributes: Any) -> Iterator[trace.Span]:
-    with _tracer.start_as_current_span(name) as current:
-        if current.is_recording():
-            current.set_attribute("openinference.span.kind", kind)
-            if (session_id := _session.get()) is not None:
-                current.set_attribute("session.id", session_id)
-            if input is not None:
-                set_io(current, "input", input)
-            set_attributes(current, attributes)
+    """A span that is current inside the block; an exception escaping the block is recorded on it.
+
+    Made with start_span + context.attach rather than start_as_current_span: the latter's two decorated
+    context managers were a third of the cost of tracing a practice step."""
+    current = _tracer.start_span(name)
+    if current.is_recording():
+        current.set_attribute("openinference.span.kind", kind)
+        if (session_id := _session.get()) is not None:
+            current.set_attribute("session.id", session_id)
+        if input is not None:
+            set_io(current, "input", input)
+        set_attributes(current, attributes)
+    token = context.attach(trace.set_span_in_context(current))
+    try:
         yield current
+    except Exception as e:  # not cancellation: a cancelled attempt is not an error of the span's work
+        if current.is_recording():
+            current.record_exception(e)
+            current.set_status(Status(StatusCode.ERROR, f"{type(e).__name__}: {e}"))
+        raise
+    finally:
+        context.detach(token)
+        current.end()
 
 
 def set_io(current: trace.Span, which: str, value: Any) -> None:
