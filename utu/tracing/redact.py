@@ -54,11 +54,6 @@ def redact(text: str) -> str:
     return Redactor()(text)
 
 
-def redact_value(value: Any) -> Any:
-    """Redact strings anywhere inside a JSON-like value (dicts, lists)."""
-    return Redactor().value(value)
-
-
 class RedactingFilter(logging.Filter):
     """Masks secrets in every log record that passes through the handler it is attached to."""
 
