@@ -177,14 +177,22 @@ async def test_resumed_run_continues_exactly(model, tokenizer, tmp_path, lora):
     assert all(not torch.equal(a[k], v) for k, v in dict(model.named_parameters()).items() if k in a and lora is None)
 
 
-async def test_test_reports_mean_and_pass_and_leaves_sampling_untouched(model, tokenizer):
-    agent = GRPO(model, tokenizer, max_new_tokens=6)
+async def test_test_reports_mean_and_pass_and_leaves_sampling_untouched(model, tokenizer, tmp_path):
+    agent = GRPO(model, tokenizer, max_new_tokens=6, group_size=8, batch_size=16, lr=0.03)
     env = toy_env()
+    # A little training first, so that some completions earn the full reward and some do not.
+    await train(agent, env, steps=8, metrics=MetricsLog(tmp_path / "m.jsonl", tensorboard=False))
     torch.manual_seed(7)
     state = torch.get_rng_state()
     result = await agent.test(env, k=3)
-    assert torch.equal(state, torch.get_rng_state())
-    assert result["prompts"] == 4 and 0.0 <= result["Mean@3"] <= result["Pass@3"] + 1e-9 or result["Pass@3"] == 0.0
+    assert torch.equal(state, torch.get_rng_state())  # testing does not change what training samples next
+
+    rollout = agent.get_action([p.messages for p in env.prompts], group_size=3)  # the same draws again
+    rewards = await env.rewards.score(env.prompts, rollout.texts)
+    assert result["prompts"] == 4
+    assert result["Mean@3"] == pytest.approx(rewards.mean().item())
+    assert result["Pass@3"] == pytest.approx((rewards >= 1).any(dim=1).float().mean().item())
+    assert 0 < result["Mean@3"] < 1
 
 
 def test_advantages_feed_learn_group_major(model, tokenizer):
