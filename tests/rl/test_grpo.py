@@ -131,6 +131,13 @@ def test_kl_reference_is_the_frozen_base(model, tokenizer):
         torch.manual_seed(2)
         rollout = agent.get_action(PROMPTS)
         assert agent.learn(rollout, rewards)["kl"] > 0.0
+    watched = GRPO(copy.deepcopy(model), tokenizer, beta=0.0, group_size=4, max_new_tokens=8, lr=0.05,
+                   lora={"r": 4, "alpha": 8})  # fmt: skip
+    kls = []
+    for _ in range(2):  # beta 0 under LoRA: KL to the start is still logged (a free diagnostic), not optimised
+        torch.manual_seed(2)
+        kls.append(watched.learn(watched.get_action(PROMPTS), rewards)["kl"])
+    assert kls[0] == 0.0 and kls[1] > 0.0
     frozen = dict(lora.model.named_parameters())
     assert not any(p.requires_grad for n, p in frozen.items() if "lora_" not in n)
 

@@ -26,7 +26,7 @@ from accelerate import Accelerator
 from torch import Tensor
 
 from utu.config.rl import GRPOSettings
-from utu.rl.losses import completion_mask, group_advantages, grpo_loss
+from utu.rl.losses import completion_mask, group_advantages, grpo_loss, k3_kl
 from utu.rl.prefix import completion_logits, sample_groups
 
 STATE_FILE = "trainer_state.pt"
@@ -181,7 +181,9 @@ class GRPO:
         micro = [rows[i : i + s.batch_size] for i in range(0, len(rows), s.batch_size)]
         on_policy = s.update_epochs == 1 and len(micro) <= s.gradient_accumulation_steps
         old = None if on_policy else self._frozen_log_probs(rollout, reference=False)
-        ref = self._frozen_log_probs(rollout, reference=True) if s.beta > 0 else None
+        # Under LoRA the reference costs one forward and no memory, so KL to the start is logged even at beta 0.
+        with_ref = s.beta > 0 or _is_peft(self.accelerator.unwrap_model(self.model))
+        ref = self._frozen_log_probs(rollout, reference=True) if with_ref else None
         self.model.train()
         sums: dict[str, list[float]] = {}
         for _ in range(s.update_epochs):
@@ -228,6 +230,8 @@ class GRPO:
         )  # fmt: skip
         m = mask[idx]
         parts["entropy"] = ((entropy * m).sum() / m.sum().clamp(min=1)).item()
+        if ref is not None and "kl" not in parts:  # a diagnostic only: beta is 0, the loss has no KL term
+            parts["kl"] = ((k3_kl(logp.detach(), ref[idx]) * m).sum() / m.sum().clamp(min=1)).item()
         return loss, parts
 
     # --- evaluation -----------------------------------------------------------------------------------
