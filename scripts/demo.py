@@ -3,7 +3,9 @@
     make demo          (or: .venv/bin/python scripts/demo.py)
 
 It runs the same commands a user runs (printed as it goes), on the bundled MAWPS sets, with no key and no
-network. Re-running it resumes: finished work is reused. Point it at a real API with .env (.env.example).
+network. Each run starts its three experiments over (`--fresh`), so a demo left from an older version or
+another model never blocks it; the scripts themselves resume when run without --fresh. Point it at a real
+API with .env (.env.example).
 """
 
 import asyncio
@@ -44,12 +46,12 @@ def main() -> None:
     start = time.perf_counter()
     if not os.environ.get("UTU_LLM_BASE_URL"):
         console.print("No UTU_LLM_BASE_URL: using the embedded SmolLM2-135M model (llama.cpp, CPU).")
-    run("1/5 baseline evaluation", "scripts/run_eval.py", *EVAL, "--exp_id", "demo_baseline")
+    run("1/5 baseline evaluation", "scripts/run_eval.py", *EVAL, "--exp_id", "demo_baseline", "--fresh")
     # With ~10% correct answers almost every group is all-wrong (no contrast), so the demo runs the paper's
     # "without ground truth" variant, in which the learner studies every group.
     run("2/5 practice (Training-Free GRPO)", "scripts/run_training_free_GRPO.py", "--config_name", "local_mawps",
-        "--exp_id", "demo_practice", "--given_ground_truth", "false")  # fmt: skip
-    run("3/5 enhanced agent evaluation", "scripts/run_eval.py", *EVAL, "--exp_id", "demo_enhanced",
+        "--exp_id", "demo_practice", "--given_ground_truth", "false", "--fresh")  # fmt: skip
+    run("3/5 enhanced agent evaluation", "scripts/run_eval.py", *EVAL, "--exp_id", "demo_enhanced", "--fresh",
         "--agent_config", "runs/demo_practice/enhanced_agent.yaml")  # fmt: skip
     run("4/5 comparison", "scripts/run_eval.py", "--compare", "demo_baseline", "demo_enhanced")
     console.rule("[bold]5/5 report")
