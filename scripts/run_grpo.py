@@ -25,7 +25,7 @@ from utu import cli
 from utu.config.loader import load_config, validate
 from utu.config.rl import RLConfig
 from utu.db import Database
-from utu.db.dataset_io import answer_text, ensure_dataset, parse_dataset_file
+from utu.db.dataset_io import ensure_dataset
 from utu.errors import ConfigError
 from utu.practice.verify import Verifier, load_verifier
 
@@ -51,22 +51,15 @@ def build_config(args: argparse.Namespace, overrides: list[str]) -> RLConfig:
 
 
 async def load_questions(config: RLConfig, db_url: str | None) -> list[tuple[int, str, str | None]]:
+    from utu.rl.env import questions_from_db, questions_from_jsonl
+
     if config.data.file_path is not None:
-        _, lines = parse_dataset_file(config.data.file_path, config.data.file_path.stem)
-        return [(i, line.question, answer_text(line.answer)) for i, line in enumerate(lines)]
-    from sqlalchemy import select
-
-    from utu.db.models import DatasetSample
-
+        return questions_from_jsonl(config.data.file_path)
     db = Database(db_url)
     try:
         await db.create_tables()
         await ensure_dataset(db, config.data.dataset)
-        async with db.sessions() as s:
-            rows = await s.scalars(
-                select(DatasetSample).where(DatasetSample.dataset == config.data.dataset).order_by(DatasetSample.index)
-            )
-            return [(r.index, r.question, r.answer) for r in rows]
+        return await questions_from_db(db, config.data.dataset)
     finally:
         await db.dispose()
 

@@ -58,8 +58,24 @@ class RewardAdapter:
         return torch.tensor([v.reward for v in verdicts], dtype=torch.float32).view(len(prompts), -1)
 
 
+Question = tuple[int, str, str | None]  # (index, question, answer)
+
+
+async def questions_from_db(db: Database, dataset: str) -> list[Question]:
+    async with db.sessions() as s:
+        rows = await s.scalars(
+            select(DatasetSample).where(DatasetSample.dataset == dataset).order_by(DatasetSample.index)
+        )
+        return [(r.index, r.question, r.answer) for r in rows]
+
+
+def questions_from_jsonl(path: Path) -> list[Question]:
+    _, lines = parse_dataset_file(path, path.stem)
+    return [(i, line.question, answer_text(line.answer)) for i, line in enumerate(lines)]
+
+
 class GRPOEnv:
-    def __init__(self, questions: list[tuple[int, str, str | None]], template: PromptTemplate, verifier: Verifier,
+    def __init__(self, questions: list[Question], template: PromptTemplate, verifier: Verifier,
                  batch_size: int = 4, seed: int = 0):  # fmt: skip
         self.prompts = [Prompt(i, q, a, template.messages(q)) for i, q, a in questions]
         self.rewards = RewardAdapter(verifier)
@@ -68,17 +84,11 @@ class GRPOEnv:
 
     @classmethod
     async def from_db(cls, db: Database, dataset: str, template: PromptTemplate, verifier: Verifier, **kw) -> "GRPOEnv":
-        async with db.sessions() as s:
-            rows = await s.scalars(
-                select(DatasetSample).where(DatasetSample.dataset == dataset).order_by(DatasetSample.index)
-            )
-            return cls([(r.index, r.question, r.answer) for r in rows], template, verifier, **kw)
+        return cls(await questions_from_db(db, dataset), template, verifier, **kw)
 
     @classmethod
     def from_jsonl(cls, path: Path, template: PromptTemplate, verifier: Verifier, **kw) -> "GRPOEnv":
-        _, lines = parse_dataset_file(path, "jsonl")
-        questions = [(i, line.question, answer_text(line.answer)) for i, line in enumerate(lines)]
-        return cls(questions, template, verifier, **kw)
+        return cls(questions_from_jsonl(path), template, verifier, **kw)
 
     def batches(self, epoch: int) -> Iterator[list[Prompt]]:
         order = list(self.prompts)
