@@ -9,6 +9,7 @@ Extra arguments are Hydra overrides, e.g. `agent.model.model_settings.temperatur
 """
 
 import argparse
+import contextlib
 import json
 import logging
 import time
@@ -86,28 +87,30 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
     if args.fresh:
         await forget_experiment(db, config.exp_id)
     await register_experiment(db, config.exp_id, "eval", shaping_config(config))
-    client = make_client(config.agent.model)
-    judge = make_client(config.judge_model, env_prefix="JUDGE_LLM") if config.judge_model else None
-    verifier = Verifier(verify_func, config.verify_timeout, config.timeout_score, llm=judge)
-    agent = Agent(config.agent, client, build_toolkits(config.agent.toolkits, llm=client))
-    runner = EvalRunner(config, db, agent, verifier)
-    total = await runner.prepare(fresh=args.fresh)
-    log.info(
-        "%s: %d attempts (%s, K=%d) with %s", config.exp_id, total, config.data.dataset, config.pass_k, client.model
-    )
-    start = time.perf_counter()
-    await runner.run(args.step)
-    metrics = compute_metrics((Attempt.from_row(r) for r in await runner.rows()), config.pass_k)
-    metrics |= {"exp_id": config.exp_id, "dataset": config.data.dataset, "model": client.model,
-                "wall_time": time.perf_counter() - start}  # fmt: skip
-    async with db.transaction() as s:
-        s.add(EvalResult(exp_id=config.exp_id, metrics=metrics))
-    out = args.output_dir / config.exp_id / "eval_metrics.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(metrics, indent=2) + "\n")
-    print_metrics(metrics, config.pass_k)
-    console.print(f"metrics written to {out}")
-    await client.close()
+    async with contextlib.AsyncExitStack() as clients:
+        client = await clients.enter_async_context(make_client(config.agent.model))
+        judge = None
+        if config.judge_model:
+            judge = await clients.enter_async_context(make_client(config.judge_model, env_prefix="JUDGE_LLM"))
+        verifier = Verifier(verify_func, config.verify_timeout, config.timeout_score, llm=judge)
+        agent = Agent(config.agent, client, build_toolkits(config.agent.toolkits, llm=client))
+        runner = EvalRunner(config, db, agent, verifier)
+        total = await runner.prepare(fresh=args.fresh)
+        log.info(
+            "%s: %d attempts (%s, K=%d) with %s", config.exp_id, total, config.data.dataset, config.pass_k, client.model
+        )
+        start = time.perf_counter()
+        await runner.run(args.step)
+        metrics = compute_metrics((Attempt.from_row(r) for r in await runner.rows()), config.pass_k)
+        metrics |= {"exp_id": config.exp_id, "dataset": config.data.dataset, "model": client.model,
+                    "wall_time": time.perf_counter() - start}  # fmt: skip
+        async with db.transaction() as s:
+            s.add(EvalResult(exp_id=config.exp_id, metrics=metrics))
+        out = args.output_dir / config.exp_id / "eval_metrics.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(metrics, indent=2) + "\n")
+        print_metrics(metrics, config.pass_k)
+        console.print(f"metrics written to {out}")
     return 0
 
 

@@ -7,6 +7,7 @@ Flags override the YAML (same names as Youtu-Agent); extra `key=value` arguments
 """
 
 import argparse
+import contextlib
 import logging
 from pathlib import Path
 
@@ -118,7 +119,8 @@ async def main() -> int:
     verify_func = load_verifier(ev.verify_filename, ev.verify_func_name)
     setup_tracing()
     db = Database(args.db_url)
-    try:
+    async with contextlib.AsyncExitStack() as resources:
+        resources.push_async_callback(db.dispose)
         await db.create_tables()
         await ensure_dataset(db, config.data.practice_dataset_name)
         if config.practice.do_eval:
@@ -127,9 +129,13 @@ async def main() -> int:
             await forget_experiment(db, config.exp_id)
         await register_experiment(db, config.exp_id, "practice", shaping_config(config))
         usage = UsageTracker()
-        client = make_client(ev.agent.model, usage)
-        learner = make_client(config.practice.learner_model, usage) if config.practice.learner_model else client
-        judge = make_client(ev.judge_model, usage, env_prefix="JUDGE_LLM") if ev.judge_model else None
+        client = await resources.enter_async_context(make_client(ev.agent.model, usage))
+        learner = client
+        if config.practice.learner_model:
+            learner = await resources.enter_async_context(make_client(config.practice.learner_model, usage))
+        judge = None
+        if ev.judge_model:
+            judge = await resources.enter_async_context(make_client(ev.judge_model, usage, env_prefix="JUDGE_LLM"))
         agent = Agent(ev.agent, client, build_toolkits(ev.agent.toolkits, llm=client))
         verifier = Verifier(verify_func, ev.verify_timeout, ev.timeout_score, llm=judge)
         practice = TrainingFreeGRPO(
@@ -142,8 +148,6 @@ async def main() -> int:
             pipeline=not args.no_pipeline,
         )
         result = await practice.run()
-    finally:
-        await db.dispose()
     paths = write_outputs(
         ev, result.library, config.exp_id, args.output_dir / config.exp_id, args.export_to, config_root()
     )

@@ -36,8 +36,21 @@ def fast_config(**overrides) -> ModelConfig:
     return ModelConfig(**values)
 
 
+_open_clients: list[LLMClient] = []
+
+
 def client_for(server: StubServer, usage: UsageTracker | None = None, **config) -> LLMClient:
-    return LLMClient(fast_config(**config), base_url=server.base_url, model="stub-model", api_key="k", usage=usage)
+    """A client for the stub, closed at the end of the test (its aiohttp session belongs to the test's loop)."""
+    client = LLMClient(fast_config(**config), base_url=server.base_url, model="stub-model", api_key="k", usage=usage)
+    _open_clients.append(client)
+    return client
+
+
+@pytest.fixture(autouse=True)
+async def _close_clients():
+    yield
+    while _open_clients:
+        await _open_clients.pop().close()
 
 
 async def open_sqlite(tmp_path: Path) -> Database:
