@@ -9,15 +9,18 @@ a fixed sequence (deterministic tests) or at random rates with a seed (soak test
 """
 
 import argparse
+import asyncio
 import json
 import random
+import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from aiohttp import web
 
 FAULTS = ("http500", "http429", "http401", "http400", "hang", "malformed", "empty")
 
@@ -42,13 +45,13 @@ class StubScript:
                 raise ValueError(f"unknown fault {name!r}; choose from {', '.join(FAULTS)}")
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 1024  # the default (5) resets connections under a burst of concurrent clients
-
-
 class StubServer:
-    """Run with `with StubServer(script) as stub:`; `stub.base_url` ends in /v1."""
+    """Run with `with StubServer(script) as stub:`; `stub.base_url` ends in /v1.
+
+    An asyncio (aiohttp) server in a thread of its own: unlike a thread per connection, hundreds of
+    concurrent requests sleeping out their latency cost no GIL hand-offs, so the stub is not what limits a
+    benchmark.
+    """
 
     def __init__(self, script: StubScript | None = None, host: str = "127.0.0.1", port: int = 0):
         self.script = script or StubScript()
@@ -56,31 +59,54 @@ class StubServer:
         self.faults_served: list[str] = []
         self.in_flight = 0
         self.max_in_flight = 0  # the most chat requests being handled at once
-        self._lock = threading.Lock()
         self._reply_index = 0
         self._rng = random.Random(self.script.seed)
-        self._httpd = _Server((host, port), _make_handler(self))
+        self._socket = socket.create_server((host, port), backlog=1024)  # bound now, so base_url is known
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
 
     @property
     def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
+        host, port = self._socket.getsockname()[:2]
         return f"http://{host}:{port}/v1"
 
     def start(self) -> "StubServer":
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        ready = threading.Event()
+        self._thread = threading.Thread(target=asyncio.run, args=(self.serve(ready),), daemon=True)
         self._thread.start()
+        ready.wait()
         return self
 
     def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        if self._loop and self._stopping:
+            self._loop.call_soon_threadsafe(self._stopping.set)
+        if self._thread:
+            self._thread.join(timeout=10)
+        self._socket.close()
 
     def __enter__(self) -> "StubServer":
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+    async def serve(self, ready: threading.Event | None = None) -> None:
+        """Serve until `stop()` (or forever, when run as the main program)."""
+        self._loop, self._stopping = asyncio.get_running_loop(), asyncio.Event()
+        app = web.Application(client_max_size=64 * 2**20)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/health", self._models)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.1)
+        await runner.setup()
+        await web.SockSite(runner, self._socket).start()
+        if ready:
+            ready.set()
+        try:
+            await self._stopping.wait()
+        finally:
+            await runner.cleanup()
 
     @property
     def request_count(self) -> int:
@@ -100,98 +126,62 @@ class StubServer:
         return None
 
     def _next(self, body: dict[str, Any]) -> tuple[str | None, Reply]:
-        """Pick this request's fault (if any) and reply, atomically."""
-        with self._lock:
-            n = len(self.requests)
-            self.requests.append(body)
-            fault = self._pick_fault(n, body)
-            if fault:
-                self.faults_served.append(fault)
-                return fault, ""
-            if self.script.reply_fn is not None:
-                return None, self.script.reply_fn(body)
-            if self.script.replies:
-                reply = self.script.replies[min(self._reply_index, len(self.script.replies) - 1)]
-                self._reply_index += 1
-                return None, reply
-            return None, _last_user_text(body)
+        """Pick this request's fault (if any) and reply (atomic: handlers share one event loop)."""
+        n = len(self.requests)
+        self.requests.append(body)
+        fault = self._pick_fault(n, body)
+        if fault:
+            self.faults_served.append(fault)
+            return fault, ""
+        if self.script.reply_fn is not None:
+            return None, self.script.reply_fn(body)
+        if self.script.replies:
+            reply = self.script.replies[min(self._reply_index, len(self.script.replies) - 1)]
+            self._reply_index += 1
+            return None, reply
+        return None, _last_user_text(body)
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "stub-model", "object": "model"}]})
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = json.loads(await request.read() or b"{}")
+        except json.JSONDecodeError:
+            return _error(400, "request body is not JSON")
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            return await self._answer(request, body)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer(self, request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
+        script = self.script
+        if script.latency:
+            await asyncio.sleep(script.latency)
+        fault, reply = self._next(body)
+        if fault == "http500":
+            return _error(500, "injected server error")
+        if fault == "http429":
+            return _error(429, "injected rate limit", {"Retry-After": str(script.retry_after)})
+        if fault == "http401":  # like real APIs, quote the key back (tests check that we never leak it)
+            key = request.headers.get("Authorization", "").removeprefix("Bearer ")
+            return _error(401, f"injected: invalid API key {key}")
+        if fault == "http400":
+            return _error(400, "injected: bad request")
+        if fault == "hang":
+            await asyncio.sleep(script.hang_seconds)
+            request.transport.close()  # then drop the connection without a reply
+            return web.Response(status=500)
+        if fault == "malformed":
+            return web.Response(body=b'{"id": "x", "choices": [ this is not json', content_type="application/json")
+        message = {"role": "assistant", "content": ""} if fault == "empty" else _as_message(reply)
+        return web.json_response(_completion(body, message))
 
 
-def _make_handler(server: StubServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args) -> None:  # keep test output clean
-            pass
-
-        def do_GET(self) -> None:
-            if self.path.rstrip("/") in ("/v1/models", "/health"):
-                self._json(200, {"object": "list", "data": [{"id": "stub-model", "object": "model"}]})
-            else:
-                self._json(404, {"error": {"message": f"no route {self.path}"}})
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("content-length", 0))
-            try:
-                body = json.loads(self.rfile.read(length) or b"{}")
-            except json.JSONDecodeError:
-                self._json(400, {"error": {"message": "request body is not JSON"}})
-                return
-            if self.path.rstrip("/") != "/v1/chat/completions":
-                self._json(404, {"error": {"message": f"no route {self.path}"}})
-                return
-            with server._lock:
-                server.in_flight += 1
-                server.max_in_flight = max(server.max_in_flight, server.in_flight)
-            try:
-                self._answer(body)
-            finally:
-                with server._lock:
-                    server.in_flight -= 1
-
-        def _answer(self, body: dict[str, Any]) -> None:
-            script = server.script
-            if script.latency:
-                time.sleep(script.latency)
-            fault, reply = server._next(body)
-            if fault == "http500":
-                self._json(500, {"error": {"message": "injected server error"}})
-            elif fault == "http429":
-                self._json(
-                    429,
-                    {"error": {"message": "injected rate limit"}},
-                    {"Retry-After": str(script.retry_after)},
-                )
-            elif fault == "http401":  # like real APIs, quote the key back (tests check that we never leak it)
-                key = self.headers.get("Authorization", "").removeprefix("Bearer ")
-                self._json(401, {"error": {"message": f"injected: invalid API key {key}"}})
-            elif fault == "http400":
-                self._json(400, {"error": {"message": "injected: bad request"}})
-            elif fault == "hang":
-                time.sleep(script.hang_seconds)
-                self.close_connection = True
-            elif fault == "malformed":
-                self._raw(200, b'{"id": "x", "choices": [ this is not json')
-            else:
-                message = {"role": "assistant", "content": ""} if fault == "empty" else _as_message(reply)
-                self._json(200, _completion(body, message))
-
-        def _json(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
-            self._raw(status, json.dumps(payload).encode(), headers)
-
-        def _raw(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (e.g. its timeout fired during a hang)
-
-    return Handler
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response({"error": {"message": message}}, status=status, headers=headers)
 
 
 def _last_user_text(body: dict[str, Any]) -> str:
@@ -287,7 +277,7 @@ def main(argv: list[str] | None = None) -> None:
     server = StubServer(script, args.host, args.port)
     print(f"stub LLM listening on {server.base_url}", flush=True)
     try:
-        server._httpd.serve_forever()
+        asyncio.run(server.serve())
     except KeyboardInterrupt:
         pass
 
