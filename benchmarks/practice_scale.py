@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import stub_practice, stub_process, write_result  # noqa: E402
 
+from utu.cli import tune_gc  # noqa: E402
 from utu.db import Database  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,6 +100,7 @@ async def main() -> int:
     parser.add_argument("--concurrency", type=int, default=128)
     parser.add_argument("--db", nargs="+", default=["sqlite", "postgres"])
     args = parser.parse_args()
+    tune_gc()  # as the scripts do (utu.cli.run)
     results = {}
     with (
         tempfile.TemporaryDirectory() as tmp,

@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import stub_practice, stub_process, write_result  # noqa: E402
 
+from utu.cli import tune_gc  # noqa: E402
 from utu.config import (  # noqa: E402
     ModelConfig,
 )
@@ -68,6 +69,7 @@ async def main() -> int:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    tune_gc()  # as the scripts do (utu.cli.run)
     times: dict[bool, list[float]] = {True: [], False: []}
     floors: list[float] = []
     calls = 0

@@ -40,8 +40,10 @@ def child(url: str, questions: int) -> None:
 
     from practice_step import one_step
 
+    from utu.cli import tune_gc
     from utu.tracing import setup_tracing, shutdown_tracing
 
+    tune_gc()  # as the scripts do (utu.cli.run)
     setup_tracing()
     step = argparse.Namespace(questions=questions, group=5, concurrency=64)
     cpu = time.process_time()

@@ -1,6 +1,7 @@
 """The TaskRecorder: what evaluation and practice report to. It always writes to the database; when
 tracing is on, the same facts go on the current Phoenix span. Secrets are masked before either."""
 
+import asyncio
 from typing import Any
 
 from sqlalchemy import update
@@ -14,15 +15,46 @@ from utu.tracing.spans import set_attributes, trace
 class TaskRecorder:
     def __init__(self, db: Database):
         self.db = db
+        self._pending: list[tuple[EvaluationSample, dict[str, Any], asyncio.Future]] = []
+        self._writer: asyncio.Task | None = None
 
     async def save_attempt(self, row: EvaluationSample, values: dict[str, Any]) -> None:
-        """Write an attempt's new column values (one atomic statement) and keep the row object in step."""
+        """Write an attempt's new column values atomically and keep the row object in step.
+
+        Returns once they are committed. Attempts saved while a commit is under way go together in the
+        next transaction (group commit): one transaction per attempt cost more CPU than the attempt itself.
+        """
         redactor = Redactor()
-        values = {k: redactor.value(v) for k, v in values.items()}
-        async with self.db.transaction() as s:
-            await s.execute(update(EvaluationSample).where(EvaluationSample.id == row.id).values(**values))
-        for key, value in values.items():
-            setattr(row, key, value)
+        done = asyncio.get_running_loop().create_future()
+        self._pending.append((row, {k: redactor.value(v) for k, v in values.items()}, done))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_pending())
+        await done
+
+    async def _write_pending(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            try:
+                await self._commit(batch)
+            except Exception:  # a bad row must fail only its own attempt: write the batch row by row
+                for item in batch:
+                    try:
+                        await self._commit([item])
+                    except Exception as e:
+                        if not item[2].done():
+                            item[2].set_exception(e)
+
+    async def _commit(self, batch: list[tuple[EvaluationSample, dict[str, Any], asyncio.Future]]) -> None:
+        by_row: dict[int, dict[str, Any]] = {}  # one row saved twice in a batch: the later values win
+        for row, values, _ in batch:
+            by_row.setdefault(row.id, {}).update(values)
+        async with self.db.transaction() as s:  # ORM bulk UPDATE by primary key: one executemany per column set
+            await s.execute(update(EvaluationSample), [{"id": row_id, **values} for row_id, values in by_row.items()])
+        for row, values, done in batch:  # here, not in the caller: a caller cancelled meanwhile still gets it
+            for key, value in values.items():
+                setattr(row, key, value)
+            if not done.done():
+                done.set_result(None)
 
     def annotate(self, **attributes: Any) -> None:
         """Put facts (step statistics, the library, ...) on the current span."""
