@@ -6,7 +6,6 @@ unreadable replies with exponential backoff and jitter, honouring `Retry-After`;
 whose message names the setting to fix.
 """
 
-import asyncio
 import email.utils
 import functools
 import json
@@ -24,6 +23,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 from utu.config.models import ModelConfig
 from utu.errors import LLMError, StructuredOutputError
 from utu.llm.json_extract import extract_json
+from utu.llm.slots import PrioritySlots
 from utu.llm.usage import Usage, UsageTracker, priced
 from utu.tracing.spans import llm_span, set_llm_output
 
@@ -70,7 +70,7 @@ class LLMClient:
             timeout=config.timeout,
             http_client=openai.DefaultAioHttpClient(timeout=config.timeout),
         )
-        self._slots = asyncio.Semaphore(config.concurrency)
+        self._slots = PrioritySlots(config.concurrency)
         # None: not known yet (auto mode); False: the endpoint rejected constrained output, use text.
         self._constrained_ok: bool | None = (
             None if config.structured_output == "auto" else (config.structured_output != "text")
@@ -92,9 +92,13 @@ class LLMClient:
         tag: str = "default",
         tools: list[dict[str, Any]] | None = None,
         response_format: dict[str, Any] | None = None,
+        priority: int = 0,
         **settings: Any,
     ) -> ChatResponse:
-        """One chat completion, retried on transient failures. Settings override the config's."""
+        """One chat completion, retried on transient failures. Settings override the config's.
+
+        When all `concurrency` slots are busy, waiting calls get the next free one by `priority`, lower first.
+        """
         params = self.config.model_settings.model_dump(exclude_none=True) | settings
         if tools:
             params["tools"] = tools
@@ -112,7 +116,7 @@ class LLMClient:
             async for attempt in retrying:
                 with attempt:
                     attempts += 1
-                    async with self._slots:
+                    async with self._slots.hold(priority):
                         with llm_span(self.model, messages, params) as current:
                             # The SDK's generic `post` keeps its auth, timeouts and error mapping but skips
                             # re-walking the params against their TypedDicts and building pydantic replies
@@ -149,7 +153,7 @@ class LLMClient:
         )
 
     async def structured(
-        self, messages: list[dict[str, Any]], schema: type[M], *, tag: str = "default", **settings
+        self, messages: list[dict[str, Any]], schema: type[M], *, tag: str = "default", priority: int = 0, **settings
     ) -> M:
         """A reply parsed and validated as `schema`.
 
@@ -176,6 +180,7 @@ class LLMClient:
                 "type": "json_schema",
                 "json_schema": {"name": schema.__name__, "schema": schema_json},
             }
+        settings = settings | {"priority": priority}
         raw = await self._structured_call(messages, response_format, tag, settings)
         try:
             return _parse(raw, schema)

@@ -5,7 +5,7 @@ echo (the last user message). It can add latency and inject faults: HTTP 500, 42
 401, hangs past the client's timeout, malformed JSON bodies and empty content. Faults come either in
 a fixed sequence (deterministic tests) or at random rates with a seed (soak tests).
 
-    python -m utu.llm.stub --port 8765 --echo --latency 0.02 --fault http500=0.1 --fault http429=0.05
+    python -m utu.llm.stub --port 8765 --echo --latency 0.02 --jitter 0.5 --fault http500=0.1 --fault http429=0.05
 """
 
 import argparse
@@ -32,6 +32,7 @@ class StubScript:
     replies: list[Reply] = field(default_factory=list)  # used in turn, the last one repeats
     reply_fn: Callable[[dict[str, Any]], Reply] | None = None  # request body -> reply
     latency: float = 0.0
+    latency_jitter: float = 0.0  # sigma of a log-normal factor (median 1) on each request's latency: stragglers
     fault_sequence: list[str | None] = field(default_factory=list)  # one entry per request, then none
     fault_rates: dict[str, float] = field(default_factory=dict)
     fault_fn: Callable[[dict[str, Any]], str | None] | None = None  # request body -> fault (or None)
@@ -159,7 +160,8 @@ class StubServer:
     async def _answer(self, request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
         script = self.script
         if script.latency:
-            await asyncio.sleep(script.latency)
+            factor = self._rng.lognormvariate(0.0, script.latency_jitter) if script.latency_jitter else 1.0
+            await asyncio.sleep(script.latency * factor)
         fault, reply = self._next(body)
         if fault == "http500":
             return _error(500, "injected server error")
@@ -248,6 +250,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reply-fn", metavar="FILE.py:FUNC", help="a Python function (request body -> reply)")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to each request")
     parser.add_argument(
+        "--jitter", type=float, default=0.0, help="sigma of a log-normal factor (median 1) on each latency"
+    )
+    parser.add_argument(
         "--fault", action="append", default=[], metavar="KIND=RATE", help=f"KIND in {', '.join(FAULTS)}"
     )
     parser.add_argument("--retry-after", type=float, default=1.0)
@@ -267,6 +272,7 @@ def main(argv: list[str] | None = None) -> None:
             reply_fn=reply_fn,
             replies=args.reply,
             latency=args.latency,
+            latency_jitter=args.jitter,
             fault_rates=rates,
             retry_after=args.retry_after,
             hang_seconds=args.hang_seconds,

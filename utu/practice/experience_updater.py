@@ -14,7 +14,7 @@ recorded as a `LearnerFailure` and the step goes on without it.
 import asyncio
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -26,6 +26,9 @@ from utu.practice.library import Library, Operation, ProposedOp
 from utu.tracing.spans import CHAIN, set_io, span
 
 CHARS_PER_TOKEN = 4  # a rough, model-independent estimate for the trajectory budget
+# Rollouts (priority 0) waiting for a slot of a shared client go first: see utu/llm/slots.py.
+LEARNER_PRIORITY = 1
+M = TypeVar("M", bound=BaseModel)
 
 
 class AttemptSummary(BaseModel):
@@ -152,7 +155,7 @@ class ExperienceUpdater:
         )
         try:
             with span("learner.batch_update", CHAIN, input=numbered):
-                result = await self.llm.structured(messages, ConsolidatedList, tag="learner.batch_update")
+                result = await self._ask(messages, ConsolidatedList, "batch_update")
         except LLMError as e:
             step_failures.append(_failure("batch_update", None, e))
             return proposed  # apply the groups' operations unmerged rather than lose the step's learning
@@ -163,6 +166,9 @@ class ExperienceUpdater:
             )
             out.append(ProposedOp(Operation(**op.model_dump(exclude={"merged_from"})), sources))
         return out
+
+    async def _ask(self, messages: list[dict[str, str]], schema: type[M], stage: str) -> M:
+        return await self.llm.structured(messages, schema, tag=f"learner.{stage}", priority=LEARNER_PRIORITY)
 
     async def _summarise(self, attempt: Attempt, outcome: GroupOutcome) -> str | None:
         gt = self.p.given_ground_truth
@@ -176,7 +182,7 @@ class ExperienceUpdater:
             trajectory=render_trajectory(attempt.trajectory, self.p.summary_token_budget),
         )
         try:
-            return (await self.llm.structured(messages, AttemptSummary, tag="learner.summary")).summary
+            return (await self._ask(messages, AttemptSummary, "summary")).summary
         except LLMError as e:
             outcome.failures.append(_failure("summary", attempt.dataset_index, e))
             return None
@@ -198,7 +204,7 @@ class ExperienceUpdater:
         )
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         try:
-            result = await self.llm.structured(messages, GroupAdvantage, tag="learner.advantage")
+            result = await self._ask(messages, GroupAdvantage, "advantage")
         except LLMError as e:
             outcome.failures.append(_failure("advantage", outcome.dataset_index, e))
             return None
@@ -213,7 +219,7 @@ class ExperienceUpdater:
             experiences="\n".join(f"- {x}" for x in experiences),
         )
         try:
-            return (await self.llm.structured(messages, OperationList, tag="learner.group_update")).operations
+            return (await self._ask(messages, OperationList, "group_update")).operations
         except LLMError as e:
             outcome.failures.append(_failure("group_update", outcome.dataset_index, e))
             return []
