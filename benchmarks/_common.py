@@ -50,6 +50,20 @@ def timed(fn):
     return time.perf_counter() - start, out
 
 
+async def client_floor(base_url: str, calls: int, concurrency: int) -> float:
+    """Seconds for `calls` bare `LLMClient.chat` calls at `concurrency`: the LLM traffic with no orchestrator."""
+    import asyncio
+
+    from utu.config import ModelConfig
+    from utu.llm import LLMClient
+
+    messages = [{"role": "user", "content": "What is 1 plus 2?"}]
+    async with LLMClient(ModelConfig(concurrency=concurrency), base_url=base_url, model="stub", api_key="k") as llm:
+        start = time.perf_counter()
+        await asyncio.gather(*(llm.chat(messages) for _ in range(calls)))
+        return time.perf_counter() - start
+
+
 async def stub_practice(base_url: str, db, dataset: str, questions: int, group: int, batch: int, concurrency: int,
                         pipeline: bool = True):  # fmt: skip
     """A one-epoch practice on `questions` addition problems against the stub, with the string-match verifier.

@@ -26,14 +26,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import stub_practice, stub_process, write_result  # noqa: E402
+from _common import client_floor, stub_practice, stub_process, write_result  # noqa: E402
 
 from utu.cli import tune_gc  # noqa: E402
-from utu.config import (  # noqa: E402
-    ModelConfig,
-)
 from utu.db import Database  # noqa: E402
-from utu.llm import LLMClient  # noqa: E402
 
 GOAL = 1.2
 REPLIES = Path(__file__).resolve().parent / "practice_replies.py"
@@ -50,16 +46,6 @@ async def one_step(base_url: str, args, pipeline: bool, workdir: Path) -> tuple[
     await client.close()
     await db.dispose()
     return elapsed, client.usage.total().calls
-
-
-async def client_floor(base_url: str, calls: int, concurrency: int) -> float:
-    client = LLMClient(ModelConfig(concurrency=concurrency), base_url=base_url, model="stub", api_key="k")
-    messages = [{"role": "user", "content": "What is 1 plus 2?"}]
-    start = time.perf_counter()
-    await asyncio.gather(*(client.chat(messages) for _ in range(calls)))
-    elapsed = time.perf_counter() - start
-    await client.close()
-    return elapsed
 
 
 async def scenario(args, latency: float, jitter: float, tmp: Path) -> dict:
