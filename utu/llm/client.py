@@ -1,7 +1,7 @@
 """The one async LLM client: bounded concurrency, per-call timeout, retries with backoff, usage, structured output.
 
-Everything in utu talks to an OpenAI-compatible endpoint through `LLMClient`. The SDK's own retries are off
-(`max_retries=0`) so that one policy, ours, decides: retry 429, 5xx, timeouts, lost connections and
+Everything in utu talks to an OpenAI-compatible endpoint through `LLMClient` (its HTTP side is
+`utu.llm.http`). One policy decides about failures: retry 429, 5xx, timeouts, lost connections and
 unreadable replies with exponential backoff and jitter, honouring `Retry-After`; never retry 400/401/403/404,
 whose message names the setting to fix.
 """
@@ -14,14 +14,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import httpx2
-import openai
-from openai import AsyncOpenAI
+import aiohttp
 from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from utu.config.models import ModelConfig
 from utu.errors import LLMError, StructuredOutputError
+from utu.llm.http import HTTPStatusError, JSONEndpoint
 from utu.llm.json_extract import extract_json
 from utu.llm.slots import PrioritySlots
 from utu.llm.usage import Usage, UsageTracker, priced
@@ -61,15 +60,7 @@ class LLMClient:
         self.model = model
         self.usage = usage or UsageTracker()
         self.env_prefix = env_prefix
-        # aiohttp as the SDK's transport: httpx2's connection pool costs ~1.5x more CPU per request at
-        # high concurrency (benchmarks/llm_client_overhead.py). The session opens lazily, inside the loop.
-        self._openai = AsyncOpenAI(
-            base_url=base_url,
-            api_key=api_key or "not-needed",
-            max_retries=0,
-            timeout=config.timeout,
-            http_client=openai.DefaultAioHttpClient(timeout=config.timeout),
-        )
+        self._http = JSONEndpoint(base_url, api_key or "not-needed", config.timeout, config.concurrency)
         self._slots = PrioritySlots(config.concurrency)
         # None: not known yet (auto mode); False: the endpoint rejected constrained output, use text.
         self._constrained_ok: bool | None = (
@@ -77,7 +68,7 @@ class LLMClient:
         )
 
     async def close(self) -> None:
-        await self._openai.close()
+        await self._http.close()
 
     async def __aenter__(self) -> "LLMClient":
         return self
@@ -118,22 +109,17 @@ class LLMClient:
                     attempts += 1
                     async with self._slots.hold(priority):
                         with llm_span(self.model, messages, params) as current:
-                            # The SDK's generic `post` keeps its auth, timeouts and error mapping but skips
-                            # re-walking the params against their TypedDicts and building pydantic replies
-                            # (together ~half the client's CPU at high concurrency); we read what we need.
-                            raw = await self._openai.post(
-                                "/chat/completions",
-                                body={"model": self.model, "messages": messages, **params},
-                                cast_to=httpx2.Response,
+                            completion, text = await self._http.post(
+                                "/chat/completions", {"model": self.model, "messages": messages, **params}
                             )
-                            completion = json.loads(raw.content)
                             if not isinstance(completion, dict) or not completion.get("choices"):
                                 raise _UnreadableReply("the reply has no choices")
-                            set_llm_output(current, raw.text, completion)
-        except openai.APIStatusError as e:
+                            set_llm_output(current, text, completion)
+        except HTTPStatusError as e:
             raise LLMError(self._explain(e, attempts)) from e
         except _UNREADABLE as e:
-            raise LLMError(f"{self.base_url}: {type(e).__name__} after {attempts} attempt(s): {e}") from e
+            why = f"no reply within {self.config.timeout:g}s" if isinstance(e, TimeoutError) else str(e)
+            raise LLMError(f"{self.base_url}: {type(e).__name__} after {attempts} attempt(s): {why}") from e
         choice = completion["choices"][0]
         counts = completion.get("usage") or {}
         usage = priced(counts.get("prompt_tokens") or 0, counts.get("completion_tokens") or 0, self.config.pricing)
@@ -206,7 +192,7 @@ class LLMClient:
                 self._constrained_ok = True
                 return reply.content
             except LLMError as e:
-                rejected = isinstance(e.__cause__, openai.BadRequestError | openai.UnprocessableEntityError)
+                rejected = isinstance(e.__cause__, HTTPStatusError) and e.__cause__.status in (400, 422)
                 if not (rejected and self._constrained_ok is None):
                     raise
                 self._constrained_ok = False  # the endpoint rejects response_format: text mode from now on
@@ -221,19 +207,19 @@ class LLMClient:
         base = self.config.retry_base_delay
         return min(self.config.retry_max_delay, base * 2 ** (retry_state.attempt_number - 1)) + random.uniform(0, base)
 
-    def _explain(self, e: openai.APIStatusError, attempts: int) -> str:
+    def _explain(self, e: HTTPStatusError, attempts: int) -> str:
         p = self.env_prefix
         where = f"{self.base_url} (model {self.model!r})"
-        detail = _error_detail(e)
-        if e.status_code == 401:
+        detail = e.detail
+        if e.status == 401:
             return f"{where}: 401 unauthorized: set a valid {p}_API_KEY (or model_provider.api_key). {detail}"
-        if e.status_code == 403:
+        if e.status == 403:
             return f"{where}: 403 forbidden: the key in {p}_API_KEY may not use this model. {detail}"
-        if e.status_code == 404:
+        if e.status == 404:
             return f"{where}: 404 not found: check {p}_BASE_URL (usually ends in /v1) and {p}_MODEL. {detail}"
-        if e.status_code in (400, 422):
-            return f"{where}: {e.status_code} bad request: check {p}_MODEL and the model settings. {detail}"
-        return f"{where}: HTTP {e.status_code} after {attempts} attempt(s). {detail}"
+        if e.status in (400, 422):
+            return f"{where}: {e.status} bad request: check {p}_MODEL and the model settings. {detail}"
+        return f"{where}: HTTP {e.status} after {attempts} attempt(s). {detail}"
 
 
 class _UnreadableReply(Exception):
@@ -241,26 +227,20 @@ class _UnreadableReply(Exception):
 
 
 # Transient failures besides retryable HTTP statuses: no connection, timeout, a body that is not a completion.
-_UNREADABLE = (
-    openai.APIConnectionError,
-    openai.APIResponseValidationError,
-    json.JSONDecodeError,
-    _UnreadableReply,
-)
+_UNREADABLE = (aiohttp.ClientError, TimeoutError, json.JSONDecodeError, UnicodeDecodeError, _UnreadableReply)
 
 
 def _is_transient(e: BaseException) -> bool:
-    if isinstance(e, openai.APIStatusError):
-        return e.status_code in (408, 409, 429) or e.status_code >= 500
+    if isinstance(e, HTTPStatusError):
+        return e.status in (408, 409, 429) or e.status >= 500
     return isinstance(e, _UNREADABLE)
 
 
 def _retry_after(e: BaseException | None) -> float | None:
     """Seconds from a `Retry-After` header (delta-seconds or HTTP date), if present and sane."""
-    response = getattr(e, "response", None)
-    if response is None:
+    if not isinstance(e, HTTPStatusError):
         return None
-    value = response.headers.get("retry-after")
+    value = e.headers.get("retry-after")
     if not value:
         return None
     try:
@@ -269,13 +249,6 @@ def _retry_after(e: BaseException | None) -> float | None:
         parsed = email.utils.parsedate_to_datetime(value)
         seconds = parsed.timestamp() - time.time() if parsed else -1
     return seconds if 0 <= seconds <= MAX_RETRY_AFTER else None
-
-
-def _error_detail(e: openai.APIStatusError) -> str:
-    body = e.body
-    if isinstance(body, dict):
-        body = body.get("message") or body.get("error") or body
-    return " ".join(str(body or e.message).split())[:300]
 
 
 @functools.cache

@@ -8,7 +8,7 @@ exp_id `<exp_id>_epoch_<e>` and its `step`, so a resumed run finds exactly its s
 
 import random
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, insert, select
 
 from utu.db.engine import Database
 from utu.db.models import DatasetSample, EvaluationSample
@@ -69,19 +69,20 @@ class PracticeData:
                     select(EvaluationSample).where(EvaluationSample.exp_id == exp, EvaluationSample.step == step)
                 )
             }
-            rows = []
-            for q in batch:
-                for k in range(self.grpo_n):
-                    row = existing.get((q.index, k))
-                    if row is None:
-                        row = EvaluationSample(
-                            exp_id=exp, dataset=q.dataset, dataset_index=q.index, attempt=k, step=step,
-                            source=q.source, level=q.level, raw_question=q.question, correct_answer=q.answer,
-                            stage="init",
-                        )  # fmt: skip
-                        s.add(row)
-                    rows.append(row)
-        return rows
+            missing = [
+                {
+                    "exp_id": exp, "dataset": q.dataset, "dataset_index": q.index, "attempt": k, "step": step,
+                    "source": q.source, "level": q.level, "raw_question": q.question, "correct_answer": q.answer,
+                    "stage": "init",
+                }
+                for q in batch
+                for k in range(self.grpo_n)
+                if (q.index, k) not in existing
+            ]  # fmt: skip
+            if missing:  # one bulk INSERT ... RETURNING: adding objects one by one was ~7% of a fast step
+                created = await s.scalars(insert(EvaluationSample).returning(EvaluationSample), missing)
+                existing |= {(r.dataset_index, r.attempt): r for r in created}
+        return [existing[(q.index, k)] for q in batch for k in range(self.grpo_n)]
 
     async def reset_from(self, step: int) -> None:
         """Forget the attempts of steps >= `step` (for --restart_step)."""
