@@ -64,6 +64,26 @@ async def client_floor(base_url: str, calls: int, concurrency: int) -> float:
         return time.perf_counter() - start
 
 
+async def transport_floor(base_url: str, calls: int, concurrency: int) -> float:
+    """Seconds for `calls` bare aiohttp POSTs at `concurrency`: the least any Python client needs for them here."""
+    import asyncio
+
+    import aiohttp
+
+    slots = asyncio.Semaphore(concurrency)
+    payload = {"model": "stub", "messages": [{"role": "user", "content": "What is 1 plus 2?"}]}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as http:
+
+        async def one() -> None:
+            async with slots, http.post(f"{base_url}/chat/completions", json=payload) as r:
+                r.raise_for_status()
+                (await r.json())["choices"][0]["message"]["content"]
+
+        start = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(calls)))
+        return time.perf_counter() - start
+
+
 async def stub_practice(base_url: str, db, dataset: str, questions: int, group: int, batch: int, concurrency: int,
                         pipeline: bool = True):  # fmt: skip
     """A one-epoch practice on `questions` addition problems against the stub, with the string-match verifier.

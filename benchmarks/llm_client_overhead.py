@@ -15,11 +15,10 @@ import sys
 import time
 from pathlib import Path
 
-import aiohttp
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import client_floor, stub_process, write_result  # noqa: E402
+from _common import client_floor, stub_process, transport_floor, write_result  # noqa: E402
 
 MESSAGES = [{"role": "user", "content": "What is two plus two?"}]
 GOAL = 0.7
@@ -47,19 +46,7 @@ async def run_httpx(base_url: str, n: int, concurrency: int) -> float:
 
 
 async def run_aiohttp(base_url: str, n: int, concurrency: int) -> float:
-    slots = asyncio.Semaphore(concurrency)
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as http:
-
-        async def one() -> None:
-            async with slots:
-                payload = {"model": "stub", "messages": MESSAGES}
-                async with http.post(f"{base_url}/chat/completions", json=payload) as r:
-                    r.raise_for_status()
-                    (await r.json())["choices"][0]["message"]["content"]
-
-        start = time.perf_counter()
-        await asyncio.gather(*(one() for _ in range(n)))
-        return n / (time.perf_counter() - start)
+    return n / await transport_floor(base_url, n, concurrency)
 
 
 async def main() -> int:

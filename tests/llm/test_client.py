@@ -6,10 +6,10 @@ import time
 import pytest
 from pydantic import BaseModel
 
-from tests.conftest import client_for
+from tests.conftest import client_for, fast_config
 from utu.config import Pricing
 from utu.errors import LLMError, StructuredOutputError
-from utu.llm import UsageTracker
+from utu.llm import LLMClient, UsageTracker
 from utu.llm.stub import StubScript, count_tokens
 
 USER = [{"role": "user", "content": "what is one plus one"}]
@@ -64,6 +64,41 @@ async def test_no_retry_on_bad_request(stub):
     with pytest.raises(LLMError, match="UTU_LLM_MODEL"):
         await client_for(server).chat(USER)
     assert server.request_count == 1
+
+
+async def test_the_error_names_the_servers_own_message(stub):
+    server = stub(StubScript(fault_sequence=["http500"] * 3))
+    with pytest.raises(LLMError, match="HTTP 500 after 3 attempt.*injected server error"):
+        await client_for(server, max_retries=2).chat(USER)
+
+
+async def test_a_dead_endpoint_is_retried_then_named():
+    from utu.servers import free_port
+
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    client = LLMClient(fast_config(max_retries=2), base_url=url, model="m", api_key="k")
+    try:
+        with pytest.raises(LLMError, match=f"{url}: .*after 3 attempt"):
+            await client.chat(USER)
+    finally:
+        await client.close()
+
+
+# The first loop's pool cannot be closed from the second loop; the collector closes its socket.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_one_client_serves_successive_event_loops(stub):
+    """Sync callers may wrap each call in its own asyncio.run: the connection pool follows the loop."""
+    server = stub(StubScript(replies=["a", "b"]))
+    client = LLMClient(fast_config(), base_url=server.base_url, model="m", api_key="k")
+    assert asyncio.run(client.chat(USER)).content == "a"
+
+    async def second_and_close():
+        try:
+            return (await client.chat(USER)).content
+        finally:
+            await client.close()
+
+    assert asyncio.run(second_and_close()) == "b"
 
 
 async def test_usage_totals_are_exact_and_priced(stub):
