@@ -1,6 +1,7 @@
 """Practice at scale against the stub: 2,000 questions x G=8, 20 ms latency, concurrency 128, SQLite and Postgres.
 
-    python benchmarks/practice_scale.py [--questions 2000] [--group 8] [--batch 250] [--db sqlite postgres]
+    python benchmarks/practice_scale.py [--questions 2000] [--group 8] [--batch 250] [--latency 0.02]
+                                        [--db sqlite postgres] [--out practice_scale]
 
 Reports rollouts/s, resident memory after every step (it must not grow with the number of steps), the
 share of wall time spent inside database transactions, process CPU time / wall time, and where the wall
@@ -122,6 +123,7 @@ async def main() -> int:
     parser.add_argument("--latency", type=float, default=0.02)
     parser.add_argument("--concurrency", type=int, default=128)
     parser.add_argument("--db", nargs="+", default=["sqlite", "postgres"])
+    parser.add_argument("--out", default="practice_scale", help="result name: benchmarks/results/<out>.json")
     args = parser.parse_args()
     tune_gc()  # as the scripts do (utu.cli.run)
     results = {}
@@ -137,7 +139,7 @@ async def main() -> int:
                                         text=True, check=True).stdout.strip()  # fmt: skip
             results[kind] = await run(url, db_url, args)
             print(kind, results[kind], flush=True)
-    write_result("practice_scale", {
+    write_result(args.out, {
         "questions": args.questions, "group_size": args.group, "batch_size": args.batch, "latency_s": args.latency,
         "concurrency": args.concurrency, "results": results,
         "goals": "memory does not grow with steps; share_outside_waiting_for_llm < 0.10",
