@@ -29,8 +29,8 @@ def setup(verbose: bool = False) -> None:
 def tune_gc() -> None:
     """Collect cycles less often: with a run's many long-lived objects (rows, tasks, library modules), the
     default (every 700 allocations) spent ~20% of a practice step's CPU in the collector (measured with
-    benchmarks/practice_step.py). Memory stays bounded
-    (benchmarks/practice_scale.py) since almost all garbage is freed by reference counting anyway."""
+    benchmarks/practice_step.py). Memory stays bounded (benchmarks/practice_scale.py) since almost all
+    garbage is freed by reference counting anyway."""
     gc.freeze()  # what is loaded by now lives for the whole run: never scan it
     gc.set_threshold(20_000, 20, 20)
 
