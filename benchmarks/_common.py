@@ -50,6 +50,9 @@ def timed(fn):
     return time.perf_counter() - start, out
 
 
+FLOOR_MESSAGES = [{"role": "user", "content": "What is 1 plus 2?"}]  # what both floors send
+
+
 async def client_floor(base_url: str, calls: int, concurrency: int) -> float:
     """Seconds for `calls` bare `LLMClient.chat` calls at `concurrency`: the LLM traffic with no orchestrator."""
     import asyncio
@@ -57,10 +60,9 @@ async def client_floor(base_url: str, calls: int, concurrency: int) -> float:
     from utu.config import ModelConfig
     from utu.llm import LLMClient
 
-    messages = [{"role": "user", "content": "What is 1 plus 2?"}]
     async with LLMClient(ModelConfig(concurrency=concurrency), base_url=base_url, model="stub", api_key="k") as llm:
         start = time.perf_counter()
-        await asyncio.gather(*(llm.chat(messages) for _ in range(calls)))
+        await asyncio.gather(*(llm.chat(FLOOR_MESSAGES) for _ in range(calls)))
         return time.perf_counter() - start
 
 
@@ -71,7 +73,7 @@ async def transport_floor(base_url: str, calls: int, concurrency: int) -> float:
     import aiohttp
 
     slots = asyncio.Semaphore(concurrency)
-    payload = {"model": "stub", "messages": [{"role": "user", "content": "What is 1 plus 2?"}]}
+    payload = {"model": "stub", "messages": FLOOR_MESSAGES}
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as http:
 
         async def one() -> None:

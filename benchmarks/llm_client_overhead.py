@@ -3,9 +3,9 @@
     python benchmarks/llm_client_overhead.py [--requests 2000] [--rounds 3]
 
 Also against raw aiohttp, the client's own transport, so client / aiohttp is the share our layer (slots,
-retries, usage, spans, error mapping) leaves of the bare POSTs. All run in the
-same process and alternate over several rounds against one stub process, so machine noise hits them
-alike; the result is the ratio of medians. Goal: ratio (client / httpx) >= 0.7.
+retries, usage, spans, error mapping) leaves of the bare POSTs. All run in the same process and alternate
+over several rounds against one stub process, so machine noise hits them alike; the result is the ratio
+of medians. Goal: ratio (client / httpx) >= 0.7.
 """
 
 import argparse
