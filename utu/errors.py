@@ -17,6 +17,18 @@ class LLMError(UtuError):
     """An LLM endpoint failed in a way retries cannot fix."""
 
 
+class EndpointError(UtuError):
+    """The endpoint refuses every request (bad key, unknown model or URL) or cannot be reached at start.
+
+    Not an `LLMError`: the code that turns an `LLMError` into a failed attempt or learner call must let this
+    one through, so that the run stops at once instead of failing every attempt the same way.
+    """
+
+
+class RunFailed(UtuError):
+    """A run did not do its job (too many failed attempts, a learner that failed, nothing learned)."""
+
+
 class StructuredOutputError(LLMError):
     """The model did not return JSON matching the requested schema, even after a retry."""
 

@@ -1,8 +1,20 @@
 """Pydantic models of every config. Unknown keys are errors, so a typo never goes unnoticed."""
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+
+from utu.config.names import NAME_PATTERN, NAME_RULE
+
+
+def _plain_name(value: str) -> str:
+    if not NAME_PATTERN.fullmatch(value) or ".." in value:
+        raise ValueError(f"not a plain name ({NAME_RULE})")
+    return value
+
+
+# An experiment id becomes a folder under runs/ and a database key: see utu/config/names.py.
+ExpId = Annotated[str, AfterValidator(_plain_name)]
 
 
 class StrictModel(BaseModel):
@@ -70,6 +82,13 @@ class ToolkitConfig(StrictModel):
     timeout: float = Field(default=30.0, gt=0)
     memory_mb: int = Field(default=1024, gt=0)
     max_output_chars: int = Field(default=4000, gt=0)
+    sandbox: Literal["bwrap", "none"] = Field(
+        default="bwrap",
+        description="python_executor: bwrap (no network, no host files, own PID namespace) or none (UNSAFE: "
+        "the code runs as you, with your files and network).",
+    )
+    max_processes: int = Field(default=64, gt=0, description="python_executor: processes one call may run.")
+    disk_mb: int = Field(default=64, gt=0, description="python_executor: size of its private /work and /tmp.")
 
 
 class AgentConfig(StrictModel):
@@ -91,7 +110,7 @@ class DataConfig(StrictModel):
 
 
 class EvalConfig(StrictModel):
-    exp_id: str = "default"
+    exp_id: ExpId = "default"
     data: DataConfig
     agent: AgentConfig = AgentConfig()
     # The verify function: a file in utu/practice/verify/ + a function name, a path, or a dotted name.
@@ -137,7 +156,7 @@ class DataArguments(StrictModel):
 
 
 class TrainingFreeGRPOConfig(StrictModel):
-    exp_id: str = "practice"
+    exp_id: ExpId = "practice"
     practice: PracticeArguments = PracticeArguments()
     data: DataArguments
     evaluation: EvalConfig

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from utu.config.models import ModelConfig
-from utu.errors import LLMError, StructuredOutputError
+from utu.errors import EndpointError, LLMError, StructuredOutputError
 from utu.llm.http import HTTPStatusError, JSONEndpoint
 from utu.llm.json_extract import extract_json
 from utu.llm.slots import PrioritySlots
@@ -29,6 +29,9 @@ from utu.tracing.spans import llm_span, set_llm_output
 M = TypeVar("M", bound=BaseModel)
 
 MAX_RETRY_AFTER = 120.0  # seconds; a server asking for longer is treated as a failure
+# The endpoint will refuse every request the same way: stop the run rather than fail each attempt.
+FATAL_STATUSES = (401, 403, 404)
+PREFLIGHT_TIMEOUT = 30.0
 
 
 @dataclass
@@ -76,6 +79,20 @@ class LLMClient:
     async def __aexit__(self, *exc_info) -> None:
         await self.close()
 
+    async def preflight(self) -> None:
+        """One `GET /models` before any work: an unreachable endpoint or a refused key raises `EndpointError`
+        now, not after every attempt has spent its retries. An endpoint without that route is let through
+        (its first real call still catches a wrong model name)."""
+        p = self.env_prefix
+        try:
+            await self._http.get("/models", timeout=min(self.config.timeout, PREFLIGHT_TIMEOUT))
+        except HTTPStatusError as e:
+            if e.status in (401, 403):
+                raise EndpointError(self._explain(e, 1)) from e
+        except _UNREADABLE as e:
+            why = "no reply" if isinstance(e, TimeoutError) else f"{type(e).__name__}: {e}"
+            raise EndpointError(f"{self.base_url}: cannot reach the endpoint ({why}): check {p}_BASE_URL") from e
+
     async def chat(
         self,
         messages: list[dict[str, Any]],
@@ -116,7 +133,8 @@ class LLMClient:
                                 raise _UnreadableReply("the reply has no choices")
                             set_llm_output(current, text, completion)
         except HTTPStatusError as e:
-            raise LLMError(self._explain(e, attempts)) from e
+            error = EndpointError if e.status in FATAL_STATUSES else LLMError
+            raise error(self._explain(e, attempts)) from e
         except _UNREADABLE as e:
             why = f"no reply within {self.config.timeout:g}s" if isinstance(e, TimeoutError) else str(e)
             raise LLMError(f"{self.base_url}: {type(e).__name__} after {attempts} attempt(s): {why}") from e
@@ -246,8 +264,10 @@ def _retry_after(e: BaseException | None) -> float | None:
     try:
         seconds = float(value)
     except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value)
-        seconds = parsed.timestamp() - time.time() if parsed else -1
+        try:
+            seconds = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError, IndexError, OverflowError):  # a malformed header: use our own backoff
+            return None
     return seconds if 0 <= seconds <= MAX_RETRY_AFTER else None
 
 

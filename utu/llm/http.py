@@ -56,6 +56,15 @@ class JSONEndpoint:
                 raise HTTPStatusError(r.status, r.headers, text)
         return json.loads(text), text
 
+    async def get(self, path: str, timeout: float) -> Any:
+        """GET `path` (parsed JSON). Raises like `post`."""
+        limit = aiohttp.ClientTimeout(total=timeout)
+        async with self._open().get(self.base_url + path, headers=self._headers, timeout=limit) as r:
+            text = await r.text()
+            if r.status >= 400:
+                raise HTTPStatusError(r.status, r.headers, text)
+        return json.loads(text)
+
     def _open(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
         if self._session is None or self._session.closed or self._loop is not loop:

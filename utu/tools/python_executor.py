@@ -1,9 +1,10 @@
-"""A sandboxed Python executor: every call in its own process and temporary directory.
+"""The Python executor: every call a fresh program in its own box (see `utu.tools.sandbox`).
 
-Each call runs `python -I` (isolated: no user site, no PYTHON* variables) in a fresh directory that is
-removed afterwards, with CPU-time, memory and file-size limits, a wall-clock timeout that kills the whole
-process group, no API keys (indeed almost no environment), and output truncated. Concurrent calls share
-nothing: not the working directory, not stdout.
+The code is written to a private temporary file, run by `python -I` under bubblewrap (or, with
+`sandbox: none`, as a plain child process), with CPU-time, memory and file-size limits, a process and
+memory cgroup where the host allows one, and a wall-clock timeout. When the program's main process ends
+(or the timeout hits) everything it started is killed, so output comes back even if a child still holds
+the pipe. Concurrent calls share nothing.
 """
 
 import asyncio
@@ -13,29 +14,36 @@ import shutil
 import signal
 import sys
 import tempfile
-from typing import Any
+from typing import Any, Literal
 
 from utu.config.models import ToolkitConfig
 from utu.tools.base import as_text, function_schema
+from utu.tools.sandbox import bwrap_prefix, call_cgroup, join_and_exec, require_bwrap
 
 # Runs first in the child: set hard limits, then execute the user's code as __main__.
 _BOOTSTRAP = """
 import resource, runpy, sys
-mem, cpu, fsize = (int(x) for x in sys.argv[1:4])
+path, mem, cpu, fsize, nproc = sys.argv[1], *(int(x) for x in sys.argv[2:6])
 resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
 resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
 resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+try:
+    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+except (ValueError, OSError):
+    pass
 sys.argv = ["main.py"]
-runpy.run_path("main.py", run_name="__main__")
+runpy.run_path(path, run_name="__main__")
 """
 
 SAFE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ")
 MAX_FILE_BYTES = 16 * 1024 * 1024
 MAX_CAPTURE_BYTES = 1024 * 1024  # more output than this is drained and dropped, never held in memory
+DRAIN_SECONDS = 2.0  # after the program ended and its processes were killed, to read what is left
+CODE_PATH_IN_BOX = "/code/main.py"
 
 
 def sandbox_env(workdir: str) -> dict[str, str]:
-    """A minimal environment: no keys, tokens or secrets can leak because nothing else is passed."""
+    """A minimal environment for `sandbox: none`: nothing else is passed, so no key can leak through it."""
     env = {k: os.environ[k] for k in SAFE_ENV_KEYS if k in os.environ}
     env.update(HOME=workdir, TMPDIR=workdir, PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg")
     return env
@@ -49,43 +57,74 @@ def truncate(text: str, limit: int) -> str:
     return f"{text[:head]}\n... [{len(text) - limit} characters cut] ...\n{text[-tail:]}"
 
 
-async def run_python(code: str, timeout: float = 30.0, memory_mb: int = 1024, max_output_chars: int = 4000) -> dict:
+async def run_python(
+    code: str,
+    timeout: float = 30.0,
+    memory_mb: int = 1024,
+    max_output_chars: int = 4000,
+    *,
+    sandbox: Literal["bwrap", "none"] = "bwrap",
+    max_processes: int = 64,
+    disk_mb: int = 64,
+) -> dict:
     """Run `code`; returns {"success", "output", "error"} and never raises for the code's own failures."""
     workdir = tempfile.mkdtemp(prefix="utu-py-")
     try:
-        with open(os.path.join(workdir, "main.py"), "w", encoding="utf-8") as f:
+        code_path = os.path.join(workdir, "main.py")
+        with open(code_path, "w", encoding="utf-8") as f:
             f.write(code)
-        limits = (str(memory_mb * 1024 * 1024), str(max(1, int(timeout) + 1)), str(MAX_FILE_BYTES))
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", "-c", _BOOTSTRAP, *limits,
-            cwd=workdir, env=sandbox_env(workdir), start_new_session=True,
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )  # fmt: skip
-        try:
-            (out, dropped), _ = await asyncio.wait_for(asyncio.gather(_read_capped(proc.stdout), proc.wait()), timeout)
-        except TimeoutError:
-            _kill_group(proc.pid)
-            await proc.wait()
-            return {"success": False, "output": "", "error": f"timed out after {timeout:g}s (process killed)"}
-        finally:
-            _kill_group(proc.pid)  # any children the code left behind
-        text = out.decode("utf-8", errors="replace") + (f"\n[{dropped} more bytes dropped]" if dropped else "")
-        text = truncate(text, max_output_chars)
-        if proc.returncode == 0:
-            return {"success": True, "output": text, "error": None}
-        reason = _describe_exit(proc.returncode, text)
-        return {"success": False, "output": text, "error": reason}
+        limits = [str(memory_mb * 1024 * 1024), str(max(1, int(timeout) + 1)), str(MAX_FILE_BYTES), str(max_processes)]
+        if sandbox == "bwrap":
+            argv = [*bwrap_prefix(disk_mb), "--ro-bind", code_path, CODE_PATH_IN_BOX, "--",
+                    sys.executable, "-I", "-c", _BOOTSTRAP, CODE_PATH_IN_BOX, *limits]  # fmt: skip
+            cwd, env = None, {}
+        else:
+            argv = [sys.executable, "-I", "-c", _BOOTSTRAP, code_path, *limits]
+            cwd, env = workdir, sandbox_env(workdir)
+        memory_cap = (memory_mb + 2 * disk_mb + 256) * 1024 * 1024
+        with call_cgroup(max_processes, memory_cap) as procs_files:
+            return await _run(join_and_exec(procs_files, argv), cwd, env, timeout, max_output_chars, sandbox)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-async def _read_capped(stream: asyncio.StreamReader) -> tuple[bytes, int]:
-    kept, dropped = bytearray(), 0
+async def _run(argv: list[str], cwd, env, timeout: float, max_output_chars: int, sandbox: str) -> dict:
+    proc = await asyncio.create_subprocess_exec(
+        *argv, cwd=cwd, env=env, start_new_session=True,
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    captured = bytearray()
+    dropped = [0]
+    reader = asyncio.create_task(_read_capped(proc.stdout, captured, dropped))
+    timed_out = False
+    try:
+        await asyncio.wait_for(proc.wait(), timeout)
+    except TimeoutError:
+        timed_out = True
+    finally:
+        _kill_group(proc.pid)  # the program and anything it left in its session
+        await proc.wait()
+    # A child that escaped the session may still hold the pipe until its cgroup is killed: stop waiting.
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(reader), DRAIN_SECONDS)
+    reader.cancel()
+    if timed_out:
+        return {"success": False, "output": "", "error": f"timed out after {timeout:g}s (process killed)"}
+    text = captured.decode("utf-8", errors="replace") + (f"\n[{dropped[0]} more bytes dropped]" if dropped[0] else "")
+    text = truncate(text, max_output_chars)
+    code = proc.returncode
+    if sandbox == "bwrap" and code > 128:  # bwrap reports a child killed by signal N as 128 + N
+        code = -(code - 128)
+    if code == 0:
+        return {"success": True, "output": text, "error": None}
+    return {"success": False, "output": text, "error": _describe_exit(code, text)}
+
+
+async def _read_capped(stream: asyncio.StreamReader, kept: bytearray, dropped: list[int]) -> None:
     while chunk := await stream.read(65536):
         room = MAX_CAPTURE_BYTES - len(kept)
         kept += chunk[:room]
-        dropped += max(0, len(chunk) - room)
-    return bytes(kept), dropped
+        dropped[0] += max(0, len(chunk) - room)
 
 
 def _kill_group(pid: int) -> None:
@@ -95,7 +134,10 @@ def _kill_group(pid: int) -> None:
 
 def _describe_exit(code: int, output: str) -> str:
     if code < 0:
-        sig = signal.Signals(-code).name
+        try:
+            sig = signal.Signals(-code).name
+        except ValueError:
+            sig = f"signal {-code}"
         hint = " (CPU time limit)" if sig in ("SIGXCPU", "SIGKILL") else ""
         return f"killed by {sig}{hint}"
     if "MemoryError" in output:
@@ -106,6 +148,8 @@ def _describe_exit(code: int, output: str) -> str:
 
 class PythonExecutorToolkit:
     def __init__(self, config: ToolkitConfig):
+        if config.sandbox == "bwrap":
+            require_bwrap()  # at start, in one line, not at the first tool call
         self.config = config
 
     def schemas(self) -> list[dict[str, Any]]:
@@ -125,5 +169,7 @@ class PythonExecutorToolkit:
         code = arguments.get("code")
         if not isinstance(code, str) or not code.strip():
             return as_text({"success": False, "output": "", "error": "argument 'code' must be a non-empty string"})
-        result = await run_python(code, self.config.timeout, self.config.memory_mb, self.config.max_output_chars)
+        c = self.config
+        result = await run_python(code, c.timeout, c.memory_mb, c.max_output_chars, sandbox=c.sandbox,
+                                  max_processes=c.max_processes, disk_mb=c.disk_mb)  # fmt: skip
         return as_text(result)

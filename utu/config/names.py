@@ -1,0 +1,30 @@
+"""Names that become file names, database keys or URLs: experiment ids and export names.
+
+A name is 1 to 64 characters of letters, digits, `_`, `-` and `.`, starting with a letter or a digit.
+So it can never be empty, absolute, contain a path separator or `..`, or be too long for a file name once
+utu adds its own suffixes (`_epoch_0`, `_eval_step12`, `.yaml`). Checked before any work is done.
+"""
+
+import re
+from pathlib import Path
+
+from utu.errors import ConfigError
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+NAME_RULE = "1-64 letters, digits, '_', '-' or '.', starting with a letter or digit"
+
+
+def check_name(value: str, what: str) -> str:
+    """`value` if it is a plain name, else a `ConfigError` saying what `what` must look like."""
+    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value) or ".." in value:
+        raise ConfigError(f"{what}: {value!r} is not a plain name ({NAME_RULE})")
+    return value
+
+
+def inside(base: Path, *parts: str) -> Path:
+    """`base/parts...`, refusing any result that resolves outside `base` (a symlink, a `..`)."""
+    root = base.resolve()
+    path = root.joinpath(*parts).resolve()
+    if path != root and root not in path.parents:
+        raise ConfigError(f"{path}: outside {root}; refusing to write there")
+    return path
