@@ -11,14 +11,21 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF
 # pip caches wheels without regard to CMAKE_ARGS, so we keep our own wheel, keyed by version and flags.
 LLAMA_WHEELS := $(HOME)/.cache/utu/wheels/llama-$(LLAMA_VERSION)-$(shell echo '$(LLAMA_CMAKE_ARGS)' | cksum | cut -d' ' -f1)
 
-.PHONY: install install-local install-phoenix install-rl demo test test-fast lint bench phoenix clean
+.PHONY: sandbox install install-local install-phoenix install-rl demo test test-fast lint bench phoenix clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.core: pyproject.toml | $(PY)
+$(VENV)/.core: pyproject.toml | $(PY) sandbox
 	$(PIP) install -e '.[dev]'
 	touch $@
+
+# bubblewrap boxes the code agents run (python_executor); installed from Debian when run as root.
+sandbox:
+	@command -v bwrap >/dev/null || { \
+		if [ "$$(id -u)" = 0 ]; then echo "installing bubblewrap from Debian..."; \
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null); \
+		else echo "warning: bubblewrap is missing: sudo apt-get install bubblewrap (python_executor needs it)"; fi; }
 
 $(VENV)/.local: | $(VENV)/.core
 	@if ! ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1; then \

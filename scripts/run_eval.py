@@ -21,13 +21,17 @@ from sqlalchemy import select
 
 from utu import cli
 from utu.agents import Agent
+from utu.cli import refuse_unknown_flags
 from utu.config import EvalConfig, load_agent_config, load_config
 from utu.config.loader import validate
+from utu.config.names import inside
 from utu.db import Database, EvalResult, EvaluationSample
-from utu.db.dataset_io import ensure_dataset
-from utu.db.experiments import forget_experiment, register_experiment
+from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
+from utu.db.experiments import check_row_owner, forget_experiment, register_experiment
+from utu.db.leases import experiment_lease
 from utu.errors import ConfigError
 from utu.eval.metrics import Attempt, compare, compute_metrics
+from utu.eval.outcome import check_attempts
 from utu.eval.runner import EvalRunner
 from utu.llm.factory import make_client
 from utu.practice.verify import Verifier, load_verifier
@@ -49,10 +53,14 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--agent_config", help="agent config name under configs/agents/ or a YAML file path")
     parser.add_argument("--step", choices=["all", "rollout", "judge"], default="all")
     parser.add_argument("--fresh", action="store_true", help="delete this exp_id's attempts and start over")
+    parser.add_argument(
+        "--max_failed_share", type=float, help="share of attempts that may fail before the run counts as failed"
+    )
     parser.add_argument("--compare", nargs=2, metavar=("EXP_A", "EXP_B"), help="paired comparison of two runs")
     parser.add_argument("--db_url", help="SQLAlchemy URL (default: UTU_DB_URL, else ./utu.db)")
     parser.add_argument("--output_dir", type=Path, default=Path("runs"), help="metrics go to OUTPUT_DIR/<exp_id>/")
     args, overrides = parser.parse_known_args()
+    refuse_unknown_flags(parser, overrides)
     if not args.compare and not args.config_name:
         parser.error("--config_name is required (or use --compare EXP_A EXP_B)")
     return args, overrides
@@ -61,18 +69,28 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
 def build_config(args: argparse.Namespace, overrides: list[str]) -> EvalConfig:
     """The eval config from YAML, with the command-line flags applied (and validated) on top."""
     config = load_config("eval", args.config_name, EvalConfig, overrides)
-    flags = {k: v for k in ("exp_id", "concurrency", "pass_k") if (v := getattr(args, k)) is not None}
+    flags = {
+        k: v for k in ("exp_id", "concurrency", "pass_k", "max_failed_share") if (v := getattr(args, k)) is not None
+    }
     data = {k: v for k in ("dataset", "limit") if (v := getattr(args, k)) is not None}
+    if "dataset" in data and data["dataset"] != config.data.dataset and "limit" not in data and config.data.limit:
+        log.warning(
+            "the config's limit (%d) was set for %s: not applied to %s; pass --limit N to cut it",
+            config.data.limit, config.data.dataset, data["dataset"],
+        )  # fmt: skip
+        data["limit"] = None
     values = config.model_dump() | flags | {"data": config.data.model_dump() | data}
     if args.agent_config:
         values["agent"] = load_agent_config(args.agent_config).model_dump()
     return validate(values, EvalConfig, {"": "command line"})
 
 
-def shaping_config(config: EvalConfig) -> dict:
-    """What determines the results: resuming under a change here is refused."""
+def shaping_config(config: EvalConfig, content: dict) -> dict:
+    """What determines the results: resuming under a change here is refused. `content`: the selected
+    questions' digest, so a data set replaced under the same name, or another limit, is noticed."""
     return {
         "dataset": config.data.dataset,
+        "selection": {"limit": config.data.limit, **content},
         "agent": config.agent.shaping_dump(),
         "verify": [config.verify_filename, config.verify_func_name, config.timeout_score],
         "pass_k": config.pass_k,
@@ -81,17 +99,22 @@ def shaping_config(config: EvalConfig) -> dict:
 
 async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database) -> int:
     config = build_config(args, overrides)
+    out = inside(args.output_dir, config.exp_id, "eval_metrics.json")  # before any work
     verify_func = load_verifier(config.verify_filename, config.verify_func_name)  # fails now, not mid-run
     setup_tracing()
     await ensure_dataset(db, config.data.dataset)
-    if args.fresh:
-        await forget_experiment(db, config.exp_id)
-    await register_experiment(db, config.exp_id, "eval", shaping_config(config))
-    async with contextlib.AsyncExitStack() as clients:
+    async with experiment_lease(db, config.exp_id), contextlib.AsyncExitStack() as clients:
+        await check_row_owner(db, [config.exp_id], config.exp_id)
+        if args.fresh:
+            await forget_experiment(db, config.exp_id)
+        content = content_digest(await select_questions(db, config.data.dataset, config.data.limit))
+        await register_experiment(db, config.exp_id, "eval", shaping_config(config, content))
         client = await clients.enter_async_context(make_client(config.agent.model))
+        await client.preflight()
         judge = None
         if config.judge_model:
             judge = await clients.enter_async_context(make_client(config.judge_model, env_prefix="JUDGE_LLM"))
+            await judge.preflight()
         verifier = Verifier(verify_func, config.verify_timeout, config.timeout_score, llm=judge)
         agent = Agent(config.agent, client, build_toolkits(config.agent.toolkits, llm=client))
         runner = EvalRunner(config, db, agent, verifier)
@@ -101,16 +124,17 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
         )
         start = time.perf_counter()
         await runner.run(args.step)
-        metrics = compute_metrics((Attempt.from_row(r) for r in await runner.rows()), config.pass_k)
+        rows = await runner.rows()
+        metrics = compute_metrics((Attempt.from_row(r) for r in rows), config.pass_k)
         metrics |= {"exp_id": config.exp_id, "dataset": config.data.dataset, "model": client.model,
                     "wall_time": time.perf_counter() - start}  # fmt: skip
         async with db.transaction() as s:
             s.add(EvalResult(exp_id=config.exp_id, metrics=metrics))
-        out = args.output_dir / config.exp_id / "eval_metrics.json"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(metrics, indent=2) + "\n")
         print_metrics(metrics, config.pass_k)
         console.print(f"metrics written to {out}")
+        check_attempts(rows, config.max_failed_share, config.exp_id, judged_expected=args.step != "rollout")
     return 0
 
 
@@ -119,7 +143,10 @@ def print_metrics(metrics: dict, k: int) -> None:
     table.add_column("metric")
     table.add_column("value", justify="right")
     low, high = metrics[f"Mean@{k}_ci95"]
-    table.add_row(f"Mean@{k}", f"{metrics[f'Mean@{k}']:.3f}  (95% CI {low:.3f}–{high:.3f})")
+    if metrics["attempts_judged"]:
+        table.add_row(f"Mean@{k}", f"{metrics[f'Mean@{k}']:.3f}  (95% CI {low:.3f}–{high:.3f})")
+    else:
+        table.add_row(f"Mean@{k}", "no result: nothing was judged")
     for key, value in metrics.items():
         if key.startswith(("Pass@", "pass@")):
             table.add_row(key, f"{value:.3f}")

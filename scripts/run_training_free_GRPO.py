@@ -16,13 +16,18 @@ from rich.table import Table
 
 from utu import cli
 from utu.agents import Agent
+from utu.cli import refuse_unknown_flags
 from utu.config import TrainingFreeGRPOConfig, compose_dict, config_root, load_agent_config, load_config
-from utu.config.loader import validate
+from utu.config.loader import agent_source, validate
+from utu.config.names import inside
 from utu.db import Database
-from utu.db.dataset_io import ensure_dataset
-from utu.db.experiments import forget_experiment, register_experiment
+from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
+from utu.db.experiments import check_row_owner, delete_rows, forget_experiment, register_experiment
+from utu.db.leases import experiment_lease
+from utu.errors import RunFailed
 from utu.llm.factory import make_client
 from utu.llm.usage import UsageTracker
+from utu.practice.data_manager import PracticeData
 from utu.practice.experience_updater import ExperienceUpdater
 from utu.practice.export import check_export_target, write_outputs
 from utu.practice.training_free_grpo import TrainingFreeGRPO
@@ -40,7 +45,7 @@ PRACTICE_FLAGS = {
     "eval_strategy": str, "eval_steps": int,
 }  # fmt: skip
 DATA_FLAGS = {"practice_dataset_name": str, "rollout_data_truncate": int, "eval_data_truncate": int}
-EVAL_FLAGS = {"verify_filename": str, "verify_func_name": str, "pass_k": int}
+EVAL_FLAGS = {"verify_filename": str, "verify_func_name": str, "pass_k": int, "max_failed_share": float}
 # Knobs that do not change what a step computes: a resumed experiment may change them.
 NOT_SHAPING = {"epochs", "restart_step", "rollout_concurrency", "task_timeout", "do_eval", "eval_strategy",
                "eval_steps"}  # fmt: skip
@@ -80,14 +85,30 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     )
     parser.add_argument("--db_url", help="SQLAlchemy URL (default: UTU_DB_URL, else ./utu.db)")
     parser.add_argument("--output_dir", type=Path, default=Path("runs"), help="outputs go to OUTPUT_DIR/<exp_id>/")
-    return parser.parse_known_args()
+    args, overrides = parser.parse_known_args()
+    refuse_unknown_flags(parser, overrides)
+    return args, overrides
 
 
 def build_config(args: argparse.Namespace, overrides: list[str]) -> TrainingFreeGRPOConfig:
     config = load_config("practice", args.config_name, TrainingFreeGRPOConfig, overrides).model_dump()
     pick = lambda table: {k: v for k in table if (v := getattr(args, k)) is not None}  # noqa: E731
     config["practice"] |= pick(PRACTICE_FLAGS) | {"restart_step": 0 if args.fresh else args.restart_step}
-    config["data"] |= pick(DATA_FLAGS)
+    data_flags = pick(DATA_FLAGS)
+    chosen = data_flags.get("practice_dataset_name")
+    truncate = config["data"].get("rollout_data_truncate")
+    if (
+        chosen
+        and chosen != config["data"]["practice_dataset_name"]
+        and truncate
+        and "rollout_data_truncate" not in data_flags
+    ):
+        log.warning(
+            "the config's rollout_data_truncate (%d) was set for %s: not applied to %s; pass --rollout_data_truncate N",
+            truncate, config["data"]["practice_dataset_name"], chosen,
+        )  # fmt: skip
+        data_flags["rollout_data_truncate"] = None
+    config["data"] |= data_flags
     config["evaluation"] |= pick(EVAL_FLAGS)
     if args.exp_id:
         config["exp_id"] = args.exp_id
@@ -96,15 +117,16 @@ def build_config(args: argparse.Namespace, overrides: list[str]) -> TrainingFree
     return validate(config, TrainingFreeGRPOConfig, {"": "command line"})
 
 
-def shaping_config(config: TrainingFreeGRPOConfig) -> dict:
-    """What determines a step's results: resuming under a change here is refused."""
+def shaping_config(config: TrainingFreeGRPOConfig, content: dict) -> dict:
+    """What determines a step's results: resuming under a change here is refused. `content`: the digest of
+    the practice questions, so a data set replaced under the same name is noticed."""
     practice = config.practice.model_dump(exclude=NOT_SHAPING | {"learner_model"})
     if config.practice.learner_model:
         practice["learner_model"] = config.practice.learner_model.shaping_dump()
     ev = config.evaluation
     return {
         "practice": practice,
-        "data": config.data.model_dump(exclude={"eval_data_truncate"}),
+        "data": config.data.model_dump(exclude={"eval_data_truncate"}) | {"content": content},
         "agent": ev.agent.shaping_dump(),
         "verify": [ev.verify_filename, ev.verify_func_name, ev.timeout_score],
     }
@@ -113,6 +135,7 @@ def shaping_config(config: TrainingFreeGRPOConfig) -> dict:
 async def main() -> int:
     args, overrides = parse_args()
     config = build_config(args, overrides)
+    run_dir = inside(args.output_dir, config.exp_id)  # names and paths are checked before any work
     if args.export_to:
         check_export_target(config_root(), args.export_to)
     ev = config.evaluation
@@ -125,17 +148,25 @@ async def main() -> int:
         await ensure_dataset(db, config.data.practice_dataset_name)
         if config.practice.do_eval:
             await ensure_dataset(db, ev.data.dataset)
+        await resources.enter_async_context(experiment_lease(db, config.exp_id))
+        epoch_ids = [PracticeData.epoch_exp_id_of(config.exp_id, e) for e in range(config.practice.epochs)]
+        await check_row_owner(db, epoch_ids, config.exp_id)
         if args.fresh:
             await forget_experiment(db, config.exp_id)
-        await register_experiment(db, config.exp_id, "practice", shaping_config(config))
+            await delete_rows(db, config.exp_id)
+        questions = await select_questions(db, config.data.practice_dataset_name, config.data.rollout_data_truncate)
+        await register_experiment(db, config.exp_id, "practice", shaping_config(config, content_digest(questions)))
         usage = UsageTracker()
         client = await resources.enter_async_context(make_client(ev.agent.model, usage))
+        await client.preflight()
         learner = client
         if config.practice.learner_model:
             learner = await resources.enter_async_context(make_client(config.practice.learner_model, usage))
+            await learner.preflight()
         judge = None
         if ev.judge_model:
             judge = await resources.enter_async_context(make_client(ev.judge_model, usage, env_prefix="JUDGE_LLM"))
+            await judge.preflight()
         agent = Agent(ev.agent, client, build_toolkits(ev.agent.toolkits, llm=client))
         verifier = Verifier(verify_func, ev.verify_timeout, ev.timeout_score, llm=judge)
         practice = TrainingFreeGRPO(
@@ -148,10 +179,13 @@ async def main() -> int:
             pipeline=not args.no_pipeline,
         )
         result = await practice.run()
-    paths = write_outputs(
-        ev, result.library, config.exp_id, args.output_dir / config.exp_id, args.export_to, config_root()
-    )
     print_summary(config, result)
+    check_learned(result)
+    source = agent_source(args.agent_config) if args.agent_config else evaluation_agent_source(args, overrides)
+    paths = write_outputs(
+        ev, result.library, config.exp_id, run_dir, args.export_to, config_root(),
+        source.get("model", {}).get("model_provider"),
+    )  # fmt: skip
     console.print(f"enhanced agent: {paths['agent']}")
     if "exported_eval" in paths:
         console.print(f"evaluate it: python scripts/run_eval.py --config_name practice/{paths['exported_eval'].stem}")
@@ -161,6 +195,35 @@ async def main() -> int:
             f"--agent_config {paths['agent']} --exp_id {config.exp_id}_enhanced"
         )
     return 0
+
+
+def evaluation_agent_source(args: argparse.Namespace, overrides: list[str]) -> dict:
+    """The practice config's agent as written (environment references unresolved)."""
+    return (
+        compose_dict("practice", args.config_name, overrides, resolve=False)[0].get("evaluation", {}).get("agent", {})
+    )
+
+
+def check_learned(result) -> None:
+    """A practice whose library is empty produced nothing to export: say why and fail."""
+    if result.library.experiences:
+        return
+    steps = [s for s in result.steps if "operations" in s]
+    used = sum(s["groups_used"] for s in steps)
+    groups = used + sum(s["groups_skipped"] for s in steps)
+    refused = sum(s["operations_refused"] for s in steps)
+    errors = sum(s["learner_errors"] for s in steps)
+    if not groups:
+        why = "no step was run"
+    elif not used:
+        why = f"none of {groups} groups carried contrast (every attempt of a question got the same reward)"
+    elif refused:
+        why = f"the code refused all {refused} operations the learner proposed (see experience_operations)"
+    elif errors:
+        why = f"the learner failed {errors} times and proposed nothing usable (see learner_errors)"
+    else:
+        why = f"the learner studied {used} groups and proposed no experience"
+    raise RunFailed(f"practice learned nothing: the library is empty ({why}); no enhanced agent was exported")
 
 
 def eval_config_name(practice_config: str) -> str:

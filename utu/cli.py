@@ -1,5 +1,6 @@
 """What every script shares: .env loading, logging, and turning a `UtuError` into exit code 2."""
 
+import argparse
 import asyncio
 import gc
 import logging
@@ -24,6 +25,13 @@ def setup(verbose: bool = False) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s", handlers=[handler])
     for noisy in ("httpx", "aiohttp", "aiosqlite"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def refuse_unknown_flags(parser: argparse.ArgumentParser, overrides: list[str]) -> None:
+    """Extra arguments are Hydra overrides (`key=value`); anything that looks like a flag is a typo."""
+    unknown = [arg for arg in overrides if arg.startswith("-")]
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)} (Hydra overrides are written key=value)")
 
 
 def tune_gc() -> None:

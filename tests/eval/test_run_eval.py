@@ -121,24 +121,61 @@ def test_killed_mid_run_then_resumed_equals_an_uninterrupted_run(stub, tmp_path,
         assert m_killed[key] == m_whole[key]
 
 
-def test_failed_attempts_are_stored_with_their_error_and_retried_on_rerun(stub, tmp_path, db):
+def test_failed_attempts_fail_the_run_are_stored_and_retried_on_rerun(stub, tmp_path, db):
     broken = QUESTIONS[2]["question"]
     state = {"fixed": False}
 
-    def fault(body):  # the broken question's requests get HTTP 401 (not retried) until "fixed"
-        return "http401" if body["messages"][1]["content"] == broken and not state["fixed"] else None
+    def fault(body):  # the broken question's requests get HTTP 400 (not retried) until "fixed"
+        return "http400" if body["messages"][1]["content"] == broken and not state["fixed"] else None
 
     server = stub(StubScript(reply_fn=scripted(), fault_fn=fault))
     result = run_script(*eval_args(db[1]), env=env_for(server), cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 2, result.stderr
+    assert "e1: 2 of 12 attempts failed; first error:" in result.stderr and "run the same command again" in result.stderr
     failed = [r for r in rows(db[0], "e1") if r[2] == "failed"]
     assert [(r[0], r[1]) for r in failed] == [(2, 0), (2, 1)]
-    assert all("401" in r[4] and "UTU_LLM_API_KEY" in r[4] for r in failed)
+    assert all("400" in r[4] for r in failed)
     metrics = json.loads((tmp_path / "runs/e1/eval_metrics.json").read_text())
     assert (metrics["attempts_failed"], metrics["attempts_judged"]) == (2, 10)
+    allowed = run_script(*eval_args(db[1], "e1", "--max_failed_share", "0.2"), env=env_for(server), cwd=tmp_path)
+    assert allowed.returncode == 0, allowed.stderr  # 2 of 12 is within 20%
     state["fixed"] = True
     assert run_script(*eval_args(db[1]), env=env_for(server), cwd=tmp_path).returncode == 0
     assert {r[2] for r in rows(db[0], "e1")} == {"judged"}
+
+
+def test_a_wrong_key_stops_the_run_at_once(stub, tmp_path, db):
+    server = stub(StubScript(reply_fn=scripted(), fault_fn=lambda body: "http401"))
+    start = time.perf_counter()
+    result = run_script(*eval_args(db[1]), env=env_for(server), cwd=tmp_path)
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "401 unauthorized: set a valid UTU_LLM_API_KEY" in errors[0]
+    assert server.request_count <= 2  # the requests in flight when the first 401 came back, no retries
+    assert time.perf_counter() - start < 30
+
+
+def test_a_dead_endpoint_stops_the_run_before_any_work(tmp_path, db):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {"UTU_LLM_BASE_URL": f"http://127.0.0.1:{port}/v1", "UTU_LLM_MODEL": "m", "UTU_LLM_API_KEY": "k"}
+    start = time.perf_counter()
+    result = run_script(*eval_args(db[1]), env=env, cwd=tmp_path)
+    assert result.returncode == 2
+    assert "cannot reach the endpoint" in result.stderr and "UTU_LLM_BASE_URL" in result.stderr
+    assert time.perf_counter() - start < 30
+    assert not [r for r in rows(db[0], "e1") if r[2] != "init"]
+
+
+def test_nothing_judged_is_no_result_and_a_failure(stub, tmp_path, db):
+    server = stub(StubScript(reply_fn=scripted(), fault_fn=lambda body: "http400"))
+    result = run_script(*eval_args(db[1]), env=env_for(server), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "no result: nothing was judged" in result.stdout
+    assert "12 of 12 attempts failed" in result.stderr
 
 
 def test_resuming_under_a_changed_config_is_refused(stub, tmp_path, db):

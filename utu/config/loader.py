@@ -27,9 +27,12 @@ def config_root() -> Path:
     return Path(env).resolve() if env else Path(__file__).resolve().parents[2] / "configs"
 
 
-def compose_dict(group: str, name: str, overrides: list[str] | None = None) -> tuple[dict, dict[str, Path]]:
-    """Compose `configs/<group>/<name>.yaml` with overrides; return the resolved dict and the file of
-    each package (dotted prefix -> YAML file), which is used to name files in error messages."""
+def compose_dict(
+    group: str, name: str, overrides: list[str] | None = None, resolve: bool = True
+) -> tuple[dict, dict[str, Path]]:
+    """Compose `configs/<group>/<name>.yaml` with overrides; return the resolved dict (or, with
+    `resolve=False`, the dict with `${...}` references kept) and the file of each package (dotted prefix ->
+    YAML file), which is used to name files in error messages."""
     root = config_root()
     name = name.removesuffix(".yaml")
     primary = root / group / f"{name}.yaml"
@@ -50,7 +53,7 @@ def compose_dict(group: str, name: str, overrides: list[str] | None = None) -> t
     OmegaConf.set_struct(cfg, False)
     del cfg["hydra"]
     try:
-        data = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+        data = OmegaConf.to_container(cfg, resolve=resolve, throw_on_missing=resolve)
     except OmegaConfBaseException as e:
         key = getattr(e, "full_key", "") or ""
         raise ConfigError(f"{_file_of(files, key)}: {key or 'config'}: {_one_line(e)}") from e
@@ -65,17 +68,41 @@ def load_config(group: str, name: str, model: type[M], overrides: list[str] | No
 
 def load_agent_config(name_or_path: str) -> AgentConfig:
     """An agent from a config name under configs/agents/ (e.g. `practice/math_agent`) or a YAML file path."""
-    path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") and path.is_file():
-        try:
-            data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-        except (OmegaConfBaseException, yaml.YAMLError) as e:
-            raise ConfigError(f"{path}: {_one_line(e)}") from e
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: expected a mapping of agent settings")
-        data.pop("defaults", None)
-        return validate(data, AgentConfig, {"": path})
+    path = _agent_file(name_or_path)
+    if path is not None:
+        return validate(_read_agent_file(path, resolve=True), AgentConfig, {"": path})
     return load_config("agents", name_or_path, AgentConfig)
+
+
+def agent_source(name_or_path: str) -> dict:
+    """The agent's settings as written, `${...}` references unresolved (to export them as references)."""
+    path = _agent_file(name_or_path)
+    if path is not None:
+        return _read_agent_file(path, resolve=False)
+    return compose_dict("agents", name_or_path, resolve=False)[0]
+
+
+def _agent_file(name_or_path: str) -> Path | None:
+    """The YAML file meant by `--agent_config`, or None for a config name under configs/agents/."""
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml"):
+        return None
+    if path.is_file():
+        return path
+    if (config_root() / "agents" / path).is_file():
+        return None  # a config name written with its suffix
+    raise ConfigError(f"{path}: no such file (an agent config is a YAML file or a name under configs/agents/)")
+
+
+def _read_agent_file(path: Path, resolve: bool) -> dict:
+    try:
+        data = OmegaConf.to_container(OmegaConf.load(path), resolve=resolve)
+    except (OmegaConfBaseException, yaml.YAMLError) as e:
+        raise ConfigError(f"{path}: {_one_line(e)}") from e
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of agent settings")
+    data.pop("defaults", None)
+    return data
 
 
 def validate(data: dict, model: type[M], files: dict[str, Path | str]) -> M:

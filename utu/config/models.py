@@ -123,6 +123,12 @@ class EvalConfig(StrictModel):
     pass_k: int = Field(default=1, gt=0)
     task_timeout: float = Field(default=600.0, gt=0)
     max_attempt_retries: int = Field(default=2, ge=0)
+    max_failed_share: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Share of attempts that may fail (after their retries) before the run counts as failed.",
+    )
 
 
 class PracticeArguments(StrictModel):

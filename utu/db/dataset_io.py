@@ -6,6 +6,7 @@ One JSON object per line:
 Only `question` is required. Other keys are kept in `meta`.
 """
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -179,3 +180,21 @@ async def ensure_dataset(db: Database, name: str) -> int:
             f"`python scripts/data/upload_dataset.py --file_path FILE --dataset_name {name}`"
         )
     return await store_dataset(db, name, parse_dataset_file(path, name)[1])
+
+
+async def select_questions(db: Database, name: str, limit: int | None = None) -> list[DatasetSample]:
+    """The first `limit` questions of a data set (all of them without a limit), in index order."""
+    query = select(DatasetSample).where(DatasetSample.dataset == name).order_by(DatasetSample.index)
+    if limit:
+        query = query.limit(limit)
+    async with db.sessions() as s:
+        return list(await s.scalars(query))
+
+
+def content_digest(questions: list[DatasetSample]) -> dict[str, Any]:
+    """What a fingerprint needs of a selection: its size and a hash of its indices, questions and answers, so
+    that a data set replaced under the same name (or a changed limit) is noticed, not silently reused."""
+    h = hashlib.sha256()
+    for q in questions:
+        h.update(json.dumps([q.index, q.question, q.answer], ensure_ascii=False).encode())
+    return {"questions": len(questions), "sha256": h.hexdigest()}

@@ -8,15 +8,16 @@ the URL they already have.
 import asyncio
 import contextlib
 import os
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from sqlalchemy import event, inspect
+from sqlalchemy import event, inspect, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
-from utu.db.models import Base
+from utu.db.models import Base, EvaluationSample, Experiment
 
 DEFAULT_SQLITE_FILE = "utu.db"
 
@@ -75,6 +76,19 @@ def _add_missing_columns(conn) -> None:
             if column.name not in present:
                 kind = column.type.compile(dialect=conn.dialect)
                 conn.exec_driver_sql(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}')
+                if (table.name, column.name) == ("evaluation_data", "owner"):
+                    _backfill_owners(conn)
+
+
+def _backfill_owners(conn) -> None:
+    """Attempts stored before rows had owners: a practice's `<P>_epoch_<e>` / `<P>_eval_step<N>` rows belong
+    to P (the names were the only link then), every other row to its own exp_id."""
+    practices = set(conn.execute(select(Experiment.exp_id).where(Experiment.kind == "practice")).scalars())
+    table = EvaluationSample.__table__
+    for exp_id in conn.execute(select(table.c.exp_id).distinct()).scalars():
+        base = re.sub(r"_(epoch_\d+|eval_step\d+)$", "", exp_id)
+        owner = base if base != exp_id and base in practices else exp_id
+        conn.execute(update(table).where(table.c.exp_id == exp_id, table.c.owner.is_(None)).values(owner=owner))
 
 
 def _configure_sqlite(engine: AsyncEngine) -> None:

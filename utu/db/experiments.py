@@ -4,8 +4,10 @@ import hashlib
 import json
 from typing import Any
 
+from sqlalchemy import delete, or_, select
+
 from utu.db.engine import Database
-from utu.db.models import Experiment
+from utu.db.models import EvaluationSample, Experiment
 from utu.errors import ConfigError
 
 
@@ -50,3 +52,29 @@ async def forget_experiment(db: Database, exp_id: str) -> None:
         existing = await session.get(Experiment, exp_id)
         if existing is not None:
             await session.delete(existing)
+
+
+async def check_row_owner(db: Database, exp_ids: list[str], owner: str) -> None:
+    """Refuse to touch attempt rows stored under one of `exp_ids` by another experiment."""
+    async with db.sessions() as s:
+        row = (
+            await s.execute(
+                select(EvaluationSample.exp_id, EvaluationSample.owner)
+                .where(
+                    EvaluationSample.exp_id.in_(exp_ids),
+                    or_(EvaluationSample.owner != owner, EvaluationSample.owner.is_(None)),
+                )
+                .limit(1)
+            )  # fmt: skip
+        ).first()
+    if row is not None:
+        raise ConfigError(
+            f"exp_id {row.exp_id!r} holds attempts of experiment {row.owner!r}; they are not {owner!r}'s to read, "
+            "reuse or delete: choose another --exp_id"
+        )
+
+
+async def delete_rows(db: Database, owner: str) -> None:
+    """Every attempt row `owner` made (an eval's own, or a practice's epochs and step evaluations)."""
+    async with db.transaction() as s:
+        await s.execute(delete(EvaluationSample).where(EvaluationSample.owner == owner))

@@ -44,10 +44,15 @@ class EvaluationSample(Base):
     """
 
     __tablename__ = "evaluation_data"
-    __table_args__ = (UniqueConstraint("exp_id", "dataset_index", "attempt", name="uq_eval_exp_index_attempt"),)
+    __table_args__ = (
+        UniqueConstraint("owner", "exp_id", "dataset_index", "attempt", name="uq_eval_owner_exp_index_attempt"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     exp_id: Mapped[str] = mapped_column(String(200), index=True)
+    # The experiment that made the row and alone may read, reuse or delete it: an eval's own exp_id, or the
+    # practice experiment for its `<P>_epoch_<e>` and `<P>_eval_step<N>` rows. Not derived from names.
+    owner: Mapped[str | None] = mapped_column(String(200), nullable=True, index=True)
     dataset: Mapped[str] = mapped_column(String(200))
     dataset_index: Mapped[int] = mapped_column(Integer)
     attempt: Mapped[int] = mapped_column(Integer, default=0)
@@ -88,6 +93,20 @@ class Experiment(Base):
     fingerprint: Mapped[str] = mapped_column(String(64))
     config: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ExperimentLease(Base):
+    """Who is running an experiment right now. A live lease refuses a second run of the same exp_id; a run
+    that died leaves a lease that expires (or is taken over at once on the same host when its pid is gone)."""
+
+    __tablename__ = "experiment_leases"
+
+    exp_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(100))  # a random id of the holding run
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    since: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 class EvalResult(Base):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from utu.agents.agent import Agent, AgentResult
-from utu.errors import LLMError
+from utu.errors import EndpointError, LLMError
 from utu.practice.verify import Verdict, Verifier
 from utu.tracing.recorder import TaskRecorder
 from utu.tracing.spans import AGENT, EVALUATOR, set_attributes, set_io, span, trace_id_of
@@ -61,6 +61,8 @@ async def rollout(
             error = f"attempt timed out after {timeout:g}s"
         except LLMError as e:
             error = str(e)
+        except EndpointError:
+            raise  # the endpoint refuses everything: stop the run, do not fail every attempt the same way
         except Exception as e:  # a tool or model-output bug must fail this attempt, not the whole run
             error = f"{type(e).__name__}: {e}"
     return RolloutOutcome(None, f"{error} (after {retries + 1} tries)", retries + 1, time.perf_counter() - start)

@@ -15,11 +15,14 @@ from sqlalchemy import delete, select
 
 from utu.agents.agent import Agent
 from utu.config.models import EvalConfig
+from utu.db.dataset_io import select_questions
 from utu.db.engine import Database
+from utu.db.experiments import check_row_owner
 from utu.db.models import DatasetSample, EvaluationSample
 from utu.eval.attempt import run_attempt
 from utu.practice.verify import Verifier
 from utu.tracing.recorder import TaskRecorder
+from utu.tracing.redact import Redactor
 from utu.tracing.spans import CHAIN, session, span
 
 Step = Literal["all", "rollout", "judge"]
@@ -34,9 +37,13 @@ class EvalRunner:
         verifier: Verifier,
         show_progress: bool = True,
         experiences: dict[str, str] | None = None,
+        owner: str | None = None,
     ):
-        """`experiences`: a library to place in the agent's messages instead of its own (practice's evals)."""
+        """`experiences`: a library to place in the agent's messages instead of its own (practice's evals);
+        `owner`: the experiment the rows belong to (default: this eval's exp_id)."""
         self.config = config
+        self.owner = owner or config.exp_id
+        self.questions: list[DatasetSample] | None = None
         self.experiences = experiences
         self.recorder = TaskRecorder(db)
         self.db = db
@@ -48,37 +55,39 @@ class EvalRunner:
     async def prepare(self, fresh: bool = False) -> int:
         """Create the missing (question, attempt) rows; with `fresh`, delete the experiment's rows first."""
         c = self.config
+        await check_row_owner(self.db, [c.exp_id], self.owner)
+        self.questions = await select_questions(self.db, c.data.dataset, c.data.limit)
+        redact = Redactor()
         async with self.db.transaction() as s:
+            mine = (EvaluationSample.exp_id == c.exp_id) & (EvaluationSample.owner == self.owner)
             if fresh:
-                await s.execute(delete(EvaluationSample).where(EvaluationSample.exp_id == c.exp_id))
-            query = select(DatasetSample).where(DatasetSample.dataset == c.data.dataset).order_by(DatasetSample.index)
-            if c.data.limit:
-                query = query.limit(c.data.limit)
-            questions = list(await s.scalars(query))
-            have = set(
-                await s.execute(
-                    select(EvaluationSample.dataset_index, EvaluationSample.attempt).where(
-                        EvaluationSample.exp_id == c.exp_id
-                    )
-                )
-            )
+                await s.execute(delete(EvaluationSample).where(mine))
+            have = set(await s.execute(select(EvaluationSample.dataset_index, EvaluationSample.attempt).where(mine)))
             s.add_all(
                 EvaluationSample(
-                    exp_id=c.exp_id, dataset=q.dataset, dataset_index=q.index, attempt=k, source=q.source,
-                    level=q.level, raw_question=q.question, correct_answer=q.answer, stage="init",
+                    exp_id=c.exp_id, owner=self.owner, dataset=q.dataset, dataset_index=q.index, attempt=k,
+                    source=q.source, level=q.level, raw_question=redact(q.question),
+                    correct_answer=None if q.answer is None else redact(q.answer), stage="init",
                 )
-                for q in questions
+                for q in self.questions
                 for k in range(c.pass_k)
                 if (q.index, k) not in have
             )  # fmt: skip
-        return len(questions) * c.pass_k
+        return len(self.questions) * c.pass_k
 
     async def rows(self, stages: Sequence[str] | None = None) -> list[EvaluationSample]:
-        query = select(EvaluationSample).where(EvaluationSample.exp_id == self.config.exp_id)
+        """This experiment's attempts at the current selection of questions (not rows of an earlier one)."""
+        query = select(EvaluationSample).where(
+            EvaluationSample.exp_id == self.config.exp_id, EvaluationSample.owner == self.owner
+        )
         if stages is not None:
             query = query.where(EvaluationSample.stage.in_(stages))
         async with self.db.sessions() as s:
-            return list(await s.scalars(query.order_by(EvaluationSample.dataset_index, EvaluationSample.attempt)))
+            rows = list(await s.scalars(query.order_by(EvaluationSample.dataset_index, EvaluationSample.attempt)))
+        if self.questions is not None:
+            selected = {q.index for q in self.questions}
+            rows = [r for r in rows if r.dataset_index in selected and r.attempt < self.config.pass_k]
+        return rows
 
     async def run(self, step: Step = "all") -> None:
         """Roll out what has no rollout (or failed before), then judge what is not judged."""

@@ -3,15 +3,18 @@
 An epoch takes the first `rollout_data_truncate` questions, shuffles them with a seed derived from the
 epoch (really shuffled: batches differ between epochs), and cuts them into batches of `batch_size`
 questions (the last batch may be smaller). Step numbers run on across epochs. Each attempt is a row with
-exp_id `<exp_id>_epoch_<e>` and its `step`, so a resumed run finds exactly its step's attempts.
+exp_id `<exp_id>_epoch_<e>`, its `step` and `owner` = the practice's exp_id, so a resumed run finds exactly
+its step's attempts and no other experiment can read or delete them.
 """
 
 import random
 
 from sqlalchemy import delete, insert, select
 
+from utu.db.dataset_io import select_questions
 from utu.db.engine import Database
 from utu.db.models import DatasetSample, EvaluationSample
+from utu.tracing.redact import Redactor
 
 
 class PracticeData:
@@ -37,15 +40,15 @@ class PracticeData:
         self._questions: list[DatasetSample] | None = None
 
     def epoch_exp_id(self, epoch: int) -> str:
-        return f"{self.exp_id}_epoch_{epoch}"
+        return self.epoch_exp_id_of(self.exp_id, epoch)
+
+    @staticmethod
+    def epoch_exp_id_of(exp_id: str, epoch: int) -> str:
+        return f"{exp_id}_epoch_{epoch}"
 
     async def questions(self) -> list[DatasetSample]:
         if self._questions is None:
-            query = select(DatasetSample).where(DatasetSample.dataset == self.dataset).order_by(DatasetSample.index)
-            if self.truncate:
-                query = query.limit(self.truncate)
-            async with self.db.sessions() as s:
-                self._questions = list(await s.scalars(query))
+            self._questions = await select_questions(self.db, self.dataset, self.truncate)
         return self._questions
 
     async def batches_per_epoch(self) -> int:
@@ -62,18 +65,23 @@ class PracticeData:
     async def step_rows(self, epoch: int, step: int, batch: list[DatasetSample]) -> list[EvaluationSample]:
         """The step's G attempts per question, creating those that do not exist yet."""
         exp = self.epoch_exp_id(epoch)
+        redact = Redactor()
         async with self.db.transaction() as s:
             existing = {
                 (r.dataset_index, r.attempt): r
                 for r in await s.scalars(
-                    select(EvaluationSample).where(EvaluationSample.exp_id == exp, EvaluationSample.step == step)
+                    select(EvaluationSample).where(
+                        EvaluationSample.exp_id == exp, EvaluationSample.owner == self.exp_id,
+                        EvaluationSample.step == step,
+                    )
                 )
-            }
+            }  # fmt: skip
             missing = [
                 {
-                    "exp_id": exp, "dataset": q.dataset, "dataset_index": q.index, "attempt": k, "step": step,
-                    "source": q.source, "level": q.level, "raw_question": q.question, "correct_answer": q.answer,
-                    "stage": "init",
+                    "exp_id": exp, "owner": self.exp_id, "dataset": q.dataset, "dataset_index": q.index,
+                    "attempt": k, "step": step, "source": q.source, "level": q.level,
+                    "raw_question": redact(q.question),
+                    "correct_answer": None if q.answer is None else redact(q.answer), "stage": "init",
                 }
                 for q in batch
                 for k in range(self.grpo_n)
@@ -89,7 +97,8 @@ class PracticeData:
         async with self.db.transaction() as s:
             await s.execute(
                 delete(EvaluationSample).where(
-                    EvaluationSample.exp_id.startswith(f"{self.exp_id}_epoch_", autoescape=True),
+                    EvaluationSample.owner == self.exp_id,
+                    EvaluationSample.step.is_not(None),
                     EvaluationSample.step >= step,
                 )
             )

@@ -6,6 +6,7 @@ from pathlib import Path
 import yaml
 
 from utu.config.models import AgentConfig, EvalConfig
+from utu.config.names import check_name, inside
 from utu.errors import ConfigError
 from utu.practice.library import Library
 
@@ -14,10 +15,17 @@ def enhanced_agent(baseline: AgentConfig, library: Library) -> AgentConfig:
     return baseline.model_copy(update={"experiences": dict(library.experiences)})
 
 
-def agent_yaml(agent: AgentConfig) -> str:
+def agent_yaml(agent: AgentConfig, provider_source: dict | None = None) -> str:
+    """The agent as YAML. Endpoint settings that came from the environment (`${oc.env:...}` in
+    `provider_source`, the provider as written) stay references, so the exported agent talks to the endpoint
+    configured when it is used, like the baseline, not to the one of the practice run."""
     data = agent.model_dump()
-    # Never write a key to disk: the file reads it from the environment when loaded.
-    data["model"]["model_provider"]["api_key"] = "${oc.env:UTU_LLM_API_KEY,null}"
+    provider = data["model"]["model_provider"]
+    for key, written in (provider_source or {}).items():
+        if key in provider and isinstance(written, str) and "${" in written:
+            provider[key] = written
+    if not (isinstance(provider.get("api_key"), str) and "${" in provider["api_key"]):
+        provider["api_key"] = "${oc.env:UTU_LLM_API_KEY,null}"  # never write a key to disk
     return "# @package _global_\n" + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
 
 
@@ -30,29 +38,40 @@ def eval_yaml(evaluation: EvalConfig, agent_name: str, exp_id: str) -> str:
 
 
 def export_paths(configs: Path, name: str) -> tuple[Path, Path]:
-    return configs / "agents" / "practice" / f"{name}.yaml", configs / "eval" / "practice" / f"{name}.yaml"
+    """The agent and the eval config of an export: two folders, so never the same file, and both inside
+    configs/ since `name` is a plain name."""
+    return (inside(configs, "agents", "practice", f"{name}.yaml"), inside(configs, "eval", "practice", f"{name}.yaml"))
 
 
 def check_export_target(configs: Path, name: str) -> None:
-    """Refuse, before any work, to export over an existing (possibly shipped) config."""
+    """Refuse, before any work, a name that is not plain or an export over an existing (possibly shipped) config."""
+    check_name(name, "--export_to")
     taken = [str(p) for p in export_paths(configs, name) if p.exists()]
     if taken:
         raise ConfigError(f"--export_to {name}: {', '.join(taken)} already exists; choose another name")
 
 
 def write_outputs(
-    evaluation: EvalConfig, library: Library, exp_id: str, output_dir: Path, export_to: str | None, configs: Path
+    evaluation: EvalConfig,
+    library: Library,
+    exp_id: str,
+    output_dir: Path,
+    export_to: str | None,
+    configs: Path,
+    provider_source: dict | None = None,
 ) -> dict[str, Path]:
     """The enhanced agent under the run's folder, and with `export_to` also into configs/ (never over a file)."""
     agent = enhanced_agent(evaluation.agent, library)
+    text = agent_yaml(agent, provider_source)
     out = {"agent": output_dir / "enhanced_agent.yaml"}
     output_dir.mkdir(parents=True, exist_ok=True)
-    out["agent"].write_text(agent_yaml(agent))
+    out["agent"].write_text(text)
     if export_to:
         check_export_target(configs, export_to)
         agent_path, eval_path = export_paths(configs, export_to)
+        agent_path.parent.mkdir(parents=True, exist_ok=True)
         eval_path.parent.mkdir(parents=True, exist_ok=True)
-        agent_path.write_text(agent_yaml(agent))
+        agent_path.write_text(text)
         eval_path.write_text(eval_yaml(evaluation, f"{export_to}", f"{export_to}_eval"))
         out |= {"exported_agent": agent_path, "exported_eval": eval_path}
     return out

@@ -13,6 +13,8 @@ from utu.db.models import EvaluationSample, ExperienceOperation, ExperienceSnaps
 from utu.practice.experience_updater import LearnerFailure
 from utu.practice.library import Library, OpRecord
 
+EVAL_PREFIX = "{}_eval_step"  # + the step number: the exp_id of a practice's in-step evaluation
+
 
 class PracticeStore:
     def __init__(self, db: Database, exp_id: str):
@@ -83,9 +85,14 @@ class PracticeStore:
                 await s.execute(delete(model).where(model.exp_id == self.exp_id, model.step >= step))
             eval_ids = await s.scalars(
                 select(EvaluationSample.exp_id)
-                .where(EvaluationSample.exp_id.startswith(f"{self.exp_id}_eval_step", autoescape=True))
+                .where(EvaluationSample.owner == self.exp_id, EvaluationSample.step.is_(None))
                 .distinct()
             )
-            stale = [e for e in eval_ids if int(e.rsplit("step", 1)[1]) >= step]
+            stale = [e for e in eval_ids if e.startswith(EVAL_PREFIX.format(self.exp_id))
+                     and int(e.removeprefix(EVAL_PREFIX.format(self.exp_id))) >= step]  # fmt: skip
             if stale:
-                await s.execute(delete(EvaluationSample).where(EvaluationSample.exp_id.in_(stale)))
+                await s.execute(
+                    delete(EvaluationSample).where(
+                        EvaluationSample.owner == self.exp_id, EvaluationSample.exp_id.in_(stale)
+                    )
+                )

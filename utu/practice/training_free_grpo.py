@@ -20,15 +20,17 @@ from utu.agents.agent import Agent
 from utu.config.models import TrainingFreeGRPOConfig
 from utu.db.engine import Database
 from utu.db.models import EvaluationSample
+from utu.errors import RunFailed
 from utu.eval.attempt import run_attempt
 from utu.eval.metrics import Attempt as MetricAttempt
 from utu.eval.metrics import compute_metrics, mean_and_pass
+from utu.eval.outcome import RERUN, check_attempts
 from utu.eval.runner import EvalRunner
 from utu.llm.usage import Usage, UsageTracker
 from utu.practice.data_manager import PracticeData
 from utu.practice.experience_updater import Attempt, ExperienceUpdater, GroupOutcome, LearnerFailure
 from utu.practice.library import Library, apply_operations
-from utu.practice.store import PracticeStore
+from utu.practice.store import EVAL_PREFIX, PracticeStore
 from utu.practice.verify import Verifier
 from utu.tracing.recorder import TaskRecorder
 from utu.tracing.spans import CHAIN, session, span
@@ -140,6 +142,7 @@ class TrainingFreeGRPO:
                 *(self.updater.learn_from_group([_as_attempt(r) for r in g], library) for g in groups.values())
             )
         failures: list[LearnerFailure] = [f for o in outcomes for f in o.failures]
+        self._check_step(step, rows, outcomes, failures)
         proposed = await self.updater.consolidate(library, outcomes, failures)
         new_library, records = apply_operations(library, proposed, self.p.max_experiences)
         stats = self._stats(epoch, b, step, rows, outcomes, failures, new_library, records, usage_before, start)
@@ -151,19 +154,31 @@ class TrainingFreeGRPO:
         )  # fmt: skip
         return stats, new_library
 
+    def _check_step(self, step: int, rows, outcomes: list[GroupOutcome], failures: list[LearnerFailure]) -> None:
+        """Refuse to record a step whose rollouts failed (beyond the allowed share) or whose learner failed on
+        every group it studied: the step stays undone, and rerunning retries it."""
+        check_attempts(rows, self.config.evaluation.max_failed_share, f"step {step}")
+        studied = [o for o in outcomes if o.used]
+        if studied and all(o.failures and not o.proposed for o in studied):
+            raise RunFailed(
+                f"step {step}: the learner failed on all {len(studied)} groups it studied; first error: "
+                f"{failures[0].error}; {RERUN}"
+            )
+
     async def evaluate(self, step: int, library: Library) -> dict[str, Any]:
         """Evaluate the current library on the eval set at the agent's own settings (not the rollout temperature)."""
         ev = self.config.evaluation
         limit = self.config.data.eval_data_truncate or ev.data.limit
         config = ev.model_copy(
             update={
-                "exp_id": f"{self.config.exp_id}_eval_step{step}",
+                "exp_id": EVAL_PREFIX.format(self.config.exp_id) + str(step),
                 "data": ev.data.model_copy(update={"limit": limit}),
             }
         )
         runner = EvalRunner(
-            config, self.db, self.agent, self.verifier, show_progress=False, experiences=library.experiences
-        )
+            config, self.db, self.agent, self.verifier, show_progress=False, experiences=library.experiences,
+            owner=self.config.exp_id,
+        )  # fmt: skip
         await runner.prepare()
         await runner.run()
         metrics = compute_metrics((MetricAttempt.from_row(r) for r in await runner.rows()), config.pass_k)

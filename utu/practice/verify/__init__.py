@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from utu.errors import ConfigError
+from utu.errors import ConfigError, EndpointError
 
 VERIFY_DIR = Path(__file__).resolve().parent
 GRACE_SECONDS = 2.0  # beyond the verifier's own budget, before we stop waiting for it
@@ -97,6 +97,8 @@ class Verifier:
             result = await asyncio.wait_for(call, self.timeout + GRACE_SECONDS)
         except TimeoutError:
             return Verdict(self.timeout_score, None, f"{self.name}: timed out after {self.timeout:g}s")
+        except EndpointError:
+            raise  # the judge's endpoint refuses everything: stop the run
         except Exception as e:
             return Verdict(self.timeout_score, None, f"{self.name}: {type(e).__name__}: {e}")
         return self._check(result)

@@ -1,0 +1,97 @@
+"""One run per experiment at a time: a lease row, renewed while the run lives, released at its end.
+
+A second run of the same exp_id is refused at start with one line naming the holder (host, pid, since
+when). A run killed with `kill -9` cannot release its lease: it expires `LEASE_SECONDS` after the last
+renewal, and on the same host a lease whose pid is gone is taken over at once.
+"""
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import delete, update
+from sqlalchemy.exc import IntegrityError
+
+from utu.db.engine import Database
+from utu.db.models import ExperimentLease
+from utu.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+LEASE_SECONDS = 90.0
+RENEW_EVERY = LEASE_SECONDS / 3
+
+
+@contextlib.asynccontextmanager
+async def experiment_lease(db: Database, exp_id: str) -> AsyncIterator[None]:
+    """Hold the lease on `exp_id` for the body; `ConfigError` if another live run holds it."""
+    holder = uuid.uuid4().hex
+    await _acquire(db, exp_id, holder)
+    renewer = asyncio.create_task(_renew_forever(db, exp_id, holder))
+    try:
+        yield
+    finally:
+        renewer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await renewer
+        async with db.transaction() as s:
+            await s.execute(delete(ExperimentLease).where(ExperimentLease.exp_id == exp_id,
+                                                          ExperimentLease.holder == holder))  # fmt: skip
+
+
+async def _acquire(db: Database, exp_id: str, holder: str) -> None:
+    now = datetime.now(UTC)
+    host = socket.gethostname()
+    try:
+        async with db.transaction() as s:
+            lease = await s.get(ExperimentLease, exp_id)
+            if lease is not None and _alive(lease, now, host):
+                since = _aware(lease.since).strftime("%Y-%m-%d %H:%M:%S UTC")
+                raise ConfigError(
+                    f"exp_id {exp_id!r} is being run by pid {lease.pid} on {lease.host} since {since}: wait for it "
+                    "to finish, stop it, or use another --exp_id"
+                )
+            if lease is not None:
+                await s.delete(lease)
+                await s.flush()
+            s.add(ExperimentLease(exp_id=exp_id, holder=holder, host=host, pid=os.getpid(), since=now,
+                                  expires_at=now + timedelta(seconds=LEASE_SECONDS)))  # fmt: skip
+    except IntegrityError:  # another run inserted its lease between our read and our write
+        raise ConfigError(f"exp_id {exp_id!r} was just started by another run: use another --exp_id") from None
+
+
+def _alive(lease: ExperimentLease, now: datetime, host: str) -> bool:
+    if _aware(lease.expires_at) <= now:
+        return False
+    if lease.host == host:
+        try:
+            os.kill(lease.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+    return True
+
+
+def _aware(moment: datetime) -> datetime:
+    """SQLite gives naive datetimes back: they were stored in UTC."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+async def _renew_forever(db: Database, exp_id: str, holder: str) -> None:
+    while True:
+        await asyncio.sleep(RENEW_EVERY)
+        try:
+            async with db.transaction() as s:
+                await s.execute(
+                    update(ExperimentLease)
+                    .where(ExperimentLease.exp_id == exp_id, ExperimentLease.holder == holder)
+                    .values(expires_at=datetime.now(UTC) + timedelta(seconds=LEASE_SECONDS))
+                )
+        except Exception as e:  # a passing database error: the next renewal may succeed
+            log.warning("could not renew the lease on %s: %s", exp_id, e)

@@ -1,0 +1,22 @@
+"""Whether a run did its job. A run with failed attempts beyond the allowed share, or with nothing judged,
+is a failure: the scripts exit non-zero with one line, and rerunning the same command retries what failed."""
+
+from collections.abc import Sequence
+from typing import Any
+
+from utu.errors import RunFailed
+
+RERUN = "fix the cause and run the same command again (failed attempts are retried)"
+
+
+def check_attempts(rows: Sequence[Any], max_failed_share: float, where: str, judged_expected: bool = True) -> None:
+    """Raise `RunFailed` if more than `max_failed_share` of `rows` failed, or (when judging was asked for)
+    none was judged. `rows` are `evaluation_data` rows (stage, error)."""
+    failed = [r for r in rows if r.stage == "failed"]
+    if rows and len(failed) / len(rows) > max_failed_share:
+        allowed = f" (allowed: {max_failed_share:.0%})" if max_failed_share else ""
+        raise RunFailed(
+            f"{where}: {len(failed)} of {len(rows)} attempts failed{allowed}; first error: {failed[0].error}; {RERUN}"
+        )
+    if judged_expected and rows and not any(r.stage == "judged" for r in rows):
+        raise RunFailed(f"{where}: no result: none of {len(rows)} attempts was judged; {RERUN}")
