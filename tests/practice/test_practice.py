@@ -1,6 +1,7 @@
 """Training-Free GRPO end to end against stub LLMs: library, operations, restart semantics, robustness."""
 
 import json
+import re
 
 import pytest
 import yaml
@@ -109,27 +110,50 @@ MALFORMED = {
 def test_malformed_learner_replies_are_recorded_and_the_step_goes_on(tmp_path, workspace, stub, kind):
     configs, db_url = workspace
     good = evolving_learner().reply_fn
+    broken = next(iter(QUESTIONS))  # every summary of this question's attempts is malformed
 
     def reply(body):
-        return MALFORMED[kind] if schema_of(body) == "OperationList" else good(body)
+        bad = schema_of(body) == "AttemptSummary" and broken in body["messages"][1]["content"]
+        return MALFORMED[kind] if bad else good(body)
 
     learner = stub(StubScript(reply_fn=reply))
     result = run_practice(tmp_path, configs, db_url, stub(agent_script()), learner, "--epochs", "1")
     assert result.returncode == 0, result.stderr
     errors = query(db_url, "SELECT step, stage, error, raw_reply FROM learner_errors ORDER BY id")
-    assert len(errors) == 4 and {e[1] for e in errors} == {"group_update"}  # 2 steps x 2 groups
+    assert len(errors) == 2 and {e[1] for e in errors} == {"summary"}  # the group's 2 attempts
     assert errors[0][3] == MALFORMED[kind]
     assert query(db_url, "SELECT count(*) FROM experience_snapshots") == [(2,)]
-    stats = json.loads(query(db_url, "SELECT stats FROM practice_steps WHERE step=0")[0][0])
-    assert stats["learner_errors"] == 2
+    stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps ORDER BY step")]
+    assert sum(s["learner_errors"] for s in stats) == 2
 
 
-def test_failed_attempts_are_recorded_not_dropped(tmp_path, workspace, stub):
+def test_a_learner_that_fails_on_every_group_fails_the_step(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    good = evolving_learner().reply_fn
+    learner = stub(StubScript(reply_fn=lambda body: "{not json" if schema_of(body) == "OperationList" else good(body)))
+    agent = stub(agent_script())
+    result = run_practice(tmp_path, configs, db_url, agent, learner, "--epochs", "1")
+    assert result.returncode == 2
+    assert "step 0: the learner failed on all 2 groups it studied" in result.stderr
+    assert len(query(db_url, "SELECT * FROM learner_errors WHERE step=0")) == 2  # kept for diagnosis
+    assert query(db_url, "SELECT count(*) FROM experience_snapshots") == [(0,)]  # the step is not done
+    fixed = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--epochs", "1")
+    assert fixed.returncode == 0, fixed.stderr
+    assert query(db_url, "SELECT count(*) FROM experience_snapshots") == [(2,)]
+    assert agent.request_count == 2 * AGENT_PER_STEP  # step 0's judged rollouts reused, then step 1
+
+
+def test_failed_attempts_fail_the_step_unless_allowed(tmp_path, workspace, stub):
     configs, db_url = workspace
     broken = next(iter(QUESTIONS))
     agent_stub = agent_script()
     agent_stub.fault_fn = lambda body: "http500" if broken in body["messages"][1]["content"] else None
-    result = run_practice(tmp_path, configs, db_url, stub(agent_stub), stub(evolving_learner()), "--epochs", "1")
+    agent, learner = stub(agent_stub), stub(evolving_learner())
+    refused = run_practice(tmp_path, configs, db_url, agent, learner, "--epochs", "1")
+    failing = re.search(r"step (\d): 2 of 4 attempts failed", refused.stderr)
+    assert refused.returncode == 2 and failing, refused.stderr
+    assert (int(failing.group(1)),) not in query(db_url, "SELECT step FROM practice_steps")  # not recorded as done
+    result = run_practice(tmp_path, configs, db_url, agent, learner, "--epochs", "1", "--max_failed_share", "0.5")
     assert result.returncode == 0, result.stderr
     failed = query(db_url, "SELECT error FROM evaluation_data WHERE stage='failed'")
     assert len(failed) == 2 and all("HTTP 500" in e for (e,) in failed)
@@ -144,7 +168,7 @@ def test_task_timeout_applies_to_rollouts(tmp_path, workspace, stub):
     slow.latency = 1.0
     result = run_practice(tmp_path, configs, db_url, stub(slow), stub(evolving_learner()), "--epochs", "1",
                           "--task_timeout", "0.3")  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 2 and "4 of 4 attempts failed" in result.stderr
     errors = query(db_url, "SELECT stage, error FROM evaluation_data")
     assert {stage for stage, _ in errors} == {"failed"} and all("timed out after 0.3s" in e for _, e in errors)
 
@@ -190,7 +214,9 @@ def test_all_equal_groups_are_skipped_with_ground_truth(tmp_path, workspace, stu
     configs, db_url = workspace
     learner = stub(evolving_learner())
     result = run_practice(tmp_path, configs, db_url, stub(agent_script(pattern=("right",))), learner, "--epochs", "1")
-    assert result.returncode == 0
+    assert result.returncode == 2  # nothing learned: said, with why, and nothing exported
+    assert "practice learned nothing" in result.stderr and "none of 4 groups carried contrast" in result.stderr
+    assert not (tmp_path / "runs/t/enhanced_agent.yaml").exists()
     assert learner.request_count == 0
     stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps")]
     assert all(s["groups_skipped"] == 2 for s in stats)

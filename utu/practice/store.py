@@ -62,14 +62,20 @@ class PracticeStore:
                 )
                 for r in records
             )  # fmt: skip
-            s.add_all(
-                LearnerError(
-                    exp_id=self.exp_id, step=step, stage=f.stage, dataset_index=f.dataset_index, error=f.error,
-                    raw_reply=f.raw_reply,
-                )
-                for f in failures
-            )  # fmt: skip
+            s.add_all(self._errors(step, failures))
             s.add(PracticeStep(exp_id=self.exp_id, step=step, epoch=epoch, batch=batch, stats=stats))
+
+    async def record_failures(self, step: int, failures: list[LearnerFailure]) -> None:
+        """Learner failures of a step that is not recorded as done (kept for diagnosis)."""
+        async with self.db.transaction() as s:
+            s.add_all(self._errors(step, failures))
+
+    def _errors(self, step: int, failures: list[LearnerFailure]) -> list[LearnerError]:
+        return [
+            LearnerError(exp_id=self.exp_id, step=step, stage=f.stage, dataset_index=f.dataset_index, error=f.error,
+                         raw_reply=f.raw_reply)
+            for f in failures
+        ]  # fmt: skip
 
     async def update_stats(self, step: int, extra: dict[str, Any]) -> None:
         async with self.db.transaction() as s:

@@ -142,7 +142,7 @@ class TrainingFreeGRPO:
                 *(self.updater.learn_from_group([_as_attempt(r) for r in g], library) for g in groups.values())
             )
         failures: list[LearnerFailure] = [f for o in outcomes for f in o.failures]
-        self._check_step(step, rows, outcomes, failures)
+        await self._check_step(step, rows, outcomes, failures)
         proposed = await self.updater.consolidate(library, outcomes, failures)
         new_library, records = apply_operations(library, proposed, self.p.max_experiences)
         stats = self._stats(epoch, b, step, rows, outcomes, failures, new_library, records, usage_before, start)
@@ -154,12 +154,13 @@ class TrainingFreeGRPO:
         )  # fmt: skip
         return stats, new_library
 
-    def _check_step(self, step: int, rows, outcomes: list[GroupOutcome], failures: list[LearnerFailure]) -> None:
+    async def _check_step(self, step: int, rows, outcomes: list[GroupOutcome], failures: list[LearnerFailure]) -> None:
         """Refuse to record a step whose rollouts failed (beyond the allowed share) or whose learner failed on
         every group it studied: the step stays undone, and rerunning retries it."""
         check_attempts(rows, self.config.evaluation.max_failed_share, f"step {step}")
         studied = [o for o in outcomes if o.used]
         if studied and all(o.failures and not o.proposed for o in studied):
+            await self.store.record_failures(step, failures)
             raise RunFailed(
                 f"step {step}: the learner failed on all {len(studied)} groups it studied; first error: "
                 f"{failures[0].error}; {RERUN}"
