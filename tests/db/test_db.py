@@ -15,7 +15,7 @@ def db(any_db):
 
 
 def sample(i: int, attempt: int = 0, exp_id: str = "exp") -> EvaluationSample:
-    return EvaluationSample(exp_id=exp_id, dataset="d", dataset_index=i, attempt=attempt, raw_question=f"q{i}")
+    return EvaluationSample(exp_id=exp_id, owner=exp_id, dataset="d", dataset_index=i, attempt=attempt, raw_question=f"q{i}")
 
 
 async def count(db: Database, model) -> int:
@@ -34,7 +34,7 @@ async def test_concurrent_inserts_all_land(db):
 
 async def test_concurrent_read_modify_write_loses_no_update(db):
     async with db.transaction() as s:
-        s.add(EvaluationSample(exp_id="c", dataset="d", dataset_index=0, raw_question="q", tokens=0))
+        s.add(EvaluationSample(exp_id="c", owner="c", dataset="d", dataset_index=0, raw_question="q", tokens=0))
 
     async def bump() -> None:
         async with db.transaction() as s:

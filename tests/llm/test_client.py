@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from tests.conftest import client_for, fast_config
 from utu.config import Pricing
-from utu.errors import LLMError, StructuredOutputError
+from utu.errors import EndpointError, LLMError, StructuredOutputError
 from utu.llm import LLMClient, UsageTracker
 from utu.llm.stub import StubScript, count_tokens
 
@@ -53,10 +53,39 @@ async def test_retry_after_is_honoured(stub):
 
 async def test_no_retry_on_auth_error_and_the_message_names_the_variable(stub):
     server = stub(StubScript(fault_sequence=["http401"]))
-    with pytest.raises(LLMError, match="UTU_LLM_API_KEY") as info:
+    with pytest.raises(EndpointError, match="UTU_LLM_API_KEY") as info:  # stops the run, not one attempt
         await client_for(server).chat(USER)
     assert "401" in str(info.value)
     assert server.request_count == 1
+
+
+async def test_preflight_names_a_dead_endpoint_at_once():
+    from utu.servers import free_port
+
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    client = LLMClient(fast_config(max_retries=4), base_url=url, model="m", api_key="k")
+    try:
+        start = time.perf_counter()
+        with pytest.raises(EndpointError, match="cannot reach the endpoint.*UTU_LLM_BASE_URL"):
+            await client.preflight()
+        assert time.perf_counter() - start < 5  # no retries
+    finally:
+        await client.close()
+
+
+async def test_preflight_passes_a_live_endpoint(stub):
+    server = stub(StubScript(replies=["x"]))
+    await client_for(server).preflight()
+    assert server.request_count == 0  # GET /models, no chat completion spent
+
+
+async def test_a_malformed_retry_after_falls_back_to_backoff():
+    from utu.llm.client import _retry_after
+    from utu.llm.http import HTTPStatusError
+
+    for value in ("soon", "Mon, 99 Foo 2026 99:99:99 GMT", "nan", "-5", "1e9", ""):
+        assert _retry_after(HTTPStatusError(429, {"retry-after": value}, "")) is None
+    assert _retry_after(HTTPStatusError(429, {"retry-after": "2"}, "")) == 2.0
 
 
 async def test_no_retry_on_bad_request(stub):
@@ -117,7 +146,7 @@ async def test_usage_totals_are_exact_and_priced(stub):
 
 
 async def test_failed_calls_add_no_usage(stub):
-    server = stub(StubScript(fault_sequence=["http401"]))
+    server = stub(StubScript(fault_sequence=["http400"]))
     usage = UsageTracker()
     with pytest.raises(LLMError):
         await client_for(server, usage=usage).chat(USER)

@@ -52,7 +52,7 @@ class EvaluationSample(Base):
     exp_id: Mapped[str] = mapped_column(String(200), index=True)
     # The experiment that made the row and alone may read, reuse or delete it: an eval's own exp_id, or the
     # practice experiment for its `<P>_epoch_<e>` and `<P>_eval_step<N>` rows. Not derived from names.
-    owner: Mapped[str | None] = mapped_column(String(200), nullable=True, index=True)
+    owner: Mapped[str] = mapped_column(String(200), index=True)
     dataset: Mapped[str] = mapped_column(String(200))
     dataset_index: Mapped[int] = mapped_column(Integer)
     attempt: Mapped[int] = mapped_column(Integer, default=0)
