@@ -28,6 +28,9 @@ def parse_args() -> argparse.Namespace:
 async def main() -> int:
     args = parse_args()
     name, rows = parse_dataset_file(args.file_path, args.dataset_name)
+    renamed = sorted({row.dataset for row in rows if row.dataset and row.dataset != name})
+    if renamed:
+        log.info("lines naming data set %s are stored as %r (--dataset_name)", ", ".join(map(repr, renamed)), name)
     db = Database(args.db_url)
     try:
         await db.create_tables()

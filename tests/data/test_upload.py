@@ -22,7 +22,6 @@ BAD_LINES = {
     "boolean answer": ('{"question": "q", "answer": true}', "field 'answer'"),
     "list answer": ('{"question": "q", "answer": [1]}', "field 'answer'"),
     "meta not an object": ('{"question": "q", "meta": 3}', "field 'meta'"),
-    "other data set": ('{"dataset": "Other", "question": "q"}', "differs from --dataset_name"),
 }
 
 
@@ -117,6 +116,45 @@ def test_dataset_name_defaults_to_the_lines_field(tmp_path, db_url):
     path = write(tmp_path / "data.jsonl", ['{"dataset": "FromFile", "question": "q"}'])
     assert run_script(UPLOAD, "--file_path", str(path), "--db_url", db_url).returncode == 0
     assert len(rows(db_url, "FromFile")) == 1
+
+
+def test_dataset_name_renames_the_lines_own_names(tmp_path, db_url):
+    path = write(tmp_path / "data.jsonl", ['{"dataset": "Other", "question": "q1"}', '{"question": "q2"}'])
+    result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", db_url)
+    assert result.returncode == 0, result.stderr
+    assert [r.question for r in rows(db_url, "T")] == ["q1", "q2"] and rows(db_url, "Other") == []
+    assert "'Other' are stored as 'T'" in result.stderr
+
+
+def test_a_line_that_is_not_utf8_is_named(tmp_path, db_url):
+    path = tmp_path / "data.jsonl"
+    path.write_bytes(b'{"question": "fine"}\n{"question": "caf\xe9"}\n')
+    result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", db_url)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: {path}:2: not UTF-8 text (byte 0xe9 at column 18)"
+    assert rows(db_url, "T") == []
+
+
+def test_a_directory_is_named_as_such(tmp_path, db_url):
+    result = run_script(UPLOAD, "--file_path", str(tmp_path), "--dataset_name", "T", "--db_url", db_url)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: {tmp_path}: is a directory; give the JSONL file itself"
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("foo://bar", "database URL foo://bar: Can't load plugin"),
+        ("not a url", "is not a URL"),
+        ("sqlite:///", "names no file: an in-memory database keeps nothing"),
+        ("sqlite:////nonexistent/dir/x.db", "cannot open it"),
+    ],
+)
+def test_a_bad_database_url_is_one_line(tmp_path, url, message):
+    path = write(tmp_path / "data.jsonl", GOOD)
+    result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", url)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr, result.stderr
 
 
 def test_missing_file_is_one_clear_line(tmp_path, db_url):

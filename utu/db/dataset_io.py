@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
 
 from utu.db.engine import Database
 from utu.db.models import DatasetSample
@@ -55,14 +56,22 @@ class DatasetLine(BaseModel):
 def parse_dataset_file(path: Path, dataset_name: str | None = None) -> tuple[str, list[DatasetLine]]:
     """Validate every line. Raise `DataError` listing each bad line as `FILE:LINE: reason`.
 
-    Returns the data set name (the argument, else the lines' `dataset` field) and the rows.
+    Returns the data set name (the argument, else the lines' `dataset` field) and the rows. With a
+    `dataset_name`, the lines' own `dataset` fields are ignored: the rows are stored under that name.
     """
+    if path.is_dir():
+        raise DataError(f"{path}: is a directory; give the JSONL file itself")
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     rows: list[DatasetLine] = []
     problems: list[str] = []
-    with path.open(encoding="utf-8") as f:
-        for number, text in enumerate(f, start=1):
+    with path.open("rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                problems.append(f"{path}:{number}: not UTF-8 text (byte {raw[e.start]:#04x} at column {e.start + 1})")
+                continue
             if not text.strip():
                 continue
             try:
@@ -71,13 +80,9 @@ def parse_dataset_file(path: Path, dataset_name: str | None = None) -> tuple[str
                 problems.append(f"{path}:{number}: {e}")
                 continue
             name = dataset_name or row.dataset
-            if row.dataset and dataset_name and row.dataset != dataset_name:
-                problems.append(
-                    f"{path}:{number}: dataset {row.dataset!r} differs from --dataset_name {dataset_name!r}"
-                )
-            elif name is None:
+            if name is None:
                 problems.append(f'{path}:{number}: no dataset name: add a "dataset" field or pass --dataset_name')
-            elif rows and name != (dataset_name or rows[0].dataset):
+            elif not dataset_name and rows and name != rows[0].dataset:
                 problems.append(f"{path}:{number}: dataset {name!r} differs from earlier lines ({rows[0].dataset!r})")
             rows.append(row)
     if problems:
@@ -179,7 +184,12 @@ async def ensure_dataset(db: Database, name: str) -> int:
             f"data set {name!r} is not in {db.describe()} and not bundled: upload it with "
             f"`python scripts/data/upload_dataset.py --file_path FILE --dataset_name {name}`"
         )
-    return await store_dataset(db, name, parse_dataset_file(path, name)[1])
+    try:
+        return await store_dataset(db, name, parse_dataset_file(path, name)[1])
+    except (DataError, IntegrityError):  # another run loaded the same bundled set meanwhile: use theirs
+        if size := await dataset_size(db, name):
+            return size
+        raise
 
 
 async def select_questions(db: Database, name: str, limit: int | None = None) -> list[DatasetSample]:

@@ -15,17 +15,28 @@ from pathlib import Path
 
 from sqlalchemy import event, inspect, select, update
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, InterfaceError, NoSuchModuleError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from utu.db.models import Base, EvaluationSample, Experiment
+from utu.errors import ConfigError
 
 DEFAULT_SQLITE_FILE = "utu.db"
 
 
+URL_HINT = "use sqlite:///path/to/file.db or postgresql+psycopg://user:password@host/db (--db_url or UTU_DB_URL)"
+
+
 def database_url(url: str | None = None) -> str:
-    """The async URL to use: the argument, else `UTU_DB_URL`, else `./utu.db` (SQLite)."""
+    """The async URL to use: the argument, else `UTU_DB_URL`, else `./utu.db` (SQLite). A URL that cannot
+    work, or an in-memory SQLite database (which would keep nothing), is a `ConfigError`."""
     url = url or os.environ.get("UTU_DB_URL") or f"sqlite:///{Path.cwd() / DEFAULT_SQLITE_FILE}"
-    parsed = make_url(url)
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ConfigError(f"database URL {url!r} is not a URL: {URL_HINT}") from None
+    if parsed.drivername.startswith("sqlite") and parsed.database in (None, "", ":memory:"):
+        raise ConfigError(f"database URL {url!r} names no file: an in-memory database keeps nothing; {URL_HINT}")
     if parsed.drivername == "sqlite":
         parsed = parsed.set(drivername="sqlite+aiosqlite")
     elif parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg2"):
@@ -39,11 +50,14 @@ class Database:
     def __init__(self, url: str | None = None):
         self.url = database_url(url)
         self.is_sqlite = self.url.startswith("sqlite")
-        if self.is_sqlite:
-            self.engine: AsyncEngine = create_async_engine(self.url, connect_args={"timeout": 60})
-            _configure_sqlite(self.engine)
-        else:
-            self.engine = create_async_engine(self.url, pool_size=20, max_overflow=40, pool_pre_ping=True)
+        try:
+            if self.is_sqlite:
+                self.engine: AsyncEngine = create_async_engine(self.url, connect_args={"timeout": 60})
+                _configure_sqlite(self.engine)
+            else:
+                self.engine = create_async_engine(self.url, pool_size=20, max_overflow=40, pool_pre_ping=True)
+        except (ArgumentError, NoSuchModuleError, ImportError) as e:
+            raise ConfigError(f"database URL {self.describe()}: {' '.join(str(e).split())[:200]}; {URL_HINT}") from None
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
         # SQLite has one writer at a time; writers that wait on its lock sleep in coarse busy-timeout steps
         # (up to 100 ms). Queueing this process's writers here instead is far faster under concurrency.
@@ -51,9 +65,13 @@ class Database:
 
     async def create_tables(self) -> None:
         """Create missing tables, and add columns that newer versions of utu added (always nullable)."""
-        async with self.engine.begin() as conn:
-            await conn.run_sync(Base.metadata.create_all)
-            await conn.run_sync(_add_missing_columns)
+        try:
+            async with self.engine.begin() as conn:
+                await conn.run_sync(Base.metadata.create_all)
+                await conn.run_sync(_add_missing_columns)
+        except (OperationalError, InterfaceError, OSError) as e:
+            reason = " ".join(str(getattr(e, "orig", None) or e).split())[:200]
+            raise ConfigError(f"database {self.describe()}: cannot open it: {reason}") from None
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
