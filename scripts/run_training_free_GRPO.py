@@ -110,7 +110,7 @@ def build_config(args: argparse.Namespace, overrides: list[str]) -> TrainingFree
         data_flags["rollout_data_truncate"] = None
     config["data"] |= data_flags
     config["evaluation"] |= pick(EVAL_FLAGS)
-    if args.exp_id:
+    if args.exp_id is not None:
         config["exp_id"] = args.exp_id
     if args.agent_config:
         config["evaluation"]["agent"] = load_agent_config(args.agent_config).model_dump()
@@ -136,7 +136,7 @@ async def main() -> int:
     args, overrides = parse_args()
     config = build_config(args, overrides)
     run_dir = inside(args.output_dir, config.exp_id)  # names and paths are checked before any work
-    if args.export_to:
+    if args.export_to is not None:
         check_export_target(config_root(), args.export_to)
     ev = config.evaluation
     verify_func = load_verifier(ev.verify_filename, ev.verify_func_name)

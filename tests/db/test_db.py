@@ -15,7 +15,9 @@ def db(any_db):
 
 
 def sample(i: int, attempt: int = 0, exp_id: str = "exp") -> EvaluationSample:
-    return EvaluationSample(exp_id=exp_id, owner=exp_id, dataset="d", dataset_index=i, attempt=attempt, raw_question=f"q{i}")
+    return EvaluationSample(
+        exp_id=exp_id, owner=exp_id, dataset="d", dataset_index=i, attempt=attempt, raw_question=f"q{i}"
+    )
 
 
 async def count(db: Database, model) -> int:
@@ -101,3 +103,38 @@ def test_urls_map_to_async_drivers(tmp_path, monkeypatch):
 async def test_sqlite_uses_wal(sqlite_db):
     async with sqlite_db.engine.connect() as conn:
         assert (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar() == "wal"
+
+
+async def test_two_first_runs_load_a_bundled_set_once(db):
+    from utu.db.dataset_io import bundled_datasets, dataset_size, ensure_dataset
+
+    other = Database(db.url)  # a second run: its own engine, same database
+    try:
+        sizes = await asyncio.gather(ensure_dataset(db, "AIME25"), ensure_dataset(other, "AIME25"))
+    finally:
+        await other.dispose()
+    expected = len(bundled_datasets()["AIME25"].read_text().splitlines())
+    assert sizes == [expected, expected] and await dataset_size(db, "AIME25") == expected
+
+
+async def test_an_old_database_gets_row_owners(tmp_path):
+    """Attempts stored before rows had owners: practice rows go to their practice, the rest to themselves."""
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE experiments (exp_id VARCHAR(200) PRIMARY KEY, kind VARCHAR(20), "
+                     "fingerprint VARCHAR(64), config JSON, created_at DATETIME)")  # fmt: skip
+        conn.execute("CREATE TABLE evaluation_data (id INTEGER PRIMARY KEY, exp_id VARCHAR(200), dataset VARCHAR(200), "
+                     "dataset_index INTEGER, attempt INTEGER, step INTEGER, source VARCHAR(100), raw_question TEXT, "
+                     "stage VARCHAR(20))")  # fmt: skip
+        conn.execute("INSERT INTO experiments VALUES ('P', 'practice', 'x', '{}', NULL)")
+        for i, exp in enumerate(["P_epoch_0", "P_eval_step1", "E", "Q_epoch_0"]):
+            conn.execute("INSERT INTO evaluation_data (id, exp_id, dataset, dataset_index, attempt, source, "
+                         "raw_question, stage) VALUES (?, ?, 'd', 0, 0, 's', 'q', 'init')", (i, exp))  # fmt: skip
+    db = Database(f"sqlite:///{path}")
+    await db.create_tables()
+    await db.dispose()
+    with sqlite3.connect(path) as conn:
+        owners = dict(conn.execute("SELECT exp_id, owner FROM evaluation_data"))
+    assert owners == {"P_epoch_0": "P", "P_eval_step1": "P", "E": "E", "Q_epoch_0": "Q_epoch_0"}

@@ -131,7 +131,9 @@ def test_failed_attempts_fail_the_run_are_stored_and_retried_on_rerun(stub, tmp_
     server = stub(StubScript(reply_fn=scripted(), fault_fn=fault))
     result = run_script(*eval_args(db[1]), env=env_for(server), cwd=tmp_path)
     assert result.returncode == 2, result.stderr
-    assert "e1: 2 of 12 attempts failed; first error:" in result.stderr and "run the same command again" in result.stderr
+    assert (
+        "e1: 2 of 12 attempts failed; first error:" in result.stderr and "run the same command again" in result.stderr
+    )
     failed = [r for r in rows(db[0], "e1") if r[2] == "failed"]
     assert [(r[0], r[1]) for r in failed] == [(2, 0), (2, 1)]
     assert all("400" in r[4] for r in failed)
@@ -238,3 +240,76 @@ def test_a_small_eval_on_the_real_embedded_model(local_model, tmp_path, db):
     final = rows(db[0], "real")
     assert len(final) == 2 and {r[2] for r in final} == {"judged"}
     assert all(r[3] in (0.0, 1.0) for r in final)
+
+
+@pytest.mark.parametrize("exp_id", ["../../x", "/tmp/abs", "", "x" * 300, "a/b", ".hidden"])
+def test_experiment_ids_are_plain_names_checked_before_any_work(stub, tmp_path, db, exp_id):
+    server = stub(StubScript(reply_fn=scripted()))
+    result = run_script(*eval_args(db[1], exp_id), env=env_for(server), cwd=tmp_path)
+    assert result.returncode == 2 and "exp_id" in result.stderr and "not a plain name" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert server.request_count == 0 and not (tmp_path / "runs").exists()
+
+
+def upload(tmp_path, db_url, questions, *flags):
+    path = tmp_path / "custom.jsonl"
+    path.write_text("".join(json.dumps(q) + "\n" for q in questions))
+    upload = str(ROOT / "scripts/data/upload_dataset.py")
+    result = run_script(upload, "--file_path", str(path), "--dataset_name", "Custom", "--db_url", db_url, *flags)
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_replaced_data_set_or_another_selection_is_not_silently_reused(stub, tmp_path, db):
+    server = stub(StubScript(replies=["\\boxed{1}"]))
+    upload(tmp_path, db[1], [{"question": f"q{i}", "answer": "1"} for i in range(4)])
+    args = [*eval_args(db[1], "e1"), "--dataset", "Custom"]
+    assert run_script(*args, env=env_for(server), cwd=tmp_path).returncode == 0
+    upload(tmp_path, db[1], [{"question": f"new {i}", "answer": "2"} for i in range(4)], "--replace")
+    stale = run_script(*args, env=env_for(server), cwd=tmp_path)
+    assert stale.returncode == 2 and "changed: selection.sha256" in stale.stderr
+    smaller = run_script(*args, "--limit", "2", "--fresh", env=env_for(server), cwd=tmp_path)
+    assert smaller.returncode == 0, smaller.stderr
+    metrics = json.loads((tmp_path / "runs/e1/eval_metrics.json").read_text())
+    assert (metrics["questions"], metrics["attempts"]) == (2, 4)  # the current selection only
+
+
+def test_a_limit_set_for_one_data_set_does_not_cut_another_silently(stub, tmp_path, db):
+    server = stub(StubScript(replies=["\\boxed{1}"]))
+    upload(tmp_path, db[1], [{"question": f"q{i}", "answer": "1"} for i in range(25)])
+    result = run_script(RUN_EVAL, "--config_name", "local/mawps", "--dataset", "Custom", "--pass_k", "1",
+                        "--exp_id", "all", "--db_url", db[1], env=env_for(server), cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "limit (20) was set for MAWPS_singleop: not applied to Custom" in " ".join(result.stderr.split())
+    assert json.loads((tmp_path / "runs/all/eval_metrics.json").read_text())["questions"] == 25
+
+
+def lease_rows(db_path):
+    if not db_path.exists():
+        return []
+    with sqlite3.connect(db_path) as conn:
+        try:
+            return conn.execute("SELECT exp_id, pid FROM experiment_leases").fetchall()
+        except sqlite3.OperationalError:
+            return []
+
+
+def test_one_run_per_experiment_at_a_time_and_a_dead_runs_lease_is_taken_over(stub, tmp_path, db):
+    server = stub(StubScript(reply_fn=scripted(), latency=30))
+    first = subprocess.Popen([sys.executable, *eval_args(db[1])], cwd=tmp_path, env={**os.environ, **env_for(server)},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not lease_rows(db[0]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert lease_rows(db[0]) == [("e1", first.pid)]
+        second = run_script(*eval_args(db[1]), env=env_for(server), cwd=tmp_path)
+        assert second.returncode == 2
+        assert f"exp_id 'e1' is being run by pid {first.pid} on" in second.stderr
+        assert len(second.stderr.strip().splitlines()) == 1
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    quick = stub(StubScript(reply_fn=scripted()))
+    third = run_script(*eval_args(db[1]), env=env_for(quick), cwd=tmp_path)  # the dead pid's lease is taken over
+    assert third.returncode == 0, third.stderr
+    assert lease_rows(db[0]) == []  # released at the end

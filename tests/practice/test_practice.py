@@ -6,6 +6,7 @@ import re
 import pytest
 import yaml
 
+from tests.conftest import ROOT, run_script
 from tests.practice.helpers import (
     QUESTIONS,
     agent_script,
@@ -247,7 +248,12 @@ def test_the_exported_agent_keeps_the_baseline_settings_and_placement(tmp_path, 
     assert exported["model"]["model_settings"]["temperature"] == 0.3  # not the rollout temperature
     assert exported["experience_placement"] == "system"
     assert exported["experiences"] == {"G1": "When unsure, recompute.", "G2": "When done, box it."}
-    assert exported["model"]["model_provider"]["api_key"] == "${oc.env:UTU_LLM_API_KEY,null}"
+    assert exported["model"]["model_provider"] == {  # the endpoint of whoever uses it, like the baseline
+        "type": "${oc.env:UTU_LLM_TYPE,chat.completions}",
+        "model": "${oc.env:UTU_LLM_MODEL,null}",
+        "base_url": "${oc.env:UTU_LLM_BASE_URL,null}",
+        "api_key": "${oc.env:UTU_LLM_API_KEY,null}",
+    }
     assert (configs / "agents/practice/my_enhanced.yaml").exists() and (
         configs / "eval/practice/my_enhanced.yaml"
     ).exists()
@@ -257,3 +263,28 @@ def test_the_exported_agent_keeps_the_baseline_settings_and_placement(tmp_path, 
     assert again.returncode == 2 and "already exists" in again.stderr and agent.request_count == 0
     shipped = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--export_to", "math_agent")
     assert shipped.returncode == 2 and agent.request_count == 0
+
+
+@pytest.mark.parametrize("name", ["../../../evil", "sub/name", "/tmp/abs", "", "x" * 65])
+def test_export_names_are_plain_and_checked_before_any_work(tmp_path, workspace, stub, name):
+    configs, db_url = workspace
+    agent = stub(agent_script())
+    result = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--export_to", name)
+    assert result.returncode == 2 and "--export_to" in result.stderr and "not a plain name" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and agent.request_count == 0
+
+
+def test_an_eval_cannot_read_or_delete_a_practices_attempts(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    assert run_practice(tmp_path, configs, db_url, stub(agent_script()), stub(evolving_learner()),
+                        "--epochs", "1").returncode == 0  # fmt: skip
+    before = query(db_url, "SELECT count(*) FROM evaluation_data WHERE exp_id='t_epoch_0'")
+    agent = stub(agent_script())
+    env = {"UTU_CONFIG_DIR": str(configs), "UTU_LLM_BASE_URL": agent.base_url, "UTU_LLM_MODEL": "a",
+           "UTU_LLM_API_KEY": "k"}  # fmt: skip
+    for extra in ([], ["--fresh"]):
+        result = run_script(str(ROOT / "scripts/run_eval.py"), "--config_name", "local/mawps", "--dataset", "Arith",
+                            "--exp_id", "t_epoch_0", "--db_url", db_url, *extra, env=env, cwd=tmp_path)  # fmt: skip
+        assert result.returncode == 2 and "holds attempts of experiment 't'" in result.stderr
+    assert query(db_url, "SELECT count(*) FROM evaluation_data WHERE exp_id='t_epoch_0'") == before
+    assert agent.request_count == 0

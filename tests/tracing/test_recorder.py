@@ -11,7 +11,10 @@ from utu.tracing.recorder import TaskRecorder
 
 async def stored_rows(db, n: int) -> list[EvaluationSample]:
     async with db.transaction() as s:
-        rows = [EvaluationSample(exp_id="e", owner="e", dataset="d", dataset_index=i, raw_question=f"q{i}") for i in range(n)]
+        rows = [
+            EvaluationSample(exp_id="e", owner="e", dataset="d", dataset_index=i, raw_question=f"q{i}")
+            for i in range(n)
+        ]
         s.add_all(rows)
     return rows
 

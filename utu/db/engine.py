@@ -88,14 +88,16 @@ class Database:
 
 def _add_missing_columns(conn) -> None:
     inspector = inspect(conn)
+    added = set()
     for table in Base.metadata.sorted_tables:
         present = {c["name"] for c in inspector.get_columns(table.name)}
         for column in table.columns:
             if column.name not in present:
                 kind = column.type.compile(dialect=conn.dialect)
                 conn.exec_driver_sql(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}')
-                if (table.name, column.name) == ("evaluation_data", "owner"):
-                    _backfill_owners(conn)
+                added.add((table.name, column.name))
+    if ("evaluation_data", "owner") in added:
+        _backfill_owners(conn)
 
 
 def _backfill_owners(conn) -> None:
