@@ -140,3 +140,38 @@ async def test_verifier_failures_give_timeout_score_and_an_error():
         verdict = await Verifier(func, timeout=0.2, timeout_score=0.5)(sample("a", "b"))
         assert verdict.reward == 0.5 and message in verdict.error, func.__name__
         assert not verdict.correct
+
+
+async def test_hung_sync_verifiers_are_abandoned_without_exhausting_anything():
+    import threading
+
+    release = threading.Event()
+
+    def hangs(sample, timeout_score=0, **kw):
+        release.wait()  # hangs until the test ends
+
+    hung = Verifier(hangs, timeout=0.1, timeout_score=0.0)
+    try:
+        start = time.perf_counter()
+        verdicts = await asyncio.gather(*(hung(sample("a", "b")) for _ in range(100)))
+        assert all("timed out" in v.error for v in verdicts)
+        assert time.perf_counter() - start < 10  # abandoned at their timeout, not queued behind each other
+        assert await asyncio.wait_for(asyncio.to_thread(lambda: 42), 2) == 42  # the shared pool is free
+        ok = Verifier(lambda s, timeout_score=0, **kw: {"reward": 1.0}, timeout=1.0)
+        assert (await ok(sample("a", "a"))).reward == 1.0
+    finally:
+        release.set()
+
+
+async def test_a_dead_math_worker_is_replaced(math_verifier):
+    import os
+    import signal
+
+    from utu.practice.verify import math as math_module
+
+    assert (await math_verifier(sample("4", "\\boxed{4}"))).reward == 1.0
+    workers = [w.pid for w in math_module.pool()._pool_manager.worker_manager.workers.values()]
+    for pid in workers:  # what the OOM killer would do
+        os.kill(pid, signal.SIGKILL)
+    verdicts = await asyncio.gather(*(math_verifier(sample("4", "\\boxed{4}")) for _ in range(4)))
+    assert [v.reward for v in verdicts] == [1.0] * 4 and not any(v.error for v in verdicts)

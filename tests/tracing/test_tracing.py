@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from tests.practice.helpers import QUESTIONS, agent_script, evolving_learner, run_practice, setup_workspace
+from tests.practice.helpers import agent_script, evolving_learner, run_practice, setup_workspace
 
 pytestmark = pytest.mark.integration
 SECRET = "sk-test-secret-123"
@@ -113,13 +113,9 @@ def test_one_practice_step_gives_the_expected_span_tree(tmp_path, phoenix, stub)
 
 def test_secrets_leave_no_trace(tmp_path, phoenix, stub):
     configs, db_url = setup_workspace(tmp_path)
-    first_question = next(iter(QUESTIONS))
-
-    def fault(body):  # one question always gets a 401 whose message quotes the key, as real APIs do
-        return "http401" if first_question in body["messages"][1]["content"] else None
-
     script = agent_script()
-    script.fault_fn = fault
+    answer = script.reply_fn
+    script.reply_fn = lambda body: f"{answer(body)} (my key is {SECRET})"  # a reply that quotes the key
     agent, learner = stub(script), stub(evolving_learner())
     env = {"PHOENIX_ENDPOINT": phoenix["endpoint"], "PHOENIX_PROJECT_NAME": "secrets"}
     os.environ.update(env)
@@ -127,19 +123,22 @@ def test_secrets_leave_no_trace(tmp_path, phoenix, stub):
         result = run_practice(
             tmp_path, configs, db_url, agent, learner, "--epochs", "1", "--rollout_data_truncate", "2", api_key=SECRET
         )
+        # A 401 whose message quotes the key, as real APIs do: the run stops with one masked line.
+        script.fault_fn = lambda body: "http401"
+        refused = run_practice(tmp_path, configs, db_url, agent, learner, "--exp_id", "t401", api_key=SECRET)
     finally:
         for key in env:
             del os.environ[key]
     assert result.returncode == 0, result.stderr
-    assert set(agent.faults_served) == {"http401"}
     assert SECRET not in result.stdout + result.stderr
+    assert refused.returncode == 2 and "[REDACTED]" in refused.stderr and SECRET not in refused.stderr
     dump = subprocess.run(["sqlite3", db_url.removeprefix("sqlite:///"), ".dump"], capture_output=True, text=True)
     if dump.returncode != 0:  # no sqlite3 CLI: dump through Python
         with sqlite3.connect(db_url.removeprefix("sqlite:///")) as conn:
             dump_text = "\n".join(conn.iterdump())
     else:
         dump_text = dump.stdout
-    assert "[REDACTED]" in dump_text  # the 401 message was stored, masked
+    assert "[REDACTED]" in dump_text  # the replies were stored, masked
     assert SECRET not in dump_text
     spans = spans_of(phoenix["ui"], "secrets")
     assert spans and SECRET not in json.dumps(spans)

@@ -12,6 +12,7 @@ from utu.db.engine import Database
 from utu.db.models import EvaluationSample, ExperienceOperation, ExperienceSnapshot, LearnerError, PracticeStep
 from utu.practice.experience_updater import LearnerFailure
 from utu.practice.library import Library, OpRecord
+from utu.tracing.redact import Redactor
 
 EVAL_PREFIX = "{}_eval_step"  # + the step number: the exp_id of a practice's in-step evaluation
 
@@ -47,17 +48,19 @@ class PracticeStore:
         failures: list[LearnerFailure],
         stats: dict[str, Any],
     ) -> None:
+        redact = Redactor()  # stored text is masked like attempt rows (utu/tracing/redact.py)
         async with self.db.transaction() as s:
             s.add(
                 ExperienceSnapshot(
                     exp_id=self.exp_id, step=step, epoch=epoch, batch=batch,
-                    experiences=dict(library.experiences), next_id=library.next_id,
+                    experiences=redact.value(dict(library.experiences)), next_id=library.next_id,
                 )
             )  # fmt: skip
             s.add_all(
                 ExperienceOperation(
-                    exp_id=self.exp_id, step=step, kind=r.kind, experience_id=r.experience_id, old_text=r.old_text,
-                    new_text=r.new_text, source_questions=r.source_questions, rationale=r.rationale, status=r.status,
+                    exp_id=self.exp_id, step=step, kind=r.kind, experience_id=r.experience_id,
+                    old_text=redact.value(r.old_text), new_text=redact.value(r.new_text),
+                    source_questions=r.source_questions, rationale=redact.value(r.rationale), status=r.status,
                     reason=r.reason,
                 )
                 for r in records
@@ -71,9 +74,10 @@ class PracticeStore:
             s.add_all(self._errors(step, failures))
 
     def _errors(self, step: int, failures: list[LearnerFailure]) -> list[LearnerError]:
+        redact = Redactor()
         return [
-            LearnerError(exp_id=self.exp_id, step=step, stage=f.stage, dataset_index=f.dataset_index, error=f.error,
-                         raw_reply=f.raw_reply)
+            LearnerError(exp_id=self.exp_id, step=step, stage=f.stage, dataset_index=f.dataset_index,
+                         error=redact(f.error), raw_reply=redact.value(f.raw_reply))
             for f in failures
         ]  # fmt: skip
 

@@ -1,7 +1,11 @@
 """Secrets never leave the process: API keys and Authorization headers are masked in spans, rows and logs.
 
 The secrets are the values of environment variables named like keys (`*_API_KEY`, `*_TOKEN`, `*_SECRET`,
-`*PASSWORD*`) plus any key registered at run time (e.g. an api_key written in a YAML config).
+`*PASSWORD*`) plus any key registered at run time (e.g. an api_key written in a YAML config). A value
+shorter than `MIN_SECRET_LENGTH` characters, or made only of digits, is never matched as free text: a
+local server's `UTU_LLM_API_KEY=12345678` must not turn an answer `\\boxed{12345678}` into `[REDACTED]`.
+Every text field utu stores is masked the same way (attempt rows from creation on, library snapshots,
+operations, learner errors); so are span attributes and log lines.
 """
 
 import json
@@ -13,16 +17,22 @@ from typing import Any
 MASK = "[REDACTED]"
 _SECRET_NAME = re.compile(r"(_API_KEY|_TOKEN|_SECRET|PASSWORD)$|^(OPENAI_API_KEY|PHOENIX_API_KEY)$", re.IGNORECASE)
 _BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._\-~+/=]{8,}")
+MIN_SECRET_LENGTH = 16
 _extra: set[str] = set()
 
 
+def maskable(value: str | None) -> bool:
+    """Long and distinctive enough to be matched as free text without rewriting ordinary data."""
+    return bool(value) and len(value) >= MIN_SECRET_LENGTH and not value.isdigit()
+
+
 def register_secret(value: str | None) -> None:
-    if value and len(value) >= 8:
+    if maskable(value):
         _extra.add(value)
 
 
 def secrets() -> list[str]:
-    found = {v for k, v in os.environ.items() if _SECRET_NAME.search(k) and v and len(v) >= 8}
+    found = {v for k, v in os.environ.items() if _SECRET_NAME.search(k) and maskable(v)}
     return sorted(found | _extra, key=len, reverse=True)
 
 

@@ -10,10 +10,12 @@ Contract:
 """
 
 import asyncio
+import contextlib
 import importlib
 import importlib.util
 import inspect
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +25,7 @@ from utu.errors import ConfigError, EndpointError
 
 VERIFY_DIR = Path(__file__).resolve().parent
 GRACE_SECONDS = 2.0  # beyond the verifier's own budget, before we stop waiting for it
+MAX_HUNG_CALLS = 256  # sync calls still running (e.g. hung) before a verifier is not started again
 
 
 def load_verifier(verify_filename: str, verify_func_name: str = "verify_func") -> Callable[..., Any]:
@@ -86,6 +89,7 @@ class Verifier:
         self.timeout_score = timeout_score
         self.llm = llm
         self.name = f"{getattr(func, '__module__', '?')}.{getattr(func, '__name__', '?')}"
+        self._running = 0  # sync calls whose thread has not returned (finished, pending or hung)
 
     async def __call__(self, sample: Any) -> Verdict:
         kwargs = {"timeout": self.timeout, "llm": self.llm}
@@ -93,7 +97,7 @@ class Verifier:
             if inspect.iscoroutinefunction(self.func):
                 call = self.func(sample, self.timeout_score, **kwargs)
             else:  # a sync verifier must not block the event loop
-                call = asyncio.to_thread(self.func, sample, self.timeout_score, **kwargs)
+                call = self._in_own_thread(sample, kwargs)
             result = await asyncio.wait_for(call, self.timeout + GRACE_SECONDS)
         except TimeoutError:
             return Verdict(self.timeout_score, None, f"{self.name}: timed out after {self.timeout:g}s")
@@ -102,6 +106,36 @@ class Verifier:
         except Exception as e:
             return Verdict(self.timeout_score, None, f"{self.name}: {type(e).__name__}: {e}")
         return self._check(result)
+
+    def _in_own_thread(self, sample: Any, kwargs: dict[str, Any]) -> asyncio.Future:
+        """Run a sync verifier in a daemon thread of its own, not in the loop's shared pool: a call that hangs
+        is abandoned at its timeout without holding a pool slot, and never keeps the process from exiting.
+        At most `MAX_HUNG_CALLS` abandoned calls are tolerated; beyond that the verifier is not started again."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        if self._running >= MAX_HUNG_CALLS:
+            raise RuntimeError(f"{self._running} earlier calls are still running (hung?); not starting another")
+        self._running += 1
+
+        def deliver(result: Any, error: BaseException | None) -> None:
+            self._running -= 1
+            if future.done():  # abandoned at its timeout
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)
+
+        def work() -> None:
+            try:
+                result, error = self.func(sample, self.timeout_score, **kwargs), None
+            except BaseException as e:  # noqa: BLE001 - handed to the caller, whatever it is
+                result, error = None, e
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
+                loop.call_soon_threadsafe(deliver, result, error)
+
+        threading.Thread(target=work, name=f"verify {self.name}", daemon=True).start()
+        return future
 
     def _check(self, result: Any) -> Verdict:
         if not isinstance(result, dict) or "reward" not in result:

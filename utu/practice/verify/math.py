@@ -11,8 +11,9 @@ import multiprocessing
 import os
 import threading
 from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
 
-from pebble import ProcessPool
+from pebble import ProcessExpired, ProcessPool
 
 DEFAULT_TIMEOUT = 10.0
 
@@ -40,10 +41,14 @@ def _quiet_worker() -> None:
     logging.getLogger("math_verify").setLevel(logging.ERROR)
 
 
-def pool() -> ProcessPool:
+def pool(broken: ProcessPool | None = None) -> ProcessPool:
+    """The shared worker pool, replacing `broken` if it is still the current one (a worker killed by the OS
+    can break a pebble pool; concurrent callers that saw the same breakage replace it once)."""
     global _pool
     with _pool_lock:
-        if _pool is None or not _pool.active:
+        if broken is not None and broken is _pool:
+            _pool.stop()
+        if _pool is None or not _pool.active or broken is _pool:
             # spawn: forking a process that runs threads (event loop, servers) can deadlock the child.
             _pool = ProcessPool(
                 max_workers=max(1, os.cpu_count() or 1),
@@ -64,9 +69,25 @@ async def verify_func(sample, timeout_score: float = 0, timeout: float = DEFAULT
     """Reward 1.0 if the response's final answer equals the gold answer mathematically, else 0.0."""
     if sample.correct_answer is None:
         raise ValueError("the math verifier needs a gold answer (the question has answer: null)")
-    future = pool().submit(_grade, timeout, str(sample.correct_answer), sample.response or "")
-    try:
-        ok, reasoning = await asyncio.wrap_future(future)
-    except (FutureTimeout, TimeoutError):
-        return {"reward": timeout_score, "reasoning": f"verification timed out after {timeout:g}s", "timed_out": True}
-    return {"reward": 1.0 if ok else 0.0, "reasoning": reasoning}
+    broken = None
+    for last_try in (False, True):
+        workers = pool(broken)
+        future = workers.submit(_grade, timeout, str(sample.correct_answer), sample.response or "")
+        try:
+            ok, reasoning = await asyncio.wrap_future(future)
+            return {"reward": 1.0 if ok else 0.0, "reasoning": reasoning}
+        except (FutureTimeout, TimeoutError):
+            return {
+                "reward": timeout_score,
+                "reasoning": f"verification timed out after {timeout:g}s",
+                "timed_out": True,
+            }
+        except (ProcessExpired, BrokenProcessPool) as e:  # a worker died (OOM killer, a signal): once more
+            # pebble replaces a dead worker itself; a pool it declared broken is replaced here
+            broken = workers if isinstance(e, BrokenProcessPool) else None
+            if last_try:
+                raise RuntimeError(
+                    f"the math-verify worker process died twice ({type(e).__name__}: {e}); if your script starts"
+                    " the run, it needs `if __name__ == '__main__':` (worker processes re-import it)"
+                ) from e
+    raise AssertionError("unreachable")
