@@ -79,3 +79,12 @@ def test_missing_env_var_without_default_names_the_field(tmp_path, monkeypatch):
     monkeypatch.setenv("UTU_CONFIG_DIR", str(tmp_path))
     with pytest.raises(ConfigError, match="data.dataset.*UTU_TEST_SURELY_UNSET"):
         load_config("eval", "e", EvalConfig)
+
+
+def test_a_missing_agent_file_is_named_as_a_file():
+    from utu.config import load_agent_config
+
+    with pytest.raises(ConfigError) as e:
+        load_agent_config("runs/x/enhanced_agent.yaml")
+    assert str(e.value).startswith("runs/x/enhanced_agent.yaml: no such file")
+    assert load_agent_config("practice/math_agent.yaml").name == "math_agent"  # a config name with its suffix

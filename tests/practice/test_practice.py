@@ -1,6 +1,7 @@
 """Training-Free GRPO end to end against stub LLMs: library, operations, restart semantics, robustness."""
 
 import json
+import os
 import re
 
 import pytest
@@ -288,3 +289,45 @@ def test_an_eval_cannot_read_or_delete_a_practices_attempts(tmp_path, workspace,
         assert result.returncode == 2 and "holds attempts of experiment 't'" in result.stderr
     assert query(db_url, "SELECT count(*) FROM evaluation_data WHERE exp_id='t_epoch_0'") == before
     assert agent.request_count == 0
+
+
+def test_a_wrong_key_stops_practice_at_once_and_records_no_step(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    script = agent_script()
+    script.fault_fn = lambda body: "http401"
+    agent = stub(script)
+    result = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--epochs", "1")
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "401 unauthorized: set a valid UTU_LLM_API_KEY" in errors[0]
+    assert agent.request_count <= 4  # the requests in flight, no retries, no further attempts
+    assert query(db_url, "SELECT count(*) FROM practice_steps") == [(0,)]
+    assert not (tmp_path / "runs/t/enhanced_agent.yaml").exists()
+
+
+def test_two_practices_of_one_experiment_at_once_one_is_refused(tmp_path, workspace, stub):
+    import subprocess
+    import sys
+    import time
+
+    from tests.practice.helpers import PRACTICE
+
+    configs, db_url = workspace
+    slow = agent_script()
+    slow.latency = 30
+    agent, learner = stub(slow), stub(evolving_learner())
+    env = {**os.environ, "UTU_CONFIG_DIR": str(configs), "UTU_LLM_BASE_URL": agent.base_url, "UTU_LLM_MODEL": "a",
+           "UTU_LLM_API_KEY": "k", "LEARNER_URL": learner.base_url}  # fmt: skip
+    command = [sys.executable, PRACTICE, "--config_name", "test", "--db_url", db_url]
+    first = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while agent.request_count == 0 and time.monotonic() < deadline:  # it holds the lease once it rolls out
+            time.sleep(0.1)
+        second = run_practice(tmp_path, configs, db_url, stub(agent_script()), learner)
+        assert second.returncode == 2, second.stderr
+        assert f"exp_id 't' is being run by pid {first.pid}" in second.stderr
+        assert len(second.stderr.strip().splitlines()) == 1
+    finally:
+        first.kill()
+        first.wait()
