@@ -21,6 +21,7 @@ from utu.db.experiments import check_row_owner
 from utu.db.models import DatasetSample, EvaluationSample
 from utu.eval.attempt import run_attempt
 from utu.practice.verify import Verifier
+from utu.tasks import gather_or_cancel
 from utu.tracing.recorder import TaskRecorder
 from utu.tracing.redact import Redactor
 from utu.tracing.spans import CHAIN, session, span
@@ -119,7 +120,7 @@ class EvalRunner:
                         self._rewards.append(row.reward)
                     progress.update(task, advance=1, description=self._describe())
 
-                await asyncio.gather(*(one(row) for row in todo))
+                await gather_or_cancel(*(one(row) for row in todo))
 
     def _describe(self) -> str:
         k = self.config.pass_k

@@ -32,6 +32,7 @@ from utu.practice.experience_updater import Attempt, ExperienceUpdater, GroupOut
 from utu.practice.library import Library, apply_operations
 from utu.practice.store import EVAL_PREFIX, PracticeStore
 from utu.practice.verify import Verifier
+from utu.tasks import gather_or_cancel
 from utu.tracing.recorder import TaskRecorder
 from utu.tracing.spans import CHAIN, session, span
 
@@ -131,14 +132,14 @@ class TrainingFreeGRPO:
             )  # fmt: skip
 
         async def group_task(group_rows: list[EvaluationSample]) -> GroupOutcome | None:
-            await asyncio.gather(*(attempt(row) for row in group_rows))
+            await gather_or_cancel(*(attempt(row) for row in group_rows))
             if not self.pipeline:
                 return None
             return await self.updater.learn_from_group([_as_attempt(r) for r in group_rows], library)
 
-        outcomes = await asyncio.gather(*(group_task(g) for g in groups.values()))
+        outcomes = await gather_or_cancel(*(group_task(g) for g in groups.values()))
         if not self.pipeline:
-            outcomes = await asyncio.gather(
+            outcomes = await gather_or_cancel(
                 *(self.updater.learn_from_group([_as_attempt(r) for r in g], library) for g in groups.values())
             )
         failures: list[LearnerFailure] = [f for o in outcomes for f in o.failures]
