@@ -9,6 +9,7 @@ import yaml
 
 from tests.conftest import ROOT, run_script
 from tests.practice.helpers import (
+    PRACTICE,
     QUESTIONS,
     agent_script,
     evolving_learner,
@@ -331,3 +332,21 @@ def test_two_practices_of_one_experiment_at_once_one_is_refused(tmp_path, worksp
     finally:
         first.kill()
         first.wait()
+
+
+def test_a_truncation_set_for_one_practice_set_is_not_applied_to_another_silently(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    config = (configs / "practice" / "test.yaml").read_text()
+    (configs / "practice" / "cut.yaml").write_text(
+        config.replace("practice_dataset_name: Arith", "practice_dataset_name: Arith\n  rollout_data_truncate: 2")
+    )
+    upload = run_script("scripts/data/upload_dataset.py", "--file_path", str(tmp_path / "arith.jsonl"),
+                        "--dataset_name", "Arith2", "--db_url", db_url)  # fmt: skip
+    assert upload.returncode == 0, upload.stderr
+    env = {"UTU_CONFIG_DIR": str(configs), "UTU_LLM_BASE_URL": stub(agent_script()).base_url, "UTU_LLM_MODEL": "a",
+           "UTU_LLM_API_KEY": "k", "LEARNER_URL": stub(evolving_learner()).base_url}  # fmt: skip
+    result = run_script(PRACTICE, "--config_name", "cut", "--db_url", db_url, "--practice_dataset_name", "Arith2",
+                        "--epochs", "1", "--batch_size", "4", env=env, cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "rollout_data_truncate (2) was set for Arith: not applied to Arith2" in " ".join(result.stderr.split())
+    assert query(db_url, "SELECT count(DISTINCT dataset_index) FROM evaluation_data") == [(4,)]  # all of Arith2

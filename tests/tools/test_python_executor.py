@@ -218,3 +218,19 @@ async def test_toolkit_schema_and_bad_arguments():
     assert toolkit.schemas()[0]["function"]["name"] == "execute_python_code"
     assert json.loads(await toolkit.call("execute_python_code", {"code": "print(6*7)"}))["output"] == "42\n"
     assert "non-empty string" in json.loads(await toolkit.call("execute_python_code", {"code": 3}))["error"]
+
+
+async def test_many_small_files_hit_the_cap_and_vanish():
+    code = (
+        "import os\nn = 0\n"
+        "try:\n"
+        "    for i in range(20000):\n"
+        "        with open(f'/tmp/f{i}', 'w') as f:\n"
+        "            f.write('x' * 100)\n"
+        "        n += 1\n"
+        "except OSError as e:\n"
+        "    print('stopped', e.errno)\n"
+        "print(n)"
+    )
+    result = await run_python(code, disk_mb=8, timeout=20)
+    assert "stopped" in result["output"] and int(result["output"].split()[-1]) < 20000, result
