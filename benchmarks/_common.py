@@ -106,7 +106,7 @@ async def stub_practice(base_url: str, db, dataset: str, questions: int, group: 
     from utu.llm import LLMClient, UsageTracker
     from utu.practice.experience_updater import ExperienceUpdater
     from utu.practice.training_free_grpo import TrainingFreeGRPO
-    from utu.practice.verify import Verifier, load_verifier
+    from utu.verify import Verifier, load_verifier
 
     await db.create_tables()
     rows = [DatasetLine(question=f"What is {i} plus {i + 1}?", answer=str(2 * i + 1)) for i in range(questions)]

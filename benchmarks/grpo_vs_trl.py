@@ -33,11 +33,11 @@ def knobs(args: argparse.Namespace) -> dict:
 def run_ours(k: dict) -> dict:
     import asyncio
 
-    from utu.practice.verify import Verifier, load_verifier
     from utu.rl.env import GRPOEnv, PromptTemplate
     from utu.rl.grpo import GRPO
     from utu.rl.toy import char_tokenizer, tiny_llama
     from utu.rl.train import train_step
+    from utu.verify import Verifier, load_verifier
 
     tokenizer = char_tokenizer()
     model = tiny_llama(len(tokenizer), hidden=k["hidden"], layers=k["layers"])

@@ -34,9 +34,9 @@ from utu.eval.metrics import Attempt, compare, compute_metrics
 from utu.eval.outcome import check_attempts
 from utu.eval.runner import EvalRunner
 from utu.llm.factory import make_client
-from utu.practice.verify import Verifier, load_verifier
 from utu.tools import build_toolkits
 from utu.tracing import setup_tracing
+from utu.verify import Verifier, load_verifier
 
 log = logging.getLogger("run_eval")
 console = Console()

@@ -27,7 +27,7 @@ from utu.config.rl import RLConfig
 from utu.db import Database
 from utu.db.dataset_io import ensure_dataset
 from utu.errors import ConfigError
-from utu.practice.verify import Verifier, load_verifier
+from utu.verify import Verifier, load_verifier
 
 log = logging.getLogger("run_grpo")
 console = Console()

@@ -31,9 +31,9 @@ from utu.practice.data_manager import PracticeData
 from utu.practice.experience_updater import ExperienceUpdater
 from utu.practice.export import check_export_target, write_outputs
 from utu.practice.training_free_grpo import TrainingFreeGRPO
-from utu.practice.verify import Verifier, load_verifier
 from utu.tools import build_toolkits
 from utu.tracing import setup_tracing
+from utu.verify import Verifier, load_verifier
 
 log = logging.getLogger("practice")
 console = Console(width=max(Console().width, 130))  # the step table is wide

@@ -6,8 +6,8 @@ import pytest
 
 from utu.db import EvaluationSample
 from utu.db.dataset_io import DatasetLine, store_dataset
-from utu.practice.verify import Verifier, load_verifier
 from utu.rl.env import GRPOEnv, PromptTemplate
+from utu.verify import Verifier, load_verifier
 
 COMPLETIONS = [
     ["The answer is \\boxed{3}.", "It is \\boxed{4}.", "no idea", "\\boxed{3.0}"],

@@ -5,12 +5,12 @@ import copy
 import pytest
 import torch
 
-from utu.practice.verify import Verifier, load_verifier
 from utu.rl.env import GRPOEnv, PromptTemplate
 from utu.rl.grpo import GRPO
 from utu.rl.losses import group_advantages
 from utu.rl.toy import char_tokenizer, tiny_llama
 from utu.rl.train import MetricsLog, train
+from utu.verify import Verifier, load_verifier
 
 PROMPTS = [[{"role": "user", "content": "ab"}], [{"role": "user", "content": "h0 12 =?"}]]  # unequal lengths
 

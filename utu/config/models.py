@@ -113,7 +113,7 @@ class EvalConfig(StrictModel):
     exp_id: ExpId = "default"
     data: DataConfig
     agent: AgentConfig = AgentConfig()
-    # The verify function: a file in utu/practice/verify/ + a function name, a path, or a dotted name.
+    # The verify function: a file in utu/verify/ + a function name, a path, or a dotted name.
     verify_filename: str = "math.py"
     verify_func_name: str = "verify_func"
     verify_timeout: float = Field(default=30.0, gt=0, description="Seconds before a verifier is abandoned.")

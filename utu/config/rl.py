@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from utu.config.models import ExpId
+
 LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo"]
 ScaleRewards = Literal["group", "batch", "none"]
 
@@ -103,14 +105,17 @@ class RLModelConfig(BaseModel):
     device: str = Field("cpu", description="cpu or cuda; multi-GPU runs go through `accelerate launch`.")
 
 
+DEFAULT_SYSTEM_PROMPT = "Solve the problem. Put the final answer in \\boxed{}."
+
+
 class RLDataConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     dataset: str | None = Field(None, description="A data set in the SQL store (bundled sets load automatically).")
     file_path: Path | None = Field(None, description="Or a JSONL file with question/answer lines.")
     test_size: int = Field(16, ge=0, description="Questions held out (the last ones by index) for `test`.")
     train_limit: int | None = Field(None, gt=0, description="Use only the first N training questions.")
-    system: str = "Solve the problem. Put the final answer in \\boxed{}."
-    user: str = "{question}"
+    system: str = Field(DEFAULT_SYSTEM_PROMPT, description="The system message of every prompt.")
+    user: str = Field("{question}", description="The user message; {question} is replaced by the question.")
 
     @model_validator(mode="after")
     def _one_source(self) -> "RLDataConfig":
@@ -121,7 +126,7 @@ class RLDataConfig(BaseModel):
 
 class RLConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    exp_id: str = "grpo"
+    exp_id: ExpId = "grpo"
     model: RLModelConfig = RLModelConfig()
     data: RLDataConfig
     verify_filename: str = "math.py"

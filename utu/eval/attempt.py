@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from utu.agents.agent import Agent, AgentResult
+from utu.db.attempts import AttemptWriter
 from utu.errors import EndpointError, LLMError
-from utu.practice.verify import Verdict, Verifier
-from utu.tracing.recorder import TaskRecorder
 from utu.tracing.spans import AGENT, EVALUATOR, set_attributes, set_io, span, trace_id_of
+from utu.verify import Verdict, Verifier
 
 
 @dataclass
@@ -83,7 +83,7 @@ async def run_attempt(
     *,
     agent: Agent,
     verifier: Verifier,
-    recorder: TaskRecorder,
+    writer: AttemptWriter,
     timeout: float,
     retries: int,
     experiences: dict[str, str] | None = None,
@@ -117,4 +117,4 @@ async def run_attempt(
         set_attributes(current, final)
         if values:
             values["trace_id"] = trace_id_of(current)
-            await recorder.save_attempt(row, values)
+            await writer.save(row, values)

@@ -15,16 +15,16 @@ from sqlalchemy import delete, select
 
 from utu.agents.agent import Agent
 from utu.config.models import EvalConfig
+from utu.db.attempts import AttemptWriter
 from utu.db.dataset_io import select_questions
 from utu.db.engine import Database
 from utu.db.experiments import check_row_owner
 from utu.db.models import DatasetSample, EvaluationSample
 from utu.eval.attempt import run_attempt
-from utu.practice.verify import Verifier
 from utu.tasks import gather_or_cancel
-from utu.tracing.recorder import TaskRecorder
 from utu.tracing.redact import Redactor
 from utu.tracing.spans import CHAIN, session, span
+from utu.verify import Verifier
 
 Step = Literal["all", "rollout", "judge"]
 
@@ -46,7 +46,7 @@ class EvalRunner:
         self.owner = owner or config.exp_id
         self.questions: list[DatasetSample] | None = None
         self.experiences = experiences
-        self.recorder = TaskRecorder(db)
+        self.writer = AttemptWriter(db)
         self.db = db
         self.agent = agent
         self.verifier = verifier
@@ -112,7 +112,7 @@ class EvalRunner:
                 async def one(row: EvaluationSample) -> None:
                     async with slots:
                         await run_attempt(
-                            row, agent=self.agent, verifier=self.verifier, recorder=self.recorder,
+                            row, agent=self.agent, verifier=self.verifier, writer=self.writer,
                             timeout=c.task_timeout, retries=c.max_attempt_retries, experiences=self.experiences,
                             judge=step != "rollout",
                         )  # fmt: skip

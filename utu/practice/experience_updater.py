@@ -13,7 +13,6 @@ recorded as a `LearnerFailure` and the step goes on without it.
 
 import asyncio
 import json
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
@@ -23,6 +22,7 @@ from utu.errors import LLMError, StructuredOutputError
 from utu.llm.client import LLMClient
 from utu.practice import prompts
 from utu.practice.library import Library, Operation, ProposedOp
+from utu.practice.types import Attempt, GroupOutcome, LearnerFailure
 from utu.tracing.spans import CHAIN, set_io, span
 
 CHARS_PER_TOKEN = 4  # a rough, model-independent estimate for the trajectory budget
@@ -50,36 +50,6 @@ class ConsolidatedOperation(Operation):
 
 class ConsolidatedList(BaseModel):
     operations: list[ConsolidatedOperation]
-
-
-@dataclass
-class Attempt:
-    """One judged attempt, as the learner sees it."""
-
-    dataset_index: int
-    question: str
-    answer: str | None
-    response: str | None
-    trajectory: list[dict[str, Any]]
-    reward: float | None  # None: the attempt failed (no response)
-    critique: str | None = None
-
-
-@dataclass
-class LearnerFailure:
-    stage: str
-    dataset_index: int | None
-    error: str
-    raw_reply: str | None = None
-
-
-@dataclass
-class GroupOutcome:
-    dataset_index: int
-    used: bool
-    skip_reason: str | None = None
-    proposed: list[ProposedOp] = field(default_factory=list)
-    failures: list[LearnerFailure] = field(default_factory=list)
 
 
 class ExperienceUpdater:

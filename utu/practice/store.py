@@ -10,8 +10,8 @@ from sqlalchemy import delete, select
 
 from utu.db.engine import Database
 from utu.db.models import EvaluationSample, ExperienceOperation, ExperienceSnapshot, LearnerError, PracticeStep
-from utu.practice.experience_updater import LearnerFailure
 from utu.practice.library import Library, OpRecord
+from utu.practice.types import LearnerFailure
 from utu.tracing.redact import Redactor
 
 EVAL_PREFIX = "{}_eval_step"  # + the step number: the exp_id of a practice's in-step evaluation

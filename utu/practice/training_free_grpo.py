@@ -18,6 +18,7 @@ from typing import Any
 
 from utu.agents.agent import Agent
 from utu.config.models import TrainingFreeGRPOConfig
+from utu.db.attempts import AttemptWriter
 from utu.db.engine import Database
 from utu.db.models import EvaluationSample
 from utu.errors import RunFailed
@@ -28,13 +29,13 @@ from utu.eval.outcome import RERUN, check_attempts
 from utu.eval.runner import EvalRunner
 from utu.llm.usage import Usage, UsageTracker
 from utu.practice.data_manager import PracticeData
-from utu.practice.experience_updater import Attempt, ExperienceUpdater, GroupOutcome, LearnerFailure
+from utu.practice.experience_updater import ExperienceUpdater
 from utu.practice.library import Library, apply_operations
 from utu.practice.store import EVAL_PREFIX, PracticeStore
-from utu.practice.verify import Verifier
+from utu.practice.types import Attempt, GroupOutcome, LearnerFailure
 from utu.tasks import gather_or_cancel
-from utu.tracing.recorder import TaskRecorder
-from utu.tracing.spans import CHAIN, session, span
+from utu.tracing.spans import CHAIN, annotate, session, span
+from utu.verify import Verifier
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ class TrainingFreeGRPO:
         self.usage = usage
         self.pipeline = pipeline
         self.store = PracticeStore(db, config.exp_id)
-        self.recorder = TaskRecorder(db)
+        self.writer = AttemptWriter(db)
         self.data = PracticeData(
             db, config.exp_id, config.data.practice_dataset_name, self.p.grpo_n, self.p.batch_size,
             config.data.rollout_data_truncate, self.p.shuffle_data, self.p.seed,
@@ -77,9 +78,7 @@ class TrainingFreeGRPO:
     async def run(self) -> PracticeResult:
         with session(self.config.exp_id), span("practice run", CHAIN, **{"exp_id": self.config.exp_id}):
             result = await self._run()
-            self.recorder.annotate(
-                **{"output.value": result.library.experiences, "library_size": len(result.library.experiences)}
-            )
+            annotate(**{"output.value": result.library.experiences, "library_size": len(result.library.experiences)})
             return result
 
     async def _run(self) -> PracticeResult:
@@ -99,7 +98,7 @@ class TrainingFreeGRPO:
                     continue
                 with span(f"step {step}", CHAIN, **{"epoch": epoch, "batch": b, "step": step}):
                     stats, result.library = await self.practice_step(epoch, b, step, batch, result.library)
-                    self.recorder.annotate(stats=stats, **{"output.value": result.library.experiences})
+                    annotate(stats=stats, **{"output.value": result.library.experiences})
                 if self.p.do_eval and self.should_evaluate(step, b, per_epoch):
                     stats["eval"] = await self.evaluate(step, result.library)
                     await self.store.update_stats(step, {"eval": stats["eval"]})
@@ -126,7 +125,7 @@ class TrainingFreeGRPO:
 
         async def attempt(row: EvaluationSample) -> None:
             await run_attempt(
-                row, agent=self.agent, verifier=self.verifier, recorder=self.recorder, timeout=self.p.task_timeout,
+                row, agent=self.agent, verifier=self.verifier, writer=self.writer, timeout=self.p.task_timeout,
                 retries=self.config.evaluation.max_attempt_retries, experiences=library.experiences, slots=slots,
                 temperature=self.p.rollout_temperature,
             )  # fmt: skip

@@ -2,7 +2,7 @@
 
 It yields batches of prompts and, after generation, turns a (prompts x G) grid of completions into a reward
 tensor of the same shape, through the very verify functions that practice and evaluation use
-(`utu/practice/verify/`), so a reward means the same thing everywhere.
+(`utu/verify/`), so a reward means the same thing everywhere.
 """
 
 import asyncio
@@ -15,15 +15,16 @@ from types import SimpleNamespace
 import torch
 from sqlalchemy import select
 
+from utu.config.rl import DEFAULT_SYSTEM_PROMPT
 from utu.db.dataset_io import answer_text, parse_dataset_file
 from utu.db.engine import Database
 from utu.db.models import DatasetSample
-from utu.practice.verify import Verifier
+from utu.verify import Verifier
 
 
 @dataclass
 class PromptTemplate:
-    system: str = "Solve the problem. Put the final answer in \\boxed{}."
+    system: str = DEFAULT_SYSTEM_PROMPT
     user: str = "{question}"
 
     def messages(self, question: str) -> list[dict[str, str]]:

@@ -1,9 +1,7 @@
-"""The toolkit interface and the factory that builds toolkits from config."""
+"""The toolkit interface and the helpers toolkits share (they import this module; it imports none of them)."""
 
 import json
 from typing import Any, Protocol
-
-from utu.config.models import ToolkitConfig
 
 
 class Toolkit(Protocol):
@@ -12,20 +10,6 @@ class Toolkit(Protocol):
 
     async def call(self, name: str, arguments: dict[str, Any]) -> str:
         """Run one tool; the result is the text the model sees."""
-
-
-def build_toolkits(configs: list[ToolkitConfig], llm: Any = None) -> list[Toolkit]:
-    """Build every configured toolkit; missing keys or settings fail here, at start, not mid-run."""
-    from utu.tools.python_executor import PythonExecutorToolkit
-    from utu.tools.web import SearchToolkit
-
-    toolkits: list[Toolkit] = []
-    for config in configs:
-        if config.name == "python_executor":
-            toolkits.append(PythonExecutorToolkit(config))
-        elif config.name == "search":
-            toolkits.append(SearchToolkit.from_env(config, llm))
-    return toolkits
 
 
 def function_schema(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:

@@ -1,6 +1,5 @@
-"""Tracing to Arize Phoenix (optional) and the TaskRecorder (always)."""
+"""Tracing to Arize Phoenix (optional): setup, spans with OpenInference conventions, redaction."""
 
-from utu.tracing.recorder import TaskRecorder
 from utu.tracing.setup import setup_tracing, shutdown_tracing
 
-__all__ = ["TaskRecorder", "setup_tracing", "shutdown_tracing"]
+__all__ = ["setup_tracing", "shutdown_tracing"]

@@ -119,3 +119,11 @@ def set_llm_output(current: trace.Span, raw: str, completion: dict[str, Any]) ->
     for ours, theirs in (("prompt", "prompt_tokens"), ("completion", "completion_tokens"), ("total", "total_tokens")):
         if isinstance(usage.get(theirs), int):
             current.set_attribute(f"llm.token_count.{ours}", usage[theirs])
+
+
+def annotate(**attributes: Any) -> None:
+    """Put facts (step statistics, the library, ...) on the current span, secrets masked."""
+    from utu.tracing.redact import Redactor
+
+    redactor = Redactor()
+    set_attributes(trace.get_current_span(), {k: redactor.value(v) for k, v in attributes.items()})

@@ -1,4 +1,4 @@
-"""TaskRecorder.save_attempt: group commit that loses nothing and fails only the bad row."""
+"""AttemptWriter.save: group commit that loses nothing and fails only the bad row."""
 
 import asyncio
 
@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import select
 
 from utu.db import EvaluationSample
-from utu.tracing.recorder import TaskRecorder
+from utu.db.attempts import AttemptWriter
 
 
 async def stored_rows(db, n: int) -> list[EvaluationSample]:
@@ -38,8 +38,8 @@ def count_transactions(db) -> list[int]:
 
 async def test_concurrent_saves_all_land_in_fewer_transactions(any_db):
     rows = await stored_rows(any_db, 100)
-    recorder, transactions = TaskRecorder(any_db), count_transactions(any_db)
-    saves = (recorder.save_attempt(r, {"reward": r.dataset_index / 100, "stage": "judged"}) for r in rows)
+    writer, transactions = AttemptWriter(any_db), count_transactions(any_db)
+    saves = (writer.save(r, {"reward": r.dataset_index / 100, "stage": "judged"}) for r in rows)
     await asyncio.gather(*saves)
     assert await rewards(any_db) == {i: i / 100 for i in range(100)}
     assert all(r.stage == "judged" and r.reward == r.dataset_index / 100 for r in rows)  # row objects in step
@@ -48,19 +48,19 @@ async def test_concurrent_saves_all_land_in_fewer_transactions(any_db):
 
 async def test_a_row_saved_twice_in_one_batch_keeps_the_later_values(any_db):
     (row,) = await stored_rows(any_db, 1)
-    recorder = TaskRecorder(any_db)
+    writer = AttemptWriter(any_db)
     await asyncio.gather(
-        recorder.save_attempt(row, {"reward": 0.0, "stage": "rollout"}),
-        recorder.save_attempt(row, {"reward": 1.0}),
+        writer.save(row, {"reward": 0.0, "stage": "rollout"}),
+        writer.save(row, {"reward": 1.0}),
     )
     assert await rewards(any_db) == {0: 1.0} and row.stage == "rollout"
 
 
 async def test_a_bad_row_fails_alone(any_db):
     rows = await stored_rows(any_db, 10)
-    recorder = TaskRecorder(any_db)
+    writer = AttemptWriter(any_db)
     values = [{"reward": 1.0, "trajectories": {1, 2} if r.dataset_index == 3 else []} for r in rows]  # a set: no JSON
-    saves = (recorder.save_attempt(r, v) for r, v in zip(rows, values, strict=True))
+    saves = (writer.save(r, v) for r, v in zip(rows, values, strict=True))
     results = await asyncio.gather(*saves, return_exceptions=True)
     assert [i for i, res in enumerate(results) if isinstance(res, Exception)] == [3]
     assert await rewards(any_db) == {i: (None if i == 3 else 1.0) for i in range(10)}
@@ -68,9 +68,9 @@ async def test_a_bad_row_fails_alone(any_db):
 
 async def test_a_cancelled_caller_still_gets_its_values_stored(sqlite_db):
     rows = await stored_rows(sqlite_db, 2)
-    recorder = TaskRecorder(sqlite_db)
-    first = asyncio.create_task(recorder.save_attempt(rows[0], {"reward": 0.5}))
-    second = asyncio.create_task(recorder.save_attempt(rows[1], {"reward": 0.25}))
+    writer = AttemptWriter(sqlite_db)
+    first = asyncio.create_task(writer.save(rows[0], {"reward": 0.5}))
+    second = asyncio.create_task(writer.save(rows[1], {"reward": 0.25}))
     await asyncio.sleep(0)  # both queued
     first.cancel()
     await second

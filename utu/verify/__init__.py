@@ -29,7 +29,7 @@ MAX_HUNG_CALLS = 256  # sync calls still running (e.g. hung) before a verifier i
 
 
 def load_verifier(verify_filename: str, verify_func_name: str = "verify_func") -> Callable[..., Any]:
-    """Resolve a verifier from a file in utu/practice/verify/, a file path, or a dotted module name.
+    """Resolve a verifier from a file in utu/verify/, a file path, or a dotted module name.
 
     `module.path:func` is also accepted (then `verify_func_name` is ignored). Anything that cannot be
     loaded is a `ConfigError` at start, never a silent fallback.

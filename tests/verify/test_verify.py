@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import client_for
 from utu.errors import ConfigError
 from utu.llm.stub import StubScript
-from utu.practice.verify import Verifier, load_verifier
+from utu.verify import Verifier, load_verifier
 
 
 def sample(gold, response, question="q"):
@@ -94,8 +94,8 @@ def test_verifier_by_path_and_by_dotted_name(tmp_path):
     path = tmp_path / "mine.py"
     path.write_text("def check(sample, timeout_score=0, **kw):\n    return {'reward': 1.0, 'reasoning': 'ok'}\n")
     assert load_verifier(str(path), "check").__name__ == "check"
-    assert load_verifier("utu.practice.verify.str_match").__name__ == "verify_func"
-    assert load_verifier("utu.practice.verify.str_match:normalize").__name__ == "normalize"
+    assert load_verifier("utu.verify.str_match").__name__ == "verify_func"
+    assert load_verifier("utu.verify.str_match:normalize").__name__ == "normalize"
 
 
 @pytest.mark.parametrize(
@@ -167,7 +167,7 @@ async def test_a_dead_math_worker_is_replaced(math_verifier):
     import os
     import signal
 
-    from utu.practice.verify import math as math_module
+    from utu.verify import math as math_module
 
     assert (await math_verifier(sample("4", "\\boxed{4}"))).reward == 1.0
     workers = [w.pid for w in math_module.pool()._pool_manager.worker_manager.workers.values()]

@@ -1,5 +1,4 @@
-"""The TaskRecorder: what evaluation and practice report to. It always writes to the database; when
-tracing is on, the same facts go on the current Phoenix span. Secrets are masked before either."""
+"""The attempt writer: every update of an `evaluation_data` row, by group commit. Secrets are masked first."""
 
 import asyncio
 from collections import defaultdict
@@ -10,19 +9,18 @@ from sqlalchemy import bindparam
 from utu.db.engine import Database
 from utu.db.models import EvaluationSample
 from utu.tracing.redact import Redactor
-from utu.tracing.spans import set_attributes, trace
 
 _table = EvaluationSample.__table__
 _UPDATE_BY_ID = _table.update().where(_table.c.id == bindparam("row_id"))
 
 
-class TaskRecorder:
+class AttemptWriter:
     def __init__(self, db: Database):
         self.db = db
         self._pending: list[tuple[EvaluationSample, dict[str, Any], asyncio.Future]] = []
         self._writer: asyncio.Task | None = None
 
-    async def save_attempt(self, row: EvaluationSample, values: dict[str, Any]) -> None:
+    async def save(self, row: EvaluationSample, values: dict[str, Any]) -> None:
         """Write an attempt's new column values atomically and keep the row object in step.
 
         Returns once they are committed. Attempts saved while a commit is under way go together in the
@@ -64,8 +62,3 @@ class TaskRecorder:
                 setattr(row, key, value)
             if not done.done():
                 done.set_result(None)
-
-    def annotate(self, **attributes: Any) -> None:
-        """Put facts (step statistics, the library, ...) on the current span."""
-        redactor = Redactor()
-        set_attributes(trace.get_current_span(), {k: redactor.value(v) for k, v in attributes.items()})
