@@ -90,36 +90,36 @@ async def stub_practice(base_url: str, db, dataset: str, questions: int, group: 
                         pipeline: bool = True):  # fmt: skip
     """A one-epoch practice on `questions` addition problems against the stub, with the string-match verifier.
 
-    Returns (practice, client); the caller runs `practice.run()` and closes the client.
+    Returns (practice, stack); the caller runs `practice.run()` and closes the stack (the clients).
     """
-    from utu.agents import Agent
+    from contextlib import AsyncExitStack
+
+    from utu.app import build_practice
     from utu.config import (
         AgentConfig,
         DataArguments,
         DataConfig,
         EvalConfig,
         ModelConfig,
+        ModelProvider,
         PracticeArguments,
         TrainingFreeGRPOConfig,
     )
     from utu.db.dataset_io import DatasetLine, store_dataset
-    from utu.llm import LLMClient, UsageTracker
-    from utu.practice.experience_updater import ExperienceUpdater
-    from utu.practice.training_free_grpo import TrainingFreeGRPO
-    from utu.verify import Verifier, load_verifier
 
     await db.create_tables()
     rows = [DatasetLine(question=f"What is {i} plus {i + 1}?", answer=str(2 * i + 1)) for i in range(questions)]
     await store_dataset(db, dataset, rows, "replace")
-    model = ModelConfig(concurrency=concurrency, structured_output="json_schema")
+    provider = ModelProvider(base_url=base_url, model="stub", api_key="k")
+    model = ModelConfig(model_provider=provider, concurrency=concurrency, structured_output="json_schema")
     config = TrainingFreeGRPOConfig(
         exp_id=f"{dataset}-{time.monotonic_ns()}",
         practice=PracticeArguments(epochs=1, batch_size=batch, grpo_n=group, rollout_concurrency=concurrency),
         data=DataArguments(practice_dataset_name=dataset),
-        evaluation=EvalConfig(data=DataConfig(dataset=dataset), agent=AgentConfig(model=model, max_turns=1)),
-    )
-    usage = UsageTracker()
-    client = LLMClient(model, base_url=base_url, model="stub", api_key="k", usage=usage)
-    agent, updater = Agent(config.evaluation.agent, client), ExperienceUpdater(client, config.practice)
-    verifier = Verifier(load_verifier("str_match.py"))
-    return TrainingFreeGRPO(config, db, agent, updater, verifier, usage, pipeline=pipeline), client
+        evaluation=EvalConfig(
+            data=DataConfig(dataset=dataset), agent=AgentConfig(model=model, max_turns=1),
+            verify_filename="str_match.py",
+        ),
+    )  # fmt: skip
+    stack = AsyncExitStack()
+    return await build_practice(stack, config, db, pipeline=pipeline), stack

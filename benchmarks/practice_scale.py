@@ -73,7 +73,7 @@ class TimedDatabase(Database):
 
 async def run(url: str, db_url: str, args) -> dict:
     db = TimedDatabase(db_url)
-    practice, client = await stub_practice(url, db, "Scale", args.questions, args.group, args.batch, args.concurrency)
+    practice, clients = await stub_practice(url, db, "Scale", args.questions, args.group, args.batch, args.concurrency)
     memory: list[float] = []
     original = practice.practice_step
 
@@ -88,8 +88,8 @@ async def run(url: str, db_url: str, args) -> dict:
     wall = time.perf_counter() - start
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
-    calls = client.usage.total().calls
-    await client.close()
+    calls = practice.usage.total().calls
+    await clients.aclose()
     await db.dispose()
     ideal = calls * args.latency / args.concurrency
     transport = await transport_floor(url, calls, args.concurrency)

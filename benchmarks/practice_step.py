@@ -37,15 +37,15 @@ REPLIES = Path(__file__).resolve().parent / "practice_replies.py"
 
 async def one_step(base_url: str, args, pipeline: bool, workdir: Path) -> tuple[float, int]:
     db = Database(f"sqlite:///{workdir / f'bench-{pipeline}-{time.monotonic_ns()}.db'}")
-    practice, client = await stub_practice(
+    practice, clients = await stub_practice(
         base_url, db, "Bench", args.questions, args.group, args.questions, args.concurrency, pipeline
     )
     start = time.perf_counter()
     await practice.run()
     elapsed = time.perf_counter() - start
-    await client.close()
+    await clients.aclose()
     await db.dispose()
-    return elapsed, client.usage.total().calls
+    return elapsed, practice.usage.total().calls
 
 
 async def scenario(args, latency: float, jitter: float, tmp: Path) -> dict:

@@ -1,0 +1,63 @@
+"""The composition root: everything a run needs, built from its config in one place.
+
+Commands, benchmarks and Python users call these instead of wiring clients, verifier, agent and store by
+hand. Every client is checked with a preflight call before any work and closed with the `AsyncExitStack`
+it is entered into.
+"""
+
+from contextlib import AsyncExitStack
+
+from utu.agents import Agent
+from utu.config.models import EvalConfig, ModelConfig, TrainingFreeGRPOConfig
+from utu.db.engine import Database
+from utu.eval.runner import EvalRunner
+from utu.llm.client import LLMClient
+from utu.llm.factory import make_client
+from utu.llm.usage import UsageTracker
+from utu.practice.experience_updater import ExperienceUpdater
+from utu.practice.training_free_grpo import TrainingFreeGRPO
+from utu.tools import build_toolkits
+from utu.verify import Verifier, load_verifier
+
+
+async def open_client(
+    stack: AsyncExitStack, config: ModelConfig, usage: UsageTracker | None = None, env_prefix: str = "UTU_LLM"
+) -> LLMClient:
+    """A client for `config`, closed with `stack`, whose endpoint answered a preflight call."""
+    client = await stack.enter_async_context(make_client(config, usage, env_prefix=env_prefix))
+    await client.preflight()
+    return client
+
+
+async def open_judge(stack: AsyncExitStack, config: EvalConfig, usage: UsageTracker | None = None) -> LLMClient | None:
+    if config.judge_model is None:
+        return None
+    return await open_client(stack, config.judge_model, usage, env_prefix="JUDGE_LLM")
+
+
+async def build_eval(stack: AsyncExitStack, config: EvalConfig, db: Database) -> EvalRunner:
+    """An evaluation runner: the agent with its tools, the verifier with its judge."""
+    verify = load_verifier(config.verify_filename, config.verify_func_name)  # before any client starts
+    client = await open_client(stack, config.agent.model)
+    judge = await open_judge(stack, config)
+    verifier = Verifier(verify, config.verify_timeout, config.timeout_score, llm=judge)
+    agent = Agent(config.agent, client, build_toolkits(config.agent.toolkits, llm=client))
+    return EvalRunner(config, db, agent, verifier)
+
+
+async def build_practice(
+    stack: AsyncExitStack, config: TrainingFreeGRPOConfig, db: Database, pipeline: bool = True
+) -> TrainingFreeGRPO:
+    """A practice run: agent, learner (the agent's client unless `learner_model` is set), verifier, store."""
+    ev = config.evaluation
+    verify = load_verifier(ev.verify_filename, ev.verify_func_name)
+    usage = UsageTracker()
+    client = await open_client(stack, ev.agent.model, usage)
+    learner = client
+    if config.practice.learner_model:
+        learner = await open_client(stack, config.practice.learner_model, usage)
+    judge = await open_judge(stack, ev, usage)
+    verifier = Verifier(verify, ev.verify_timeout, ev.timeout_score, llm=judge)
+    agent = Agent(ev.agent, client, build_toolkits(ev.agent.toolkits, llm=client))
+    updater = ExperienceUpdater(learner, config.practice)
+    return TrainingFreeGRPO(config, db, agent, updater, verifier, usage, pipeline=pipeline)

@@ -1,0 +1,198 @@
+"""Evaluate an agent: K attempts per question, judged by the configured verify function, with honest metrics.
+
+    python scripts/run_eval.py --config_name math/math_AIME24 [--exp_id X] [--pass_k 32] [--limit 10]
+    python scripts/run_eval.py --config_name local/mawps --agent_config runs/p1/enhanced_agent.yaml --exp_id p1_eval
+    python scripts/run_eval.py --compare BASELINE_EXP ENHANCED_EXP
+
+Re-running the same exp_id runs only what is missing (resume after a crash or Ctrl-C); --fresh starts over.
+Extra arguments are Hydra overrides, e.g. `agent.model.model_settings.temperature=0.6`.
+"""
+
+import argparse
+import contextlib
+import json
+import logging
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from sqlalchemy import select
+
+from utu import cli
+from utu.app import build_eval
+from utu.cli import refuse_unknown_flags
+from utu.config import EvalConfig, load_agent_config, load_config
+from utu.config.loader import validate
+from utu.config.names import inside
+from utu.db import Database, EvalResult, EvaluationSample
+from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
+from utu.db.experiments import check_row_owner, forget_experiment, register_experiment
+from utu.db.leases import experiment_lease
+from utu.errors import ConfigError
+from utu.eval.metrics import Attempt, compare, compute_metrics
+from utu.eval.outcome import check_attempts
+from utu.tracing import setup_tracing
+from utu.verify import load_verifier
+
+log = logging.getLogger("run_eval")
+console = Console()
+
+
+def parse_args() -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config_name", help="eval config under configs/eval/, e.g. math/math_AIME24")
+    parser.add_argument("--exp_id", help="experiment id (default: the config's)")
+    parser.add_argument("--concurrency", type=int, help="attempts in flight at once")
+    parser.add_argument("--pass_k", type=int, help="attempts per question (K)")
+    parser.add_argument("--dataset", help="data set name (bundled sets load automatically)")
+    parser.add_argument("--limit", type=int, help="only the first N questions")
+    parser.add_argument("--agent_config", help="agent config name under configs/agents/ or a YAML file path")
+    parser.add_argument("--step", choices=["all", "rollout", "judge"], default="all")
+    parser.add_argument("--fresh", action="store_true", help="delete this exp_id's attempts and start over")
+    parser.add_argument(
+        "--max_failed_share", type=float, help="share of attempts that may fail before the run counts as failed"
+    )
+    parser.add_argument("--compare", nargs=2, metavar=("EXP_A", "EXP_B"), help="paired comparison of two runs")
+    parser.add_argument("--db_url", help="SQLAlchemy URL (default: UTU_DB_URL, else ./utu.db)")
+    parser.add_argument("--output_dir", type=Path, default=Path("runs"), help="metrics go to OUTPUT_DIR/<exp_id>/")
+    args, overrides = parser.parse_known_args()
+    refuse_unknown_flags(parser, overrides)
+    if not args.compare and not args.config_name:
+        parser.error("--config_name is required (or use --compare EXP_A EXP_B)")
+    return args, overrides
+
+
+def build_config(args: argparse.Namespace, overrides: list[str]) -> EvalConfig:
+    """The eval config from YAML, with the command-line flags applied (and validated) on top."""
+    config = load_config("eval", args.config_name, EvalConfig, overrides)
+    flags = {
+        k: v for k in ("exp_id", "concurrency", "pass_k", "max_failed_share") if (v := getattr(args, k)) is not None
+    }
+    data = {k: v for k in ("dataset", "limit") if (v := getattr(args, k)) is not None}
+    if "dataset" in data and data["dataset"] != config.data.dataset and "limit" not in data and config.data.limit:
+        log.warning(
+            "the config's limit (%d) was set for %s: not applied to %s; pass --limit N to cut it",
+            config.data.limit, config.data.dataset, data["dataset"],
+        )  # fmt: skip
+        data["limit"] = None
+    values = config.model_dump() | flags | {"data": config.data.model_dump() | data}
+    if args.agent_config:
+        values["agent"] = load_agent_config(args.agent_config).model_dump()
+    return validate(values, EvalConfig, {"": "command line"})
+
+
+def shaping_config(config: EvalConfig, content: dict) -> dict:
+    """What determines the results: resuming under a change here is refused. `content`: the selected
+    questions' digest, so a data set replaced under the same name, or another limit, is noticed."""
+    return {
+        "dataset": config.data.dataset,
+        "selection": {"limit": config.data.limit, **content},
+        "agent": config.agent.shaping_dump(),
+        "verify": [config.verify_filename, config.verify_func_name, config.timeout_score],
+        "pass_k": config.pass_k,
+    }
+
+
+async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database) -> int:
+    config = build_config(args, overrides)
+    out = inside(args.output_dir, config.exp_id, "eval_metrics.json")  # before any work
+    load_verifier(config.verify_filename, config.verify_func_name)  # a verifier that cannot load fails now
+    setup_tracing()
+    await ensure_dataset(db, config.data.dataset)
+    async with experiment_lease(db, config.exp_id), contextlib.AsyncExitStack() as stack:
+        await check_row_owner(db, [config.exp_id], config.exp_id)
+        if args.fresh:
+            await forget_experiment(db, config.exp_id)
+        content = content_digest(await select_questions(db, config.data.dataset, config.data.limit))
+        await register_experiment(db, config.exp_id, "eval", shaping_config(config, content))
+        runner = await build_eval(stack, config, db)
+        total = await runner.prepare(fresh=args.fresh)
+        model = runner.agent.llm.model
+        log.info("%s: %d attempts (%s, K=%d) with %s", config.exp_id, total, config.data.dataset, config.pass_k, model)
+        start = time.perf_counter()
+        await runner.run(args.step)
+        rows = await runner.rows()
+        metrics = compute_metrics((Attempt.from_row(r) for r in rows), config.pass_k)
+        metrics |= {"exp_id": config.exp_id, "dataset": config.data.dataset, "model": model,
+                    "wall_time": time.perf_counter() - start}  # fmt: skip
+        async with db.transaction() as s:
+            s.add(EvalResult(exp_id=config.exp_id, metrics=metrics))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(metrics, indent=2) + "\n")
+        print_metrics(metrics, config.pass_k)
+        console.print(f"metrics written to {out}")
+        check_attempts(rows, config.max_failed_share, config.exp_id, judged_expected=args.step != "rollout")
+    return 0
+
+
+def print_metrics(metrics: dict, k: int) -> None:
+    table = Table(title=f"{metrics['exp_id']} on {metrics['dataset']} ({metrics['model']})")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    low, high = metrics[f"Mean@{k}_ci95"]
+    if metrics["attempts_judged"]:
+        table.add_row(f"Mean@{k}", f"{metrics[f'Mean@{k}']:.3f}  (95% CI {low:.3f}–{high:.3f})")
+    else:
+        table.add_row(f"Mean@{k}", "no result: nothing was judged")
+    for key, value in metrics.items():
+        if key.startswith(("Pass@", "pass@")):
+            table.add_row(key, f"{value:.3f}")
+    for level, v in metrics["by_level"].items():
+        table.add_row(f"Mean@{k} level {level}", f"{v[f'Mean@{k}']:.3f} ({v['questions']} q)")
+    for key in ("questions", "attempts", "attempts_judged", "attempts_failed", "verifier_errors"):
+        table.add_row(key, str(metrics[key]))
+    table.add_row("avg tool calls", f"{metrics['avg_tool_calls']:.2f}")
+    table.add_row("tokens (total / avg per attempt)", f"{metrics['total_tokens']} / {metrics['avg_tokens']:.0f}")
+    table.add_row("cost", f"${metrics['total_cost']:.4f}")
+    table.add_row("wall time", f"{metrics['wall_time']:.1f}s")
+    console.print(table)
+
+
+async def compare_runs(exp_a: str, exp_b: str, db: Database) -> int:
+    async with db.sessions() as s:
+        rows = {
+            exp: [
+                Attempt.from_row(r)
+                for r in await s.scalars(select(EvaluationSample).where(EvaluationSample.exp_id == exp))
+            ]
+            for exp in (exp_a, exp_b)
+        }
+    for exp, attempts in rows.items():
+        if not attempts:
+            raise ConfigError(f"--compare: no attempts stored for exp_id {exp!r}")
+    result = compare(rows[exp_a], rows[exp_b])
+    table = Table(title=f"per-question mean reward: {exp_a} (A) vs {exp_b} (B)")
+    for column in ("question", "A", "B", "B - A"):
+        table.add_column(column, justify="right")
+    for (dataset, index), a, b in result.rows:
+        table.add_row(f"{dataset}#{index}", f"{a:.3f}", f"{b:.3f}", f"{b - a:+.3f}")
+    console.print(table)
+    low, high = result.ci95
+    verdict = "a real gain" if low > 0 else "a real loss" if high < 0 else "not distinguishable from noise"
+    console.print(
+        f"B - A = {result.mean_diff:+.3f} (95% CI {low:+.3f} to {high:+.3f}) over {len(result.rows)} shared questions: "
+        f"{verdict}. Only in A: {result.only_a}, only in B: {result.only_b}."
+    )
+    return 0
+
+
+async def run() -> int:
+    args, overrides = parse_args()
+    db = Database(args.db_url)
+    try:
+        await db.create_tables()
+        if args.compare:
+            return await compare_runs(*args.compare, db)
+        return await evaluate(args, overrides, db)
+    finally:
+        await db.dispose()
+
+
+def main() -> None:
+    cli.setup()
+    cli.run(run)
+
+
+if __name__ == "__main__":
+    main()

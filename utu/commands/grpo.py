@@ -1,0 +1,181 @@
+"""Parameter-updating GRPO on a local model, rewarded by the same verify functions as practice and evaluation.
+
+    python scripts/run_grpo.py                                   # SmolLM2-135M on MAWPS, on the CPU
+    python scripts/run_grpo.py --config_name toy                 # a seconds-long smoke run on a tiny model
+    python scripts/run_grpo.py --steps 40 trainer.lr=1e-5 trainer.beta=0.04
+
+Writes runs/<exp_id>/grpo/: metrics.jsonl (one line per step), tensorboard/ (if installed), checkpoint/
+(model or LoRA adapter, optimizer, scheduler, RNG, step) and test.json (Mean@k / Pass@k before and after).
+Running the same command again resumes from the checkpoint; --fresh starts over.
+Multi-GPU: `accelerate launch scripts/run_grpo.py ...` (Accelerate's config picks DDP, DeepSpeed or FSDP).
+"""
+
+import argparse
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from utu import cli
+from utu.cli import refuse_unknown_flags
+from utu.config.loader import load_config, validate
+from utu.config.names import inside
+from utu.config.rl import RLConfig
+from utu.db import Database
+from utu.db.dataset_io import ensure_dataset
+from utu.errors import ConfigError
+from utu.verify import Verifier, load_verifier
+
+log = logging.getLogger("run_grpo")
+console = Console()
+
+
+def parse_args() -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config_name", default="smollm2_mawps", help="config under configs/rl/ (%(default)s)")
+    parser.add_argument("--exp_id", help="experiment id (default: the config's)")
+    parser.add_argument("--steps", type=int, help="training steps")
+    parser.add_argument("--fresh", action="store_true", help="delete this exp_id's checkpoint and metrics first")
+    parser.add_argument("--db_url", help="SQLAlchemy URL of the data sets (default: UTU_DB_URL, else ./utu.db)")
+    parser.add_argument("--output_dir", type=Path, default=Path("runs"), help="results go to OUTPUT_DIR/<exp_id>/grpo/")
+    args, overrides = parser.parse_known_args()
+    refuse_unknown_flags(parser, overrides)
+    return args, overrides
+
+
+def build_config(args: argparse.Namespace, overrides: list[str]) -> RLConfig:
+    config = load_config("rl", args.config_name, RLConfig, overrides)
+    flags = {k: v for k in ("exp_id", "steps") if (v := getattr(args, k)) is not None}
+    return validate(config.model_dump() | flags, RLConfig, {"": "command line"})
+
+
+async def load_questions(config: RLConfig, db_url: str | None) -> list[tuple[int, str, str | None]]:
+    from utu.rl.env import questions_from_db, questions_from_jsonl
+
+    if config.data.file_path is not None:
+        return questions_from_jsonl(config.data.file_path)
+    db = Database(db_url)
+    try:
+        await db.create_tables()
+        await ensure_dataset(db, config.data.dataset)
+        return await questions_from_db(db, config.data.dataset)
+    finally:
+        await db.dispose()
+
+
+def split(questions: list, config: RLConfig) -> tuple[list, list]:
+    """The last `test_size` questions are held out; training uses the rest (or its first `train_limit`)."""
+    size = config.data.test_size
+    if len(questions) <= size:
+        raise ConfigError(f"data.test_size: {size} leaves no training questions (the data set has {len(questions)})")
+    train, test = questions[: len(questions) - size], questions[len(questions) - size :]
+    return train[: config.data.train_limit], test
+
+
+def build_agent(config: RLConfig, checkpoint: Path) -> Any:
+    try:
+        from utu.rl.grpo import GRPO, embedded_model_source, load_causal_lm
+        from utu.rl.toy import char_tokenizer, tiny_llama
+    except ImportError as e:
+        raise ConfigError(f"the RL module needs its extra: run `make install-rl` ({e})") from e
+    if checkpoint.is_dir():
+        agent = GRPO.load(checkpoint, device=config.model.device)
+        saved = agent.settings.model_dump()
+        changed = sorted(k for k, v in config.trainer.model_dump().items() if saved.get(k) != v)
+        if changed:
+            raise ConfigError(
+                f"{checkpoint}: trainer settings differ from the checkpoint ({', '.join(changed)}); "
+                "use --fresh to start over or a new --exp_id"
+            )
+        log.info("resuming %s at step %d", checkpoint, agent.step)
+        return agent
+    knobs = config.trainer.model_dump()
+    if config.model.path == "toy":
+        tokenizer = char_tokenizer()
+        model = tiny_llama(len(tokenizer), seed=config.trainer.seed)
+        return GRPO(model, tokenizer, device=config.model.device, **knobs)
+    source = embedded_model_source() if config.model.path == "embedded" else {"path": config.model.path}
+    if config.model.gguf_file:
+        source["gguf_file"] = config.model.gguf_file
+    log.info("loading %s (a GGUF file is dequantised to fp32: about 25 s for 135M)", source)
+    try:
+        model, tokenizer = load_causal_lm(source)
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"model.path: cannot load {source}: {e}") from e
+    return GRPO(model, tokenizer, device=config.model.device, model_source=source, **knobs)
+
+
+def progress_line(record: dict[str, Any]) -> str:
+    parts = [f"reward {record['reward']:.3f}", f"len {record['completions/mean_length']:.0f}"]
+    if "kl" in record:
+        parts.append(f"kl {record['kl']:.4f}")
+    parts.append(f"zero-std {record['frac_reward_zero_std']:.2f}")
+    return " | ".join(parts)
+
+
+async def run() -> int:
+    args, overrides = parse_args()
+    config = build_config(args, overrides)
+    out = inside(args.output_dir, config.exp_id, "grpo")
+    if args.fresh:
+        shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+    verifier = Verifier(load_verifier(config.verify_filename, config.verify_func_name), timeout=config.verify_timeout)
+    train_questions, test_questions = split(await load_questions(config, args.db_url), config)
+
+    from utu.rl.env import GRPOEnv, PromptTemplate
+    from utu.rl.train import MetricsLog, train
+
+    template = PromptTemplate(system=config.data.system, user=config.data.user)
+    env = GRPOEnv(train_questions, template, verifier, batch_size=config.prompts_per_step, seed=config.trainer.seed)
+    test_env = GRPOEnv(test_questions, template, verifier)
+    checkpoint = out / "checkpoint"
+    agent = build_agent(config, checkpoint)
+
+    results_file = out / "test.json"
+    results = json.loads(results_file.read_text()) if results_file.is_file() else {}
+    if "before" not in results:
+        console.print(f"testing the starting model on {len(test_questions)} held-out questions (k={config.test_k})")
+        results["before"] = await agent.test(test_env, k=config.test_k)
+        results_file.write_text(json.dumps(results, indent=2))
+    metrics = MetricsLog(out / "metrics.jsonl")
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("GRPO", total=config.steps, completed=agent.step)
+
+        def show_step(record: dict[str, Any]) -> None:
+            progress.update(task, completed=record["step"], description=progress_line(record))
+
+        await train(agent, env, config.steps, metrics, checkpoint, config.save_every, on_step=show_step)
+    metrics.close()
+    console.print("testing the trained model")
+    results["after"] = await agent.test(test_env, k=config.test_k)
+    results["steps"] = agent.step
+    results_file.write_text(json.dumps(results, indent=2))
+    show(results, config.test_k, out)
+    return 0
+
+
+def show(results: dict[str, Any], k: int, out: Path) -> None:
+    table = Table(title=f"held-out test ({results['before']['prompts']} questions, k={k})")
+    for column in ("", f"Mean@{k}", f"Pass@{k}"):
+        table.add_column(column)
+    for name in ("before", "after"):
+        r = results[name]
+        table.add_row(name, f"{r[f'Mean@{k}']:.3f}", f"{r[f'Pass@{k}']:.3f}")
+    console.print(table)
+    console.print(f"metrics: {out / 'metrics.jsonl'}; checkpoint: {out / 'checkpoint'}")
+
+
+def main() -> None:
+    cli.setup()
+    cli.run(run)
+
+
+if __name__ == "__main__":
+    main()

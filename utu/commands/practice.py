@@ -1,0 +1,240 @@
+"""Training-Free GRPO practice: learn an experience library for an agent, then export the enhanced agent.
+
+    python scripts/run_training_free_GRPO.py --config_name math_reasoning
+    python scripts/run_training_free_GRPO.py --config_name local_mawps --epochs 2 --restart_step 1
+
+Flags override the YAML (same names as Youtu-Agent); extra `key=value` arguments are Hydra overrides.
+"""
+
+import argparse
+import contextlib
+import logging
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from utu import cli
+from utu.app import build_practice
+from utu.cli import refuse_unknown_flags
+from utu.config import TrainingFreeGRPOConfig, compose_dict, config_root, load_agent_config, load_config
+from utu.config.loader import agent_source, validate
+from utu.config.names import inside
+from utu.db import Database
+from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
+from utu.db.experiments import check_row_owner, delete_rows, forget_experiment, register_experiment
+from utu.db.leases import experiment_lease
+from utu.errors import RunFailed
+from utu.practice.data_manager import PracticeData
+from utu.practice.export import check_export_target, write_outputs
+from utu.tracing import setup_tracing
+from utu.verify import load_verifier
+
+log = logging.getLogger("practice")
+console = Console(width=max(Console().width, 130))  # the step table is wide
+
+PRACTICE_FLAGS = {
+    "epochs": int, "batch_size": int, "grpo_n": int, "rollout_concurrency": int, "rollout_temperature": float,
+    "task_timeout": float, "shuffle_data": "bool", "seed": int, "agent_objective": str, "learning_objective": str,
+    "given_ground_truth": "bool", "num_experiences_per_query": int, "max_experiences": int, "do_eval": "bool",
+    "eval_strategy": str, "eval_steps": int,
+}  # fmt: skip
+DATA_FLAGS = {"practice_dataset_name": str, "rollout_data_truncate": int, "eval_data_truncate": int}
+EVAL_FLAGS = {"verify_filename": str, "verify_func_name": str, "pass_k": int, "max_failed_share": float}
+# Knobs that do not change what a step computes: a resumed experiment may change them.
+NOT_SHAPING = {"epochs", "restart_step", "rollout_concurrency", "task_timeout", "do_eval", "eval_strategy",
+               "eval_steps"}  # fmt: skip
+
+
+def _bool(text: str) -> bool:
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _restart(text: str) -> int | None:
+    if text.lower() in ("none", "null"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a step number or none, got {text!r}") from None
+
+
+def parse_args() -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config_name", required=True, help="practice config under configs/practice/")
+    parser.add_argument("--exp_id", "--experiment_name", dest="exp_id", help="experiment id (default: the config's)")
+    parser.add_argument("--agent_config", help="agent config name under configs/agents/ or a YAML file path")
+    restart_help = "none (default): reuse everything saved; N: recompute from step N; 0: recompute all"
+    parser.add_argument("--restart_step", type=_restart, default=None, help=restart_help)
+    for table in (PRACTICE_FLAGS, DATA_FLAGS, EVAL_FLAGS):
+        for name, kind in table.items():
+            parser.add_argument(f"--{name}", type=_bool if kind == "bool" else kind, default=None)
+    parser.add_argument("--fresh", action="store_true", help="forget this exp_id entirely and start over")
+    parser.add_argument("--no_pipeline", action="store_true", help="wait for the whole batch before learning")
+    parser.add_argument(
+        "--export_to", help="also write configs/agents/practice/NAME.yaml and configs/eval/practice/NAME.yaml"
+    )
+    parser.add_argument("--db_url", help="SQLAlchemy URL (default: UTU_DB_URL, else ./utu.db)")
+    parser.add_argument("--output_dir", type=Path, default=Path("runs"), help="outputs go to OUTPUT_DIR/<exp_id>/")
+    args, overrides = parser.parse_known_args()
+    refuse_unknown_flags(parser, overrides)
+    return args, overrides
+
+
+def build_config(args: argparse.Namespace, overrides: list[str]) -> TrainingFreeGRPOConfig:
+    config = load_config("practice", args.config_name, TrainingFreeGRPOConfig, overrides).model_dump()
+    pick = lambda table: {k: v for k in table if (v := getattr(args, k)) is not None}  # noqa: E731
+    config["practice"] |= pick(PRACTICE_FLAGS) | {"restart_step": 0 if args.fresh else args.restart_step}
+    data_flags = pick(DATA_FLAGS)
+    chosen = data_flags.get("practice_dataset_name")
+    truncate = config["data"].get("rollout_data_truncate")
+    if (
+        chosen
+        and chosen != config["data"]["practice_dataset_name"]
+        and truncate
+        and "rollout_data_truncate" not in data_flags
+    ):
+        log.warning(
+            "the config's rollout_data_truncate (%d) was set for %s: not applied to %s; pass --rollout_data_truncate N",
+            truncate, config["data"]["practice_dataset_name"], chosen,
+        )  # fmt: skip
+        data_flags["rollout_data_truncate"] = None
+    config["data"] |= data_flags
+    config["evaluation"] |= pick(EVAL_FLAGS)
+    if args.exp_id is not None:
+        config["exp_id"] = args.exp_id
+    if args.agent_config:
+        config["evaluation"]["agent"] = load_agent_config(args.agent_config).model_dump()
+    return validate(config, TrainingFreeGRPOConfig, {"": "command line"})
+
+
+def shaping_config(config: TrainingFreeGRPOConfig, content: dict) -> dict:
+    """What determines a step's results: resuming under a change here is refused. `content`: the digest of
+    the practice questions, so a data set replaced under the same name is noticed."""
+    practice = config.practice.model_dump(exclude=NOT_SHAPING | {"learner_model"})
+    if config.practice.learner_model:
+        practice["learner_model"] = config.practice.learner_model.shaping_dump()
+    ev = config.evaluation
+    return {
+        "practice": practice,
+        "data": config.data.model_dump(exclude={"eval_data_truncate"}) | {"content": content},
+        "agent": ev.agent.shaping_dump(),
+        "verify": [ev.verify_filename, ev.verify_func_name, ev.timeout_score],
+    }
+
+
+async def run() -> int:
+    args, overrides = parse_args()
+    config = build_config(args, overrides)
+    run_dir = inside(args.output_dir, config.exp_id)  # names and paths are checked before any work
+    if args.export_to is not None:
+        check_export_target(config_root(), args.export_to)
+    ev = config.evaluation
+    load_verifier(ev.verify_filename, ev.verify_func_name)  # a verifier that cannot load fails now
+    setup_tracing()
+    db = Database(args.db_url)
+    async with contextlib.AsyncExitStack() as resources:
+        resources.push_async_callback(db.dispose)
+        await db.create_tables()
+        await ensure_dataset(db, config.data.practice_dataset_name)
+        if config.practice.do_eval:
+            await ensure_dataset(db, ev.data.dataset)
+        await resources.enter_async_context(experiment_lease(db, config.exp_id))
+        epoch_ids = [PracticeData.epoch_exp_id_of(config.exp_id, e) for e in range(config.practice.epochs)]
+        await check_row_owner(db, epoch_ids, config.exp_id)
+        if args.fresh:
+            await forget_experiment(db, config.exp_id)
+            await delete_rows(db, config.exp_id)
+        questions = await select_questions(db, config.data.practice_dataset_name, config.data.rollout_data_truncate)
+        await register_experiment(db, config.exp_id, "practice", shaping_config(config, content_digest(questions)))
+        practice = await build_practice(resources, config, db, pipeline=not args.no_pipeline)
+        result = await practice.run()
+    print_summary(config, result)
+    check_learned(result)
+    source = agent_source(args.agent_config) if args.agent_config else evaluation_agent_source(args, overrides)
+    paths = write_outputs(
+        ev, result.library, config.exp_id, run_dir, args.export_to, config_root(),
+        source.get("model", {}).get("model_provider"),
+    )  # fmt: skip
+    console.print(f"enhanced agent: {paths['agent']}")
+    if "exported_eval" in paths:
+        console.print(f"evaluate it: python scripts/run_eval.py --config_name practice/{paths['exported_eval'].stem}")
+    else:
+        console.print(
+            f"evaluate it: python scripts/run_eval.py --config_name {eval_config_name(args.config_name)} "
+            f"--agent_config {paths['agent']} --exp_id {config.exp_id}_enhanced"
+        )
+    return 0
+
+
+def evaluation_agent_source(args: argparse.Namespace, overrides: list[str]) -> dict:
+    """The practice config's agent as written (environment references unresolved)."""
+    return (
+        compose_dict("practice", args.config_name, overrides, resolve=False)[0].get("evaluation", {}).get("agent", {})
+    )
+
+
+def check_learned(result) -> None:
+    """A practice whose library is empty produced nothing to export: say why and fail."""
+    if result.library.experiences:
+        return
+    steps = [s for s in result.steps if "operations" in s]
+    used = sum(s["groups_used"] for s in steps)
+    groups = used + sum(s["groups_skipped"] for s in steps)
+    refused = sum(s["operations_refused"] for s in steps)
+    errors = sum(s["learner_errors"] for s in steps)
+    if not groups:
+        why = "no step was run"
+    elif not used:
+        why = f"none of {groups} groups carried contrast (every attempt of a question got the same reward)"
+    elif refused:
+        why = f"the code refused all {refused} operations the learner proposed (see experience_operations)"
+    elif errors:
+        why = f"the learner failed {errors} times and proposed nothing usable (see learner_errors)"
+    else:
+        why = f"the learner studied {used} groups and proposed no experience"
+    raise RunFailed(f"practice learned nothing: the library is empty ({why}); no enhanced agent was exported")
+
+
+def eval_config_name(practice_config: str) -> str:
+    """The eval config a practice config builds on (its `evaluation` defaults entry)."""
+    _, files = compose_dict("practice", practice_config)
+    path = files.get("evaluation")
+    return str(path.relative_to(config_root() / "eval").with_suffix("")) if path else "<eval config>"
+
+
+def print_summary(config: TrainingFreeGRPOConfig, result) -> None:
+    g = config.practice.grpo_n
+    table = Table(title=f"practice {config.exp_id}")
+    for column in ("step", "epoch", f"Mean@{g}", f"Pass@{g}", "groups used/skipped", "library", "ADD/UPD/DEL",
+                   "refused", "learner err", "tokens", "cost", "time"):  # fmt: skip
+        table.add_column(column, justify="right")
+    for s in result.steps:
+        if "operations" not in s:
+            continue
+        ops = s["operations"]
+        tokens = sum(u["prompt_tokens"] + u["completion_tokens"] for u in s["usage"].values())
+        cost = sum(u["cost"] for u in s["usage"].values())
+        table.add_row(
+            str(s["step"]), str(s["epoch"]), f"{s[f'Mean@{g}']:.3f}", f"{s[f'Pass@{g}']:.3f}",
+            f"{s['groups_used']}/{s['groups_skipped']}", str(s["library_size"]),
+            f"{ops['ADD']}/{ops['UPDATE']}/{ops['DELETE']}", str(s["operations_refused"]), str(s["learner_errors"]),
+            str(tokens), f"${cost:.4f}", f"{s['wall_time']:.1f}s",
+        )  # fmt: skip
+    console.print(table)
+    console.print(f"library ({len(result.library.experiences)} experiences):")
+    for key, text in result.library.experiences.items():
+        console.print(f"  [{key}] {text}", markup=False)
+
+
+def main() -> None:
+    cli.setup()
+    cli.run(run)
+
+
+if __name__ == "__main__":
+    main()

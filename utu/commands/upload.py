@@ -1,0 +1,51 @@
+"""Upload a JSONL data set into the `data` table, all lines or none.
+
+python scripts/data/upload_dataset.py --file_path x.jsonl --dataset_name X [--replace | --append]
+"""
+
+import argparse
+import logging
+from pathlib import Path
+
+from utu import cli
+from utu.db import Database
+from utu.db.dataset_io import parse_dataset_file, store_dataset
+
+log = logging.getLogger("upload_dataset")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--file_path", required=True, type=Path, help="JSONL file, one question per line")
+    parser.add_argument("--dataset_name", help='name of the data set (default: the lines\' "dataset" field)')
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--replace", action="store_true", help="overwrite an existing data set of that name")
+    mode.add_argument("--append", action="store_true", help="add the lines to an existing data set")
+    parser.add_argument("--db_url", help="SQLAlchemy URL (default: UTU_DB_URL, else ./utu.db)")
+    return parser.parse_args()
+
+
+async def run() -> int:
+    args = parse_args()
+    name, rows = parse_dataset_file(args.file_path, args.dataset_name)
+    renamed = sorted({row.dataset for row in rows if row.dataset and row.dataset != name})
+    if renamed:
+        log.info("lines naming data set %s are stored as %r (--dataset_name)", ", ".join(map(repr, renamed)), name)
+    db = Database(args.db_url)
+    try:
+        await db.create_tables()
+        mode = "replace" if args.replace else "append" if args.append else "new"
+        written = await store_dataset(db, name, rows, mode)
+    finally:
+        await db.dispose()
+    log.info("uploaded %d rows to data set %r in %s", written, name, db.describe())
+    return 0
+
+
+def main() -> None:
+    cli.setup()
+    cli.run(run)
+
+
+if __name__ == "__main__":
+    main()
