@@ -27,27 +27,31 @@ def test_pass_at_k_estimator():
 def test_mean_and_pass_at_k_hand_computed():
     # q0: 3/4 correct, q1: 0/4, q2: 4/4, q3: 1/4
     m = compute_metrics(attempts({0: [1, 1, 1, 0], 1: [0, 0, 0, 0], 2: [1, 1, 1, 1], 3: [0, 0, 1, 0]}), pass_k=4)
-    assert m["Mean@4"] == pytest.approx((0.75 + 0 + 1 + 0.25) / 4)
-    assert m["Pass@4"] == pytest.approx(3 / 4)
-    assert m["pass@1"] == pytest.approx(m["Mean@4"])
-    assert m["pass@2"] == pytest.approx((1 + 0 + 1 + 0.5) / 4)  # q0: 1 - C(1,2)/C(4,2) = 1; q3: 1 - C(3,2)/C(4,2) = .5
-    assert m["pass@4"] == pytest.approx(0.75)
-    assert m["avg_tool_calls"] == 1 and m["total_tokens"] == 160 and m["total_cost"] == pytest.approx(0.016)
-    low, high = m["Mean@4_ci95"]
-    assert 0 <= low < m["Mean@4"] < high <= 1
+    assert m.k == 4
+    assert m.mean_at_k == pytest.approx((0.75 + 0 + 1 + 0.25) / 4)
+    assert m.pass_at_k == pytest.approx(3 / 4)
+    assert m.unbiased_pass_at[1] == pytest.approx(m.mean_at_k)
+    assert m.unbiased_pass_at[2] == pytest.approx((1 + 0 + 1 + 0.5) / 4)  # q0: 1 - C(1,2)/C(4,2) = 1; q3: .5
+    assert m.unbiased_pass_at[4] == pytest.approx(0.75)
+    assert m.avg_tool_calls == 1 and m.total_tokens == 160 and m.total_cost == pytest.approx(0.016)
+    low, high = m.mean_at_k_ci95
+    assert 0 <= low < m.mean_at_k < high <= 1
 
 
 def test_failed_attempts_are_counted_not_scored():
     m = compute_metrics(attempts({0: [1, None], 1: [0, 0]}), pass_k=2)
-    assert (m["attempts"], m["attempts_judged"], m["attempts_failed"]) == (4, 3, 1)
-    assert m["Mean@2"] == pytest.approx((1 + 0) / 2)
+    assert (m.attempts, m.attempts_judged, m.attempts_failed) == (4, 3, 1)
+    assert m.mean_at_k == pytest.approx((1 + 0) / 2)
 
 
 def test_fractional_rewards_and_levels():
     items = attempts({0: [0.5, 1.0]}, level="1") + attempts({1: [0.0, 0.25]}, level="2")
     m = compute_metrics(items, pass_k=2)
-    assert m["Mean@2"] == pytest.approx((0.75 + 0.125) / 2)
-    assert m["by_level"] == {"1": {"questions": 1, "Mean@2": 0.75}, "2": {"questions": 1, "Mean@2": 0.125}}
+    assert m.mean_at_k == pytest.approx((0.75 + 0.125) / 2)
+    assert m.model_dump()["by_level"] == {
+        "1": {"questions": 1, "mean_at_k": 0.75},
+        "2": {"questions": 1, "mean_at_k": 0.125},
+    }
 
 
 def test_bootstrap_ci_is_deterministic_and_brackets_the_mean():

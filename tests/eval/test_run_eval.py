@@ -70,16 +70,17 @@ def test_metrics_equal_hand_computed_values(stub, tmp_path, db):
     assert result.returncode == 0, result.stderr
     metrics = json.loads((tmp_path / "runs/e1/eval_metrics.json").read_text())
     # Questions 0 and 3: one of two right; 1 and 4: both right; 2 and 5: none.
-    assert metrics["Mean@2"] == pytest.approx((0.5 + 1 + 0 + 0.5 + 1 + 0) / 6)
-    assert metrics["Pass@2"] == pytest.approx(4 / 6)
-    assert metrics["pass@1"] == pytest.approx(metrics["Mean@2"])
+    assert metrics["k"] == 2
+    assert metrics["mean_at_k"] == pytest.approx((0.5 + 1 + 0 + 0.5 + 1 + 0) / 6)
+    assert metrics["pass_at_k"] == pytest.approx(4 / 6)
+    assert metrics["unbiased_pass_at"]["1"] == pytest.approx(metrics["mean_at_k"])
     assert (metrics["attempts"], metrics["attempts_judged"], metrics["attempts_failed"]) == (12, 12, 0)
     assert server.request_count == 12
     assert "Mean@2" in result.stdout and "0.500" in result.stdout
     # Stored in the DB as well.
     with sqlite3.connect(db[0]) as conn:
         stored = json.loads(conn.execute("SELECT metrics FROM eval_results WHERE exp_id='e1'").fetchone()[0])
-    assert stored["Mean@2"] == metrics["Mean@2"]
+    assert stored["mean_at_k"] == metrics["mean_at_k"]
     # Re-running a complete experiment does nothing new.
     again = run_script(*eval_args(db[1]), env=env_for(server), cwd=tmp_path)
     assert again.returncode == 0 and server.request_count == 12
@@ -117,7 +118,7 @@ def test_killed_mid_run_then_resumed_equals_an_uninterrupted_run(stub, tmp_path,
     assert server.request_count <= 12 + 2  # at most the attempts in flight at the kill are redone
     m_whole = json.loads((tmp_path / "runs/whole/eval_metrics.json").read_text())
     m_killed = json.loads((tmp_path / "runs/killed/eval_metrics.json").read_text())
-    for key in ("Mean@2", "Pass@2", "pass@1", "attempts_judged", "Mean@2_ci95"):
+    for key in ("mean_at_k", "pass_at_k", "unbiased_pass_at", "attempts_judged", "mean_at_k_ci95"):
         assert m_killed[key] == m_whole[key]
 
 

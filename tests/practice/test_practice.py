@@ -53,7 +53,7 @@ def test_two_epochs_give_the_expected_library_and_operation_rows(tmp_path, works
     assert agent.request_count == 4 * AGENT_PER_STEP and learner.request_count == 4 * LEARNER_PER_STEP
     stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps ORDER BY step")]
     assert [s["library_size"] for s in stats] == [1, 1, 1, 2]
-    assert all(s["Mean@2"] == 0.5 and s["groups_used"] == 2 for s in stats)
+    assert all(s["group_size"] == 2 and s["mean_at_g"] == 0.5 and s["groups_used"] == 2 for s in stats)
     assert stats[0]["usage"]["rollout"]["calls"] == 4 and stats[0]["usage"]["learner.summary"]["calls"] == 4
     assert "When done, box it." in result.stdout
     # Rollouts ran at the rollout temperature, with the library in the system prompt (the agent's placement).
@@ -236,7 +236,9 @@ def test_eval_during_practice_uses_the_agents_temperature_and_the_library(tmp_pa
     assert len(evals) == 2 * 4 and len(rollouts) == 2 * 4  # 4 eval questions after each of 2 steps
     assert "[G0]" in evals[-1]["messages"][0]["content"]
     stats = json.loads(query(db_url, "SELECT stats FROM practice_steps WHERE step=1")[0][0])
-    assert stats["eval"]["exp_id"] == "t_eval_step1" and 0 <= stats["eval"]["Mean@1"] <= 1
+    assert (
+        stats["eval"]["exp_id"] == "t_eval_step1" and stats["eval"]["k"] == 1 and 0 <= stats["eval"]["mean_at_k"] <= 1
+    )
 
 
 def test_the_exported_agent_keeps_the_baseline_settings_and_placement(tmp_path, workspace, stub):

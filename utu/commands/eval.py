@@ -10,7 +10,6 @@ Extra arguments are Hydra overrides, e.g. `agent.model.model_settings.temperatur
 
 import argparse
 import contextlib
-import json
 import logging
 import time
 from pathlib import Path
@@ -30,7 +29,7 @@ from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
 from utu.db.experiments import check_row_owner, forget_experiment, register_experiment
 from utu.db.leases import experiment_lease
 from utu.errors import ConfigError
-from utu.eval.metrics import Attempt, compare, compute_metrics
+from utu.eval.metrics import Attempt, EvalMetrics, compare, compute_metrics
 from utu.eval.outcome import check_attempts
 from utu.tracing import setup_tracing
 from utu.verify import load_verifier
@@ -114,38 +113,39 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
         await runner.run(args.step)
         rows = await runner.rows()
         metrics = compute_metrics((Attempt.from_row(r) for r in rows), config.pass_k)
-        metrics |= {"exp_id": config.exp_id, "dataset": config.data.dataset, "model": model,
-                    "wall_time": time.perf_counter() - start}  # fmt: skip
+        metrics = metrics.model_copy(update={"exp_id": config.exp_id, "dataset": config.data.dataset, "model": model,
+                                             "wall_time": time.perf_counter() - start})  # fmt: skip
         async with db.transaction() as s:
-            s.add(EvalResult(exp_id=config.exp_id, metrics=metrics))
+            s.add(EvalResult(exp_id=config.exp_id, metrics=metrics.model_dump(mode="json")))
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(metrics, indent=2) + "\n")
-        print_metrics(metrics, config.pass_k)
+        out.write_text(metrics.model_dump_json(indent=2) + "\n")
+        print_metrics(metrics)
         console.print(f"metrics written to {out}")
         check_attempts(rows, config.max_failed_share, config.exp_id, judged_expected=args.step != "rollout")
     return 0
 
 
-def print_metrics(metrics: dict, k: int) -> None:
-    table = Table(title=f"{metrics['exp_id']} on {metrics['dataset']} ({metrics['model']})")
+def print_metrics(m: EvalMetrics) -> None:
+    table = Table(title=f"{m.exp_id} on {m.dataset} ({m.model})")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    low, high = metrics[f"Mean@{k}_ci95"]
-    if metrics["attempts_judged"]:
-        table.add_row(f"Mean@{k}", f"{metrics[f'Mean@{k}']:.3f}  (95% CI {low:.3f}–{high:.3f})")
+    k = m.k
+    low, high = m.mean_at_k_ci95
+    if m.attempts_judged:
+        table.add_row(f"Mean@{k}", f"{m.mean_at_k:.3f}  (95% CI {low:.3f}–{high:.3f})")
     else:
         table.add_row(f"Mean@{k}", "no result: nothing was judged")
-    for key, value in metrics.items():
-        if key.startswith(("Pass@", "pass@")):
-            table.add_row(key, f"{value:.3f}")
-    for level, v in metrics["by_level"].items():
-        table.add_row(f"Mean@{k} level {level}", f"{v[f'Mean@{k}']:.3f} ({v['questions']} q)")
+    table.add_row(f"Pass@{k}", f"{m.pass_at_k:.3f}")
+    for n, value in m.unbiased_pass_at.items():
+        table.add_row(f"pass@{n}", f"{value:.3f}")
+    for level, v in m.by_level.items():
+        table.add_row(f"Mean@{k} level {level}", f"{v.mean_at_k:.3f} ({v.questions} q)")
     for key in ("questions", "attempts", "attempts_judged", "attempts_failed", "verifier_errors"):
-        table.add_row(key, str(metrics[key]))
-    table.add_row("avg tool calls", f"{metrics['avg_tool_calls']:.2f}")
-    table.add_row("tokens (total / avg per attempt)", f"{metrics['total_tokens']} / {metrics['avg_tokens']:.0f}")
-    table.add_row("cost", f"${metrics['total_cost']:.4f}")
-    table.add_row("wall time", f"{metrics['wall_time']:.1f}s")
+        table.add_row(key, str(getattr(m, key)))
+    table.add_row("avg tool calls", f"{m.avg_tool_calls:.2f}")
+    table.add_row("tokens (total / avg per attempt)", f"{m.total_tokens} / {m.avg_tokens:.0f}")
+    table.add_row("cost", f"${m.total_cost:.4f}")
+    table.add_row("wall time", f"{m.wall_time:.1f}s")
     console.print(table)
 
 

@@ -182,11 +182,11 @@ def check_learned(result) -> None:
     """A practice whose library is empty produced nothing to export: say why and fail."""
     if result.library.experiences:
         return
-    steps = [s for s in result.steps if "operations" in s]
-    used = sum(s["groups_used"] for s in steps)
-    groups = used + sum(s["groups_skipped"] for s in steps)
-    refused = sum(s["operations_refused"] for s in steps)
-    errors = sum(s["learner_errors"] for s in steps)
+    steps = result.steps
+    used = sum(s.groups_used for s in steps)
+    groups = used + sum(s.groups_skipped for s in steps)
+    refused = sum(s.operations_refused for s in steps)
+    errors = sum(s.learner_errors for s in steps)
     if not groups:
         why = "no step was run"
     elif not used:
@@ -214,16 +214,12 @@ def print_summary(config: TrainingFreeGRPOConfig, result) -> None:
                    "refused", "learner err", "tokens", "cost", "time"):  # fmt: skip
         table.add_column(column, justify="right")
     for s in result.steps:
-        if "operations" not in s:
-            continue
-        ops = s["operations"]
-        tokens = sum(u["prompt_tokens"] + u["completion_tokens"] for u in s["usage"].values())
-        cost = sum(u["cost"] for u in s["usage"].values())
+        ops = s.operations
         table.add_row(
-            str(s["step"]), str(s["epoch"]), f"{s[f'Mean@{g}']:.3f}", f"{s[f'Pass@{g}']:.3f}",
-            f"{s['groups_used']}/{s['groups_skipped']}", str(s["library_size"]),
-            f"{ops['ADD']}/{ops['UPDATE']}/{ops['DELETE']}", str(s["operations_refused"]), str(s["learner_errors"]),
-            str(tokens), f"${cost:.4f}", f"{s['wall_time']:.1f}s",
+            str(s.step), str(s.epoch), f"{s.mean_at_g:.3f}", f"{s.pass_at_g:.3f}",
+            f"{s.groups_used}/{s.groups_skipped}", str(s.library_size),
+            f"{ops['ADD']}/{ops['UPDATE']}/{ops['DELETE']}", str(s.operations_refused), str(s.learner_errors),
+            str(s.tokens), f"${s.cost:.4f}", f"{s.wall_time:.1f}s",
         )  # fmt: skip
     console.print(table)
     console.print(f"library ({len(result.library.experiences)} experiences):")

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from math import comb
 from typing import Any
 
+from pydantic import BaseModel
+
 BOOTSTRAP_SAMPLES = 2000
 
 
@@ -76,7 +78,40 @@ def mean_and_pass(groups: Iterable[list[Attempt]]) -> tuple[list[float], float]:
     return means, statistics.fmean(any(a.correct for a in g) for g in judged) if judged else 0.0
 
 
-def compute_metrics(attempts: Iterable[Attempt], pass_k: int, seed: int = 0) -> dict[str, Any]:
+class LevelMetrics(BaseModel):
+    questions: int
+    mean_at_k: float
+
+
+class EvalMetrics(BaseModel):
+    """An evaluation's metrics over its judged attempts. K is a field, never part of a key."""
+
+    k: int  # attempts per question
+    questions: int
+    questions_scored: int  # with at least one judged attempt
+    attempts: int
+    attempts_judged: int
+    attempts_failed: int
+    attempts_pending: int
+    verifier_errors: int
+    mean_at_k: float  # Mean@K: mean over questions of the mean reward of their attempts
+    mean_at_k_ci95: tuple[float, float]  # bootstrap over questions
+    pass_at_k: float  # Pass@K: share of questions with a correct attempt
+    unbiased_pass_at: dict[int, float]  # pass@k for k = 1, 2, 4, ... K (Chen et al. 2021)
+    by_level: dict[str, LevelMetrics]
+    avg_tool_calls: float
+    avg_tokens: float
+    total_tokens: int
+    total_cost: float
+    avg_time_per_attempt: float
+    # Filled in by the run that computed them.
+    exp_id: str | None = None
+    dataset: str | None = None
+    model: str | None = None
+    wall_time: float | None = None
+
+
+def compute_metrics(attempts: Iterable[Attempt], pass_k: int, seed: int = 0) -> EvalMetrics:
     attempts = list(attempts)
     by_question: dict[tuple[str, int], list[Attempt]] = defaultdict(list)
     for a in attempts:
@@ -84,41 +119,31 @@ def compute_metrics(attempts: Iterable[Attempt], pass_k: int, seed: int = 0) -> 
     judged = {q: [a for a in group if a.stage == "judged"] for q, group in by_question.items()}
     scored = {q: group for q, group in judged.items() if group}
     means, pass_share = mean_and_pass(scored.values())
-    mean_k = statistics.fmean(means) if means else 0.0
-    low, high = bootstrap_ci(means, seed)
-    passes = {}
+    unbiased = {}
     for k in k_values(pass_k):
         eligible = [g for g in scored.values() if len(g) >= k]
         if eligible:
-            passes[f"pass@{k}"] = statistics.fmean(
-                pass_at_k(len(g), sum(bool(a.correct) for a in g), k) for g in eligible
-            )
+            unbiased[k] = statistics.fmean(pass_at_k(len(g), sum(bool(a.correct) for a in g), k) for g in eligible)
     levels: dict[str, list[float]] = defaultdict(list)
     for group in scored.values():
         if group[0].level is not None:
             levels[group[0].level].append(statistics.fmean(a.reward for a in group))
     done = [a for a in attempts if a.stage == "judged"]
-    return {
-        "questions": len(by_question),
-        "questions_scored": len(scored),
-        "attempts": len(attempts),
-        "attempts_judged": len(done),
-        "attempts_failed": sum(a.stage == "failed" for a in attempts),
-        "attempts_pending": sum(a.stage in ("init", "rollout") for a in attempts),
-        "verifier_errors": sum(a.verify_error for a in done),
-        f"Mean@{pass_k}": mean_k,
-        f"Mean@{pass_k}_ci95": [low, high],
-        f"Pass@{pass_k}": pass_share,
-        **passes,
-        "by_level": {
-            level: {"questions": len(v), f"Mean@{pass_k}": statistics.fmean(v)} for level, v in sorted(levels.items())
-        },
-        "avg_tool_calls": _avg(a.tool_calls for a in done),
-        "avg_tokens": _avg(a.tokens for a in done),
-        "total_tokens": sum(a.tokens or 0 for a in attempts),
-        "total_cost": sum(a.cost or 0.0 for a in attempts),
-        "avg_time_per_attempt": _avg(a.time_cost for a in done),
-    }  # fmt: skip
+    by_level = {
+        level: LevelMetrics(questions=len(v), mean_at_k=statistics.fmean(v)) for level, v in sorted(levels.items())
+    }
+    return EvalMetrics(
+        k=pass_k, questions=len(by_question), questions_scored=len(scored), attempts=len(attempts),
+        attempts_judged=len(done), attempts_failed=sum(a.stage == "failed" for a in attempts),
+        attempts_pending=sum(a.stage in ("init", "rollout") for a in attempts),
+        verifier_errors=sum(a.verify_error for a in done),
+        mean_at_k=statistics.fmean(means) if means else 0.0, mean_at_k_ci95=bootstrap_ci(means, seed),
+        pass_at_k=pass_share, unbiased_pass_at=unbiased,
+        by_level=by_level,
+        avg_tool_calls=_avg(a.tool_calls for a in done), avg_tokens=_avg(a.tokens for a in done),
+        total_tokens=sum(a.tokens or 0 for a in attempts), total_cost=sum(a.cost or 0.0 for a in attempts),
+        avg_time_per_attempt=_avg(a.time_cost for a in done),
+    )  # fmt: skip
 
 
 def _avg(values: Iterable[float | int | None]) -> float:

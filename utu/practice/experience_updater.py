@@ -89,8 +89,8 @@ class ExperienceUpdater:
         index = attempts[0].dataset_index
         reason = self.skip_reason(attempts)
         if reason:
-            return GroupOutcome(index, used=False, skip_reason=reason)
-        outcome = GroupOutcome(index, used=True)
+            return GroupOutcome(dataset_index=index, used=False, skip_reason=reason)
+        outcome = GroupOutcome(dataset_index=index, used=True)
         judged = [a for a in attempts if a.reward is not None]
         with span("learner.summary", CHAIN, **{"attempts": len(judged)}):
             summaries = await asyncio.gather(*(self._summarise(a, outcome) for a in judged))
@@ -203,7 +203,7 @@ class ExperienceUpdater:
 
 def _failure(stage: str, index: int | None, e: LLMError) -> LearnerFailure:
     raw = e.raw if isinstance(e, StructuredOutputError) else None
-    return LearnerFailure(stage, index, str(e), raw)
+    return LearnerFailure(stage=stage, dataset_index=index, error=str(e), raw_reply=raw)
 
 
 def render_trajectory(messages: list[dict[str, Any]], token_budget: int) -> str:

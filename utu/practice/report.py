@@ -10,17 +10,17 @@ import asyncio
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import select
 
 from utu.db import Database, EvaluationSample, ExperienceSnapshot, PracticeStep
 from utu.eval.metrics import Attempt, compare, compute_metrics
+from utu.practice.types import StepStats
 
 
-async def load(db: Database, exp_id: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
+async def load(db: Database, exp_id: str) -> tuple[list[StepStats], dict[str, str]]:
     async with db.sessions() as s:
-        steps = [r.stats for r in await s.scalars(
+        steps = [StepStats.model_validate(r.stats) for r in await s.scalars(
             select(PracticeStep).where(PracticeStep.exp_id == exp_id).order_by(PracticeStep.step)
         )]  # fmt: skip
         last = await s.scalar(
@@ -37,13 +37,13 @@ async def attempts(db: Database, exp_id: str) -> list[Attempt]:
         return [Attempt.from_row(r) for r in rows]
 
 
-def plot(steps: list[dict[str, Any]], out: Path, group_size: int) -> list[str]:
+def plot(steps: list[StepStats], out: Path, group_size: int) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    x = [s["step"] for s in steps]
+    x = [s.step for s in steps]
     files = []
 
     def save(name: str, title: str, ylabel: str) -> None:
@@ -58,25 +58,24 @@ def plot(steps: list[dict[str, Any]], out: Path, group_size: int) -> list[str]:
         files.append(name)
 
     plt.figure(figsize=(6, 3.5))
-    plt.plot(x, [s[f"Mean@{group_size}"] for s in steps], marker="o", label=f"Mean@{group_size} (practice)")
-    evals = [(s["step"], s["eval"]) for s in steps if "eval" in s]
+    plt.plot(x, [s.mean_at_g for s in steps], marker="o", label=f"Mean@{group_size} (practice)")
+    evals = [(s.step, s.eval) for s in steps if s.eval is not None]
     if evals:
-        key = next(k for k in evals[0][1] if k.startswith("Mean@") and not k.endswith("ci95"))
-        plt.plot([e[0] for e in evals], [e[1][key] for e in evals], marker="s", label=f"{key} (eval)")
+        label = f"Mean@{evals[0][1].k} (eval)"
+        plt.plot([step for step, _ in evals], [e.mean_at_k for _, e in evals], marker="s", label=label)
     plt.ylim(-0.05, 1.05)
     plt.legend()
     save("reward_per_step.png", "Reward per step", "mean reward")
 
     plt.figure(figsize=(6, 3.5))
-    plt.bar(x, [s["library_size"] for s in steps])
+    plt.bar(x, [s.library_size for s in steps])
     save("library_size.png", "Experience library size", "experiences")
 
-    stages = sorted({tag for s in steps for tag in s["usage"]})
+    stages = sorted({tag for s in steps for tag in s.usage})
     plt.figure(figsize=(6, 3.5))
     bottom = [0] * len(steps)
     for tag in stages:
-        values = [s["usage"].get(tag, {}).get("prompt_tokens", 0) + s["usage"].get(tag, {}).get("completion_tokens", 0)
-                  for s in steps]  # fmt: skip
+        values = [s.usage[tag].prompt_tokens + s.usage[tag].completion_tokens if tag in s.usage else 0 for s in steps]
         plt.bar(x, values, bottom=bottom, label=tag)
         bottom = [a + b for a, b in zip(bottom, values, strict=True)]
     plt.legend(fontsize=7)
@@ -91,7 +90,7 @@ async def write_report(
     if not steps:
         raise SystemExit(f"error: no practice steps stored for exp_id {exp_id!r}")
     out.mkdir(parents=True, exist_ok=True)
-    g = next(int(k.split("@")[1]) for k in steps[0] if k.startswith("Mean@"))
+    g = steps[0].group_size
     images = plot(steps, out, g)
     lines = [f"# Practice report: {exp_id}", ""]
     if note:
@@ -103,8 +102,8 @@ async def write_report(
         lines += ["## Baseline vs enhanced agent", "", f"| | Mean@{k} | 95% CI | Pass@{k} |", "|---|---|---|---|"]
         for label, exp in (("baseline", baseline), ("enhanced", enhanced)):
             m = compute_metrics(a if exp == baseline else b, k)
-            low, high = m[f"Mean@{k}_ci95"]
-            lines.append(f"| {label} (`{exp}`) | {m[f'Mean@{k}']:.3f} | {low:.3f}–{high:.3f} | {m[f'Pass@{k}']:.3f} |")
+            low, high = m.mean_at_k_ci95
+            lines.append(f"| {label} (`{exp}`) | {m.mean_at_k:.3f} | {low:.3f}–{high:.3f} | {m.pass_at_k:.3f} |")
         lines += [
             "",
             f"Paired difference (enhanced − baseline) over {len(diff.rows)} questions: **{diff.mean_diff:+.3f}** "
@@ -114,12 +113,10 @@ async def write_report(
     header = f"| step | epoch | Mean@{g} | groups used/skipped | library | ADD/UPDATE/DELETE | refused | tokens |"
     lines += ["## Steps", "", header, "|---|---|---|---|---|---|---|---|"]
     for s in steps:
-        ops = s["operations"]
-        tokens = sum(u["prompt_tokens"] + u["completion_tokens"] for u in s["usage"].values())
+        ops = s.operations
         lines.append(
-            f"| {s['step']} | {s['epoch']} | {s[f'Mean@{g}']:.3f} | {s['groups_used']}/{s['groups_skipped']} | "
-            f"{s['library_size']} | {ops['ADD']}/{ops['UPDATE']}/{ops['DELETE']} | {s['operations_refused']} "
-            f"| {tokens} |"
+            f"| {s.step} | {s.epoch} | {s.mean_at_g:.3f} | {s.groups_used}/{s.groups_skipped} | {s.library_size} | "
+            f"{ops['ADD']}/{ops['UPDATE']}/{ops['DELETE']} | {s.operations_refused} | {s.tokens} |"
         )
     lines += ["", "## Learned library", ""]
     lines += [f"- **{key}** {text}" for key, text in library.items()] or ["(empty)"]

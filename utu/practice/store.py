@@ -4,14 +4,12 @@ A step's results are saved in one transaction, so a step is either complete (wit
 absent, never half-written.
 """
 
-from typing import Any
-
 from sqlalchemy import delete, select
 
 from utu.db.engine import Database
 from utu.db.models import EvaluationSample, ExperienceOperation, ExperienceSnapshot, LearnerError, PracticeStep
 from utu.practice.library import Library, OpRecord
-from utu.practice.types import LearnerFailure
+from utu.practice.types import LearnerFailure, StepStats
 from utu.tracing.redact import Redactor
 
 EVAL_PREFIX = "{}_eval_step"  # + the step number: the exp_id of a practice's in-step evaluation
@@ -31,12 +29,12 @@ class PracticeStore:
             )
         return Library(dict(row.experiences), row.next_id) if row else None
 
-    async def step_stats(self, step: int) -> dict[str, Any] | None:
+    async def step_stats(self, step: int) -> StepStats | None:
         async with self.db.sessions() as s:
             row = await s.scalar(
                 select(PracticeStep).where(PracticeStep.exp_id == self.exp_id, PracticeStep.step == step)
             )
-        return dict(row.stats) if row else None
+        return StepStats.model_validate(row.stats) if row else None
 
     async def save_step(
         self,
@@ -46,7 +44,7 @@ class PracticeStore:
         library: Library,
         records: list[OpRecord],
         failures: list[LearnerFailure],
-        stats: dict[str, Any],
+        stats: StepStats,
     ) -> None:
         redact = Redactor()  # stored text is masked like attempt rows (utu/tracing/redact.py)
         async with self.db.transaction() as s:
@@ -66,7 +64,11 @@ class PracticeStore:
                 for r in records
             )  # fmt: skip
             s.add_all(self._errors(step, failures))
-            s.add(PracticeStep(exp_id=self.exp_id, step=step, epoch=epoch, batch=batch, stats=stats))
+            s.add(
+                PracticeStep(
+                    exp_id=self.exp_id, step=step, epoch=epoch, batch=batch, stats=stats.model_dump(mode="json")
+                )
+            )
 
     async def record_failures(self, step: int, failures: list[LearnerFailure]) -> None:
         """Learner failures of a step that is not recorded as done (kept for diagnosis)."""
@@ -81,12 +83,12 @@ class PracticeStore:
             for f in failures
         ]  # fmt: skip
 
-    async def update_stats(self, step: int, extra: dict[str, Any]) -> None:
+    async def update_stats(self, step: int, stats: StepStats) -> None:
         async with self.db.transaction() as s:
             row = await s.scalar(
                 select(PracticeStep).where(PracticeStep.exp_id == self.exp_id, PracticeStep.step == step)
             )
-            row.stats = {**row.stats, **extra}
+            row.stats = stats.model_dump(mode="json")
 
     async def reset_from(self, step: int) -> None:
         """Forget everything learned at steps >= `step` (for --restart_step), evaluations included."""

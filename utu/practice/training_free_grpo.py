@@ -30,9 +30,9 @@ from utu.eval.runner import EvalRunner
 from utu.llm.usage import Usage, UsageTracker
 from utu.practice.data_manager import PracticeData
 from utu.practice.experience_updater import ExperienceUpdater
-from utu.practice.library import Library, apply_operations
+from utu.practice.library import Library, OpRecord, apply_operations
 from utu.practice.store import EVAL_PREFIX, PracticeStore
-from utu.practice.types import Attempt, GroupOutcome, LearnerFailure
+from utu.practice.types import Attempt, GroupOutcome, LearnerFailure, StageUsage, StepEval, StepStats
 from utu.tasks import gather_or_cancel
 from utu.tracing.spans import CHAIN, annotate, session, span
 from utu.verify import Verifier
@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class PracticeResult:
     library: Library
-    steps: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[StepStats] = field(default_factory=list)
 
 
 class TrainingFreeGRPO:
@@ -94,14 +94,14 @@ class TrainingFreeGRPO:
                 if cached is not None:
                     log.info("step %d: reusing the saved library (%d experiences)", step, len(cached.experiences))
                     result.library = cached
-                    result.steps.append(await self.store.step_stats(step) or {"step": step})
+                    result.steps.append(await self.store.step_stats(step))
                     continue
                 with span(f"step {step}", CHAIN, **{"epoch": epoch, "batch": b, "step": step}):
                     stats, result.library = await self.practice_step(epoch, b, step, batch, result.library)
-                    annotate(stats=stats, **{"output.value": result.library.experiences})
+                    annotate(stats=stats.model_dump(), **{"output.value": result.library.experiences})
                 if self.p.do_eval and self.should_evaluate(step, b, per_epoch):
-                    stats["eval"] = await self.evaluate(step, result.library)
-                    await self.store.update_stats(step, {"eval": stats["eval"]})
+                    stats.eval = await self.evaluate(step, result.library)
+                    await self.store.update_stats(step, stats)
                 result.steps.append(stats)
         return result
 
@@ -110,9 +110,7 @@ class TrainingFreeGRPO:
             return batch == per_epoch - 1
         return (step + 1) % self.p.eval_steps == 0
 
-    async def practice_step(
-        self, epoch: int, b: int, step: int, batch, library: Library
-    ) -> tuple[dict[str, Any], Library]:
+    async def practice_step(self, epoch: int, b: int, step: int, batch, library: Library) -> tuple[StepStats, Library]:
         """One step; returns its statistics and the new library (both already saved)."""
         start = time.perf_counter()
         usage_before = self.usage.snapshot()
@@ -145,12 +143,18 @@ class TrainingFreeGRPO:
         await self._check_step(step, rows, outcomes, failures)
         proposed = await self.updater.consolidate(library, outcomes, failures)
         new_library, records = apply_operations(library, proposed, self.p.max_experiences)
-        stats = self._stats(epoch, b, step, rows, outcomes, failures, new_library, records, usage_before, start)
+        stats = StepStats(
+            step=step, epoch=epoch, batch=b, group_size=self.p.grpo_n, **_rollout_stats(rows),
+            groups_used=sum(o.used for o in outcomes), groups_skipped=sum(not o.used for o in outcomes),
+            library_size=len(new_library.experiences), operations=_applied(records),
+            operations_refused=sum(r.status == "refused" for r in records), learner_errors=len(failures),
+            usage=_usage_delta(usage_before, self.usage.snapshot()), wall_time=time.perf_counter() - start,
+        )  # fmt: skip
         await self.store.save_step(step, epoch, b, new_library, records, failures, stats)
         log.info(
             "step %d: Mean@%d %.3f, library %d (+%d ops), %d learner errors",
-            step, self.p.grpo_n, stats[f"Mean@{self.p.grpo_n}"], len(new_library.experiences),
-            sum(stats["operations"].values()), len(failures),
+            step, self.p.grpo_n, stats.mean_at_g, len(new_library.experiences),
+            sum(stats.operations.values()), len(failures),
         )  # fmt: skip
         return stats, new_library
 
@@ -166,7 +170,7 @@ class TrainingFreeGRPO:
                 f"{failures[0].error}; {RERUN}"
             )
 
-    async def evaluate(self, step: int, library: Library) -> dict[str, Any]:
+    async def evaluate(self, step: int, library: Library) -> StepEval:
         """Evaluate the current library on the eval set at the agent's own settings (not the rollout temperature)."""
         ev = self.config.evaluation
         limit = self.config.data.eval_data_truncate or ev.data.limit
@@ -183,37 +187,8 @@ class TrainingFreeGRPO:
         await runner.prepare()
         await runner.run()
         metrics = compute_metrics((MetricAttempt.from_row(r) for r in await runner.rows()), config.pass_k)
-        k = config.pass_k
-        return {"exp_id": config.exp_id, f"Mean@{k}": metrics[f"Mean@{k}"], f"Mean@{k}_ci95": metrics[f"Mean@{k}_ci95"]}
-
-    def _stats(self, epoch, b, step, rows, outcomes, failures, library, records, usage_before, start) -> dict[str, Any]:
-        g = self.p.grpo_n
-        by_question: dict[int, list[MetricAttempt]] = defaultdict(list)
-        for r in rows:
-            by_question[r.dataset_index].append(MetricAttempt.from_row(r))
-        means, pass_share = mean_and_pass(by_question.values())
-        applied = defaultdict(int)
-        for r in records:
-            if r.status == "applied":
-                applied[r.kind] += 1
-        return {
-            "step": step,
-            "epoch": epoch,
-            "batch": b,
-            "questions": len({r.dataset_index for r in rows}),
-            "attempts": len(rows),
-            "attempts_failed": sum(r.stage == "failed" for r in rows),
-            f"Mean@{g}": statistics.fmean(means) if means else 0.0,
-            f"Pass@{g}": pass_share,
-            "groups_used": sum(o.used for o in outcomes),
-            "groups_skipped": sum(not o.used for o in outcomes),
-            "library_size": len(library.experiences),
-            "operations": {kind: applied.get(kind, 0) for kind in ("ADD", "UPDATE", "DELETE")},
-            "operations_refused": sum(r.status == "refused" for r in records),
-            "learner_errors": len(failures),
-            "usage": _usage_delta(usage_before, self.usage.snapshot()),
-            "wall_time": time.perf_counter() - start,
-        }  # fmt: skip
+        return StepEval(exp_id=config.exp_id, k=metrics.k, mean_at_k=metrics.mean_at_k,
+                        mean_at_k_ci95=metrics.mean_at_k_ci95)  # fmt: skip
 
 
 def _as_attempt(row: EvaluationSample) -> Attempt:
@@ -223,15 +198,32 @@ def _as_attempt(row: EvaluationSample) -> Attempt:
     )  # fmt: skip
 
 
-def _usage_delta(before: dict[str, Usage], after: dict[str, Usage]) -> dict[str, dict[str, float]]:
+def _rollout_stats(rows: list[EvaluationSample]) -> dict[str, Any]:
+    """Mean@G and Pass@G of a step's attempts (the same definition as evaluation's)."""
+    by_question: dict[int, list[MetricAttempt]] = defaultdict(list)
+    for r in rows:
+        by_question[r.dataset_index].append(MetricAttempt.from_row(r))
+    means, pass_share = mean_and_pass(by_question.values())
+    return {
+        "questions": len(by_question), "attempts": len(rows), "attempts_failed": sum(r.stage == "failed" for r in rows),
+        "mean_at_g": statistics.fmean(means) if means else 0.0, "pass_at_g": pass_share,
+    }  # fmt: skip
+
+
+def _applied(records: list[OpRecord]) -> dict[str, int]:
+    """Applied operations by kind."""
+    return {
+        kind: sum(r.status == "applied" and r.kind == kind for r in records) for kind in ("ADD", "UPDATE", "DELETE")
+    }
+
+
+def _usage_delta(before: dict[str, Usage], after: dict[str, Usage]) -> dict[str, StageUsage]:
     out = {}
     for tag, u in after.items():
         b = before.get(tag, Usage())
         if u.calls != b.calls:
-            out[tag] = {
-                "calls": u.calls - b.calls,
-                "prompt_tokens": u.prompt_tokens - b.prompt_tokens,
-                "completion_tokens": u.completion_tokens - b.completion_tokens,
-                "cost": u.cost - b.cost,
-            }
+            out[tag] = StageUsage(
+                calls=u.calls - b.calls, prompt_tokens=u.prompt_tokens - b.prompt_tokens,
+                completion_tokens=u.completion_tokens - b.completion_tokens, cost=u.cost - b.cost,
+            )  # fmt: skip
     return out

@@ -1,13 +1,14 @@
-"""What the practice modules hand each other: the learner's view of an attempt and of a group's outcome."""
+"""What the practice modules hand each other: the learner's view of an attempt and of a group's outcome, and
+the statistics of a step."""
 
-from dataclasses import dataclass, field
 from typing import Any
+
+from pydantic import BaseModel, model_validator
 
 from utu.practice.library import ProposedOp
 
 
-@dataclass
-class Attempt:
+class Attempt(BaseModel):
     """One judged attempt, as the learner sees it."""
 
     dataset_index: int
@@ -19,18 +20,80 @@ class Attempt:
     critique: str | None = None
 
 
-@dataclass
-class LearnerFailure:
+class LearnerFailure(BaseModel):
+    """A learner call that stayed invalid after its retry: recorded, and the step goes on without it."""
+
     stage: str
     dataset_index: int | None
     error: str
     raw_reply: str | None = None
 
 
-@dataclass
-class GroupOutcome:
+class GroupOutcome(BaseModel):
+    """What the learner made of one question's group: skipped (and why), or studied, with its proposals."""
+
     dataset_index: int
     used: bool
     skip_reason: str | None = None
-    proposed: list[ProposedOp] = field(default_factory=list)
-    failures: list[LearnerFailure] = field(default_factory=list)
+    proposed: list[ProposedOp] = []
+    failures: list[LearnerFailure] = []
+
+
+class StageUsage(BaseModel):
+    """LLM use of one stage (rollout, learner.summary, ...) within a step."""
+
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+
+
+class StepEval(BaseModel):
+    """The current library evaluated on the eval set during practice (`do_eval`)."""
+
+    exp_id: str
+    k: int
+    mean_at_k: float
+    mean_at_k_ci95: tuple[float, float]
+
+
+class StepStats(BaseModel):
+    """What one practice step did. The group size is a field, never part of a key."""
+
+    step: int
+    epoch: int
+    batch: int
+    group_size: int  # G
+    questions: int
+    attempts: int
+    attempts_failed: int
+    mean_at_g: float  # Mean@G of the step's rollouts
+    pass_at_g: float  # Pass@G: share of questions with a correct attempt
+    groups_used: int
+    groups_skipped: int
+    library_size: int
+    operations: dict[str, int]  # applied, by kind: ADD, UPDATE, DELETE
+    operations_refused: int
+    learner_errors: int
+    usage: dict[str, StageUsage]  # by stage tag
+    wall_time: float
+    eval: StepEval | None = None
+
+    @property
+    def tokens(self) -> int:
+        return sum(u.prompt_tokens + u.completion_tokens for u in self.usage.values())
+
+    @property
+    def cost(self) -> float:
+        return sum(u.cost for u in self.usage.values())
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_older_rows(cls, data: Any) -> Any:
+        """Steps stored by utu before these fields were fixed had `Mean@<G>` / `Pass@<G>` keys."""
+        if isinstance(data, dict) and "group_size" not in data:
+            data = dict(data)
+            for key in [k for k in data if k.startswith(("Mean@", "Pass@"))]:
+                data["group_size"] = int(key.split("@")[1])
+                data["mean_at_g" if key.startswith("Mean") else "pass_at_g"] = data.pop(key)
+        return data
