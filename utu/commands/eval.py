@@ -22,7 +22,9 @@ from utu import cli
 from utu.app import build_eval
 from utu.cli import refuse_unknown_flags
 from utu.config import EvalConfig, load_agent_config, load_config
+from utu.config.flags import add_flags
 from utu.config.loader import validate
+from utu.config.models import DataConfig, shaping_dump
 from utu.config.names import inside
 from utu.db import Database, EvalResult, EvaluationSample
 from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
@@ -41,17 +43,11 @@ console = Console()
 def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config_name", help="eval config under configs/eval/, e.g. math/math_AIME24")
-    parser.add_argument("--exp_id", help="experiment id (default: the config's)")
-    parser.add_argument("--concurrency", type=int, help="attempts in flight at once")
-    parser.add_argument("--pass_k", type=int, help="attempts per question (K)")
-    parser.add_argument("--dataset", help="data set name (bundled sets load automatically)")
-    parser.add_argument("--limit", type=int, help="only the first N questions")
+    eval_flags = add_flags(parser, EvalConfig, ["exp_id", "concurrency", "pass_k", "max_failed_share"])
+    parser.set_defaults(eval_flags=eval_flags, data_flags=add_flags(parser, DataConfig, ["dataset", "limit"]))
     parser.add_argument("--agent_config", help="agent config name under configs/agents/ or a YAML file path")
     parser.add_argument("--step", choices=["all", "rollout", "judge"], default="all")
     parser.add_argument("--fresh", action="store_true", help="delete this exp_id's attempts and start over")
-    parser.add_argument(
-        "--max_failed_share", type=float, help="share of attempts that may fail before the run counts as failed"
-    )
     parser.add_argument("--compare", nargs=2, metavar=("EXP_A", "EXP_B"), help="paired comparison of two runs")
     parser.add_argument("--db_url", help="SQLAlchemy URL (default: UTU_DB_URL, else ./utu.db)")
     parser.add_argument("--output_dir", type=Path, default=Path("runs"), help="metrics go to OUTPUT_DIR/<exp_id>/")
@@ -82,15 +78,9 @@ def build_config(args: argparse.Namespace, overrides: list[str]) -> EvalConfig:
 
 
 def shaping_config(config: EvalConfig, content: dict) -> dict:
-    """What determines the results: resuming under a change here is refused. `content`: the selected
-    questions' digest, so a data set replaced under the same name, or another limit, is noticed."""
-    return {
-        "dataset": config.data.dataset,
-        "selection": {"limit": config.data.limit, **content},
-        "agent": config.agent.shaping_dump(),
-        "verify": [config.verify_filename, config.verify_func_name, config.timeout_score],
-        "pass_k": config.pass_k,
-    }
+    """What determines the results (the config's shaping knobs): resuming under a change here is refused.
+    `content`: the selected questions' digest, so a data set replaced under the same name is noticed."""
+    return shaping_dump(config) | {"selection": content}
 
 
 async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database) -> int:

@@ -18,7 +18,9 @@ from utu import cli
 from utu.app import build_practice
 from utu.cli import refuse_unknown_flags
 from utu.config import TrainingFreeGRPOConfig, compose_dict, config_root, load_agent_config, load_config
+from utu.config.flags import add_flags, given
 from utu.config.loader import agent_source, validate
+from utu.config.models import DataArguments, EvalConfig, PracticeArguments, shaping_dump
 from utu.config.names import inside
 from utu.db import Database
 from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
@@ -33,25 +35,7 @@ from utu.verify import load_verifier
 log = logging.getLogger("practice")
 console = Console(width=max(Console().width, 130))  # the step table is wide
 
-PRACTICE_FLAGS = {
-    "epochs": int, "batch_size": int, "grpo_n": int, "rollout_concurrency": int, "rollout_temperature": float,
-    "task_timeout": float, "shuffle_data": "bool", "seed": int, "agent_objective": str, "learning_objective": str,
-    "given_ground_truth": "bool", "num_experiences_per_query": int, "max_experiences": int, "do_eval": "bool",
-    "eval_strategy": str, "eval_steps": int,
-}  # fmt: skip
-DATA_FLAGS = {"practice_dataset_name": str, "rollout_data_truncate": int, "eval_data_truncate": int}
-EVAL_FLAGS = {"verify_filename": str, "verify_func_name": str, "pass_k": int, "max_failed_share": float}
-# Knobs that do not change what a step computes: a resumed experiment may change them.
-NOT_SHAPING = {"epochs", "restart_step", "rollout_concurrency", "task_timeout", "do_eval", "eval_strategy",
-               "eval_steps"}  # fmt: skip
-
-
-def _bool(text: str) -> bool:
-    if text.lower() in ("true", "1", "yes"):
-        return True
-    if text.lower() in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+EVAL_FLAGS = ["verify_filename", "verify_func_name", "pass_k", "max_failed_share"]  # of the evaluation config
 
 
 def _restart(text: str) -> int | None:
@@ -70,9 +54,12 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--agent_config", help="agent config name under configs/agents/ or a YAML file path")
     restart_help = "none (default): reuse everything saved; N: recompute from step N; 0: recompute all"
     parser.add_argument("--restart_step", type=_restart, default=None, help=restart_help)
-    for table in (PRACTICE_FLAGS, DATA_FLAGS, EVAL_FLAGS):
-        for name, kind in table.items():
-            parser.add_argument(f"--{name}", type=_bool if kind == "bool" else kind, default=None)
+    # Every other scalar knob of the practice config is a flag of the same name (see utu/config/flags.py).
+    parser.set_defaults(
+        practice_flags=add_flags(parser, PracticeArguments, skip=["restart_step"]),
+        data_flags=add_flags(parser, DataArguments),
+        eval_flags=add_flags(parser, EvalConfig, EVAL_FLAGS),
+    )
     parser.add_argument("--fresh", action="store_true", help="forget this exp_id entirely and start over")
     parser.add_argument("--no_pipeline", action="store_true", help="wait for the whole batch before learning")
     parser.add_argument(
@@ -87,9 +74,8 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
 
 def build_config(args: argparse.Namespace, overrides: list[str]) -> TrainingFreeGRPOConfig:
     config = load_config("practice", args.config_name, TrainingFreeGRPOConfig, overrides).model_dump()
-    pick = lambda table: {k: v for k in table if (v := getattr(args, k)) is not None}  # noqa: E731
-    config["practice"] |= pick(PRACTICE_FLAGS) | {"restart_step": 0 if args.fresh else args.restart_step}
-    data_flags = pick(DATA_FLAGS)
+    config["practice"] |= given(args, args.practice_flags) | {"restart_step": 0 if args.fresh else args.restart_step}
+    data_flags = given(args, args.data_flags)
     chosen = data_flags.get("practice_dataset_name")
     truncate = config["data"].get("rollout_data_truncate")
     if (
@@ -104,7 +90,7 @@ def build_config(args: argparse.Namespace, overrides: list[str]) -> TrainingFree
         )  # fmt: skip
         data_flags["rollout_data_truncate"] = None
     config["data"] |= data_flags
-    config["evaluation"] |= pick(EVAL_FLAGS)
+    config["evaluation"] |= given(args, args.eval_flags)
     if args.exp_id is not None:
         config["exp_id"] = args.exp_id
     if args.agent_config:
@@ -113,18 +99,13 @@ def build_config(args: argparse.Namespace, overrides: list[str]) -> TrainingFree
 
 
 def shaping_config(config: TrainingFreeGRPOConfig, content: dict) -> dict:
-    """What determines a step's results: resuming under a change here is refused. `content`: the digest of
-    the practice questions, so a data set replaced under the same name is noticed."""
-    practice = config.practice.model_dump(exclude=NOT_SHAPING | {"learner_model"})
-    if config.practice.learner_model:
-        practice["learner_model"] = config.practice.learner_model.shaping_dump()
-    ev = config.evaluation
-    return {
-        "practice": practice,
-        "data": config.data.model_dump(exclude={"eval_data_truncate"}) | {"content": content},
-        "agent": ev.agent.shaping_dump(),
-        "verify": [ev.verify_filename, ev.verify_func_name, ev.timeout_score],
-    }
+    """What determines a step's results (the config's shaping knobs): resuming under a change here is refused.
+    `content`: the practice questions' digest, so a data set replaced under the same name is noticed."""
+    shaping = shaping_dump(config)
+    for key in ("data", "pass_k"):  # the in-step evaluation's set and K do not change what a step computes
+        shaping["evaluation"].pop(key)
+    shaping["data"]["content"] = content
+    return shaping
 
 
 async def run() -> int:

@@ -1,6 +1,6 @@
 """Pydantic models of every config. Unknown keys are errors, so a typo never goes unnoticed."""
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
@@ -21,13 +21,44 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def knob(default: Any = ..., description: str = "", *, shapes: bool = True, source: str | None = None, **bounds: Any):
+    """A config field with the facts every derived view needs: its description (`--help`, the README
+    tables), whether it changes what a run computes (`shapes`: experiment fingerprints; a resumed run may
+    change the others) and, for knobs from a paper or a peer, where it comes from."""
+    extra = {"shapes_results": shapes} | ({"source": source} if source else {})
+    if callable(default):  # a class or factory: each config gets its own default value
+        return Field(default_factory=default, description=description, json_schema_extra=extra, **bounds)
+    return Field(default, description=description, json_schema_extra=extra, **bounds)
+
+
+def shapes_results(model: type[BaseModel], name: str) -> bool:
+    extra = model.model_fields[name].json_schema_extra
+    return not isinstance(extra, dict) or extra.get("shapes_results", True)
+
+
+def shaping_dump(value: Any) -> Any:
+    """The part of a config that changes what a run computes, for experiment fingerprints: every field
+    whose `knob` says `shapes`, recursively."""
+    if isinstance(value, BaseModel):
+        cls = type(value)
+        return {name: shaping_dump(getattr(value, name)) for name in cls.model_fields if shapes_results(cls, name)}
+    if isinstance(value, list):
+        return [shaping_dump(v) for v in value]
+    if isinstance(value, dict):
+        return {k: shaping_dump(v) for k, v in value.items()}
+    return value
+
+
 class ModelProvider(StrictModel):
     """Where the LLM lives. `base_url: null` means the embedded local model."""
 
-    type: Literal["chat.completions"] = "chat.completions"
-    model: str | None = None
-    base_url: str | None = None
-    api_key: str | None = None
+    type: Literal["chat.completions"] = knob("chat.completions", "The API: chat.completions (env UTU_LLM_TYPE).")
+    model: str | None = knob(None, "The model name the endpoint knows (env UTU_LLM_MODEL).")
+    base_url: str | None = knob(
+        None, "OpenAI-compatible endpoint, usually ending in /v1; null: the embedded model (env UTU_LLM_BASE_URL).",
+        shapes=False,
+    )  # fmt: skip
+    api_key: str | None = knob(None, "The key (env UTU_LLM_API_KEY); never stored or logged.", shapes=False)
 
     @field_validator("model", "base_url", "api_key", mode="before")
     @classmethod
@@ -39,130 +70,145 @@ class ModelProvider(StrictModel):
 class ModelSettings(StrictModel):
     """Sampling settings sent with every request."""
 
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    top_p: float | None = Field(default=None, gt=0, le=1)
-    max_tokens: int | None = Field(default=None, gt=0)
-    seed: int | None = None
+    temperature: float | None = knob(None, "Sampling temperature; null: the endpoint's default.", ge=0, le=2)
+    top_p: float | None = knob(None, "Nucleus sampling; null: the endpoint's default.", gt=0, le=1)
+    max_tokens: int | None = knob(None, "Cap on the reply's tokens; null: the endpoint's default.", gt=0)
+    seed: int | None = knob(None, "Sampling seed, where the endpoint honours one.")
 
 
 class Pricing(StrictModel):
     """Price in dollars per million tokens; used for cost accounting only."""
 
-    input_per_million: float = Field(default=0.0, ge=0)
-    output_per_million: float = Field(default=0.0, ge=0)
+    input_per_million: float = knob(0.0, "Dollars per million prompt tokens (env UTU_LLM_PRICE_INPUT).", ge=0)
+    output_per_million: float = knob(0.0, "Dollars per million completion tokens (env UTU_LLM_PRICE_OUTPUT).", ge=0)
 
 
 class ModelConfig(StrictModel):
-    model_provider: ModelProvider = ModelProvider()
-    model_settings: ModelSettings = ModelSettings()
-    pricing: Pricing = Pricing()
-    concurrency: int = Field(default=16, gt=0, description="Requests in flight at once, per client.")
-    timeout: float = Field(default=600.0, gt=0, description="Seconds per request.")
-    max_retries: int = Field(default=4, ge=0, description="Retries on 429, 5xx, timeouts, lost connections.")
-    retry_base_delay: float = Field(default=1.0, ge=0, description="First backoff in seconds; doubles, with jitter.")
-    retry_max_delay: float = Field(default=30.0, ge=0, description="Cap on one backoff (Retry-After is honoured).")
-    structured_output: Literal["auto", "json_schema", "json_object", "text"] = Field(
-        default="auto",
-        description=(
-            "json_schema: OpenAI-style constrained output; json_object: llama.cpp-style (type json_object + schema); "
-            "text: extract JSON from prose; auto: try json_schema, fall back to text if the endpoint rejects it."
-        ),
+    model_provider: ModelProvider = knob(ModelProvider, "Endpoint, model and key.")
+    model_settings: ModelSettings = knob(ModelSettings, "Sampling settings sent with every request.")
+    pricing: Pricing = knob(Pricing, "For cost accounting only.", shapes=False)
+    concurrency: int = knob(16, "Requests in flight at once, per client.", shapes=False, gt=0)
+    timeout: float = knob(600.0, "Seconds per request.", shapes=False, gt=0)
+    max_retries: int = knob(4, "Retries on 429, 5xx, timeouts, lost connections.", shapes=False, ge=0)
+    retry_base_delay: float = knob(1.0, "First backoff in seconds; doubles, with jitter.", shapes=False, ge=0)
+    retry_max_delay: float = knob(30.0, "Cap on one backoff (Retry-After is honoured).", shapes=False, ge=0)
+    structured_output: Literal["auto", "json_schema", "json_object", "text"] = knob(
+        "auto",
+        "json_schema: OpenAI-style constrained output; json_object: llama.cpp-style (type json_object + schema); "
+        "text: extract JSON from prose; auto: try json_schema, fall back to text if the endpoint rejects it.",
     )
-
-    def shaping_dump(self) -> dict:
-        """The fields that change what the model answers (for experiment fingerprints): not the endpoint's
-        address or key, not limits, retries or prices."""
-        return self.model_dump(
-            include={"model_provider": {"type": True, "model": True}, "model_settings": True, "structured_output": True}
-        )
 
 
 class ToolkitConfig(StrictModel):
-    name: Literal["python_executor", "search"]
-    timeout: float = Field(default=30.0, gt=0)
-    memory_mb: int = Field(default=1024, gt=0)
-    max_output_chars: int = Field(default=4000, gt=0)
-    sandbox: Literal["bwrap", "none"] = Field(
-        default="bwrap",
-        description="python_executor: bwrap (no network, no host files, own PID namespace) or none (UNSAFE: "
-        "the code runs as you, with your files and network).",
+    name: Literal["python_executor", "search"] = knob(description="The toolkit.")
+    timeout: float = knob(30.0, "Seconds per tool call.", gt=0)
+    memory_mb: int = knob(1024, "python_executor: address space per process, in MB.", gt=0)
+    max_output_chars: int = knob(4000, "Tool output longer than this is cut in the middle.", gt=0)
+    sandbox: Literal["bwrap", "none"] = knob(
+        "bwrap",
+        "python_executor: bwrap (no network, no host files, own PID namespace) or none (UNSAFE: the code runs as "
+        "you, with your files and network).",
     )
-    max_processes: int = Field(default=64, gt=0, description="python_executor: processes one call may run.")
-    disk_mb: int = Field(default=64, gt=0, description="python_executor: size of its private /work and /tmp.")
+    max_processes: int = knob(64, "python_executor: processes one call may run (needs cgroups).", gt=0)
+    disk_mb: int = knob(64, "python_executor: size of its private working directory and /tmp, in MB.", gt=0)
 
 
 class AgentConfig(StrictModel):
-    name: str = "agent"
-    instructions: str = "You are a helpful assistant."
-    model: ModelConfig = ModelConfig()
-    toolkits: list[ToolkitConfig] = []
-    max_turns: int = Field(default=20, gt=0)
-    experience_placement: Literal["system", "user"] = "system"
-    experiences: dict[str, str] = Field(default_factory=dict, description="id -> text, injected by one function.")
-
-    def shaping_dump(self) -> dict:
-        return self.model_dump(exclude={"model"}) | {"model": self.model.shaping_dump()}
+    name: str = knob("agent", "A name for the agent, shown in traces.")
+    instructions: str = knob("You are a helpful assistant.", "The system prompt (the library goes after it).")
+    model: ModelConfig = knob(ModelConfig, "The agent's LLM.")
+    toolkits: list[ToolkitConfig] = knob(list, "Tools the agent may call; [] sends no tools at all.")
+    max_turns: int = knob(20, "Model turns before a run stops (recorded as stop reason max_turns).", gt=0)
+    experience_placement: Literal["system", "user"] = knob(
+        "system", "Where the library goes: after the system prompt, or before the question."
+    )
+    experiences: dict[str, str] = knob(dict, "The library, id -> text, placed by one function.")
 
 
 class DataConfig(StrictModel):
-    dataset: str
-    limit: int | None = Field(default=None, gt=0)
+    dataset: str = knob(description="A data set in the database (bundled sets load themselves).")
+    limit: int | None = knob(None, "Only its first N questions (by index).", gt=0)
 
 
 class EvalConfig(StrictModel):
-    exp_id: ExpId = "default"
-    data: DataConfig
-    agent: AgentConfig = AgentConfig()
-    # The verify function: a file in utu/verify/ + a function name, a path, or a dotted name.
-    verify_filename: str = "math.py"
-    verify_func_name: str = "verify_func"
-    verify_timeout: float = Field(default=30.0, gt=0, description="Seconds before a verifier is abandoned.")
-    timeout_score: float = Field(default=0.0, ge=0, le=1, description="Reward when the verifier fails.")
-    judge_model: ModelConfig | None = None
-    concurrency: int = Field(default=16, gt=0)
-    pass_k: int = Field(default=1, gt=0)
-    task_timeout: float = Field(default=600.0, gt=0)
-    max_attempt_retries: int = Field(default=2, ge=0)
-    max_failed_share: float = Field(
-        default=0.0,
-        ge=0,
-        le=1,
-        description="Share of attempts that may fail (after their retries) before the run counts as failed.",
+    exp_id: ExpId = knob("default", "The experiment id: attempts, metrics and runs/<exp_id>/.", shapes=False)
+    data: DataConfig = knob(description="The questions.")
+    agent: AgentConfig = knob(AgentConfig, "The agent under evaluation.")
+    verify_filename: str = knob(
+        "math.py", "The verify function's file in utu/verify/, a path to your own file, or a dotted module name."
     )
+    verify_func_name: str = knob("verify_func", "The function in that file.")
+    verify_timeout: float = knob(30.0, "Seconds before a verifier is abandoned.", shapes=False, gt=0)
+    timeout_score: float = knob(0.0, "Reward when the verifier fails or times out.", ge=0, le=1)
+    judge_model: ModelConfig | None = knob(None, "The judge LLM of LLM-graded verifiers (env JUDGE_LLM_*).")
+    concurrency: int = knob(16, "Attempts in flight at once.", shapes=False, gt=0)
+    pass_k: int = knob(1, "Attempts per question (K).", gt=0)
+    task_timeout: float = knob(600.0, "Seconds before an attempt is abandoned (then retried).", shapes=False, gt=0)
+    max_attempt_retries: int = knob(
+        2, "Retries of a failed attempt before it is recorded as failed.", shapes=False, ge=0
+    )
+    max_failed_share: float = knob(
+        0.0, "Share of attempts that may fail (after their retries) before the run counts as failed.",
+        shapes=False, ge=0, le=1,
+    )  # fmt: skip
+
+
+PAPER = "Training-Free GRPO (arXiv 2510.08191)"
 
 
 class PracticeArguments(StrictModel):
     """Knobs of Training-Free GRPO (names as in Youtu-Agent)."""
 
-    epochs: int = Field(default=1, gt=0)
-    batch_size: int = Field(default=8, gt=0)
-    grpo_n: int = Field(default=5, gt=0, description="Group size G: attempts per question.")
-    rollout_concurrency: int = Field(default=16, gt=0)
-    rollout_temperature: float = Field(default=0.7, ge=0, le=2)
-    task_timeout: float = Field(default=600.0, gt=0)
-    shuffle_data: bool = True
-    seed: int = 42
-    restart_step: int | None = Field(default=None, ge=0)
-    agent_objective: str = "Solve the problem correctly."
-    learning_objective: str = "Learn reusable strategies that make the agent answer correctly."
-    given_ground_truth: bool = True
-    num_experiences_per_query: int = Field(default=2, gt=0)
-    max_experiences: int | None = Field(default=None, gt=0)
-    learner_model: ModelConfig | None = None
-    summary_token_budget: int = Field(default=4000, gt=0)
-    do_eval: bool = False
-    eval_strategy: Literal["epoch", "steps"] = "epoch"
-    eval_steps: int = Field(default=1, gt=0)
+    epochs: int = knob(1, "Passes over the practice set; steps = epochs × ⌈questions / batch_size⌉.", shapes=False,
+                       source=PAPER + ": 3", gt=0)  # fmt: skip
+    batch_size: int = knob(
+        8, "Questions per step; bigger batches learn from more groups per library update.", gt=0, source=PAPER
+    )
+    grpo_n: int = knob(
+        5, "Group size G: attempts per question. More show more contrast and cost G× rollouts; 1 learns from single "
+        "attempts using the absolute reward (the paper's ablation).", gt=0, source=PAPER + ": 5",
+    )  # fmt: skip
+    rollout_concurrency: int = knob(16, "Attempts in flight at once.", shapes=False, gt=0)
+    rollout_temperature: float = knob(
+        0.7, "Diversity within a group (evaluation uses the agent's own temperature).", ge=0, le=2, source=PAPER
+    )
+    task_timeout: float = knob(
+        600.0, "Seconds before an attempt is abandoned (then retried, then recorded as failed).", shapes=False, gt=0
+    )
+    shuffle_data: bool = knob(True, "Shuffle the questions each epoch (batches really differ between epochs).")
+    seed: int = knob(42, "Seed of the per-epoch shuffle.")
+    restart_step: int | None = knob(
+        None, "none: reuse every saved step; N: recompute from step N on; 0: recompute everything.", shapes=False, ge=0
+    )
+    agent_objective: str = knob("Solve the problem correctly.", "What the agent must do (in every learner prompt).")
+    learning_objective: str = knob(
+        "Learn reusable strategies that make the agent answer correctly.",
+        "What is worth learning (every learner prompt).",
+    )
+    given_ground_truth: bool = knob(
+        True, "false: answers and rewards are hidden from the learner (the paper's w/o ground truth ablation).",
+        source=PAPER,
+    )  # fmt: skip
+    num_experiences_per_query: int = knob(2, "Experiences extracted per group.", gt=0)
+    max_experiences: int | None = knob(None, "Cap on the library size; none: no cap.", gt=0)
+    learner_model: ModelConfig | None = knob(None, "A separate model for the learner; none: the agent's.")
+    summary_token_budget: int = knob(4000, "Trajectory tokens shown to the summariser.", gt=0)
+    do_eval: bool = knob(False, "Evaluate the current library on the eval set during practice.", shapes=False)
+    eval_strategy: Literal["epoch", "steps"] = knob("epoch", "When to evaluate: each epoch or every eval_steps.",
+                                                    shapes=False)  # fmt: skip
+    eval_steps: int = knob(1, "With eval_strategy steps: evaluate every N steps.", shapes=False, gt=0)
 
 
 class DataArguments(StrictModel):
-    practice_dataset_name: str
-    rollout_data_truncate: int | None = Field(default=None, gt=0)
-    eval_data_truncate: int | None = Field(default=None, gt=0)
+    practice_dataset_name: str = knob(description="The practice set (bundled sets load themselves).")
+    rollout_data_truncate: int | None = knob(None, "Practise on its first N questions only.", gt=0)
+    eval_data_truncate: int | None = knob(
+        None, "Evaluate during practice on the first N eval questions.", shapes=False, gt=0
+    )
 
 
 class TrainingFreeGRPOConfig(StrictModel):
-    exp_id: ExpId = "practice"
-    practice: PracticeArguments = PracticeArguments()
-    data: DataArguments
-    evaluation: EvalConfig
+    exp_id: ExpId = knob("practice", "The experiment id: steps, library, runs/<exp_id>/.", shapes=False)
+    practice: PracticeArguments = knob(PracticeArguments, "The knobs of Training-Free GRPO.")
+    data: DataArguments = knob(description="The practice data.")
+    evaluation: EvalConfig = knob(description="The agent, its verifier and the eval set (an eval config).")

@@ -1,0 +1,68 @@
+"""Command-line flags derived from the config models: the type, choices and help text of `--name` come from
+the field `name`, so a flag can never drift from the knob it sets."""
+
+import argparse
+import types
+from collections.abc import Iterable
+from typing import Any, Literal, Union, get_args, get_origin
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+
+def parse_bool(text: str) -> bool:
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def add_flags(
+    parser: argparse.ArgumentParser,
+    model: type[BaseModel],
+    names: Iterable[str] | None = None,
+    skip: Iterable[str] = (),
+) -> list[str]:
+    """A `--name` flag for each scalar field of `model` (or only for `names`), default None (= not given).
+    Returns the field names it added, to pick the given values out of the parsed arguments."""
+    wanted = list(names) if names is not None else [n for n in model.model_fields if n not in set(skip)]
+    added = []
+    for name in wanted:
+        field = model.model_fields[name]
+        kind = _scalar(field.annotation)
+        if kind is None:
+            if names is not None:
+                raise TypeError(f"{model.__name__}.{name} is not a scalar field")
+            continue
+        default = "required" if field.default is PydanticUndefined else f"default: {_show(field.default)}"
+        options: dict[str, Any] = {"default": None, "help": f"{field.description} ({default})"}
+        if kind is bool:
+            options |= {"type": parse_bool, "metavar": "{true,false}"}
+        elif get_origin(kind) is Literal:
+            options |= {"choices": list(get_args(kind))}
+        else:
+            options["type"] = kind
+        parser.add_argument(f"--{name}", **options)
+        added.append(name)
+    return added
+
+
+def given(args: argparse.Namespace, names: Iterable[str]) -> dict[str, Any]:
+    """The flags among `names` that were given on the command line."""
+    return {name: value for name in names if (value := getattr(args, name)) is not None}
+
+
+def _scalar(annotation: Any) -> Any:
+    """int, float, str, bool or a Literal (also inside `X | None`); None for anything else."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        options = [a for a in get_args(annotation) if a is not type(None)]
+        return _scalar(options[0]) if len(options) == 1 else None
+    if annotation in (int, float, str, bool) or get_origin(annotation) is Literal:
+        return annotation
+    return None
+
+
+def _show(value: Any) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= 40 else text[:37] + "..."
