@@ -126,13 +126,13 @@ class RLDataConfig(BaseModel):
 
 class RLConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    exp_id: ExpId = "grpo"
-    model: RLModelConfig = RLModelConfig()
-    data: RLDataConfig
-    verify_filename: str = "math.py"
-    verify_func_name: str = "verify_func"
-    verify_timeout: float = Field(10.0, gt=0)
-    trainer: GRPOSettings = GRPOSettings()
+    exp_id: ExpId = Field("grpo", description="The experiment id: results go to runs/<exp_id>/grpo/.")
+    model: RLModelConfig = Field(default_factory=RLModelConfig, description="The model to train.")
+    data: RLDataConfig = Field(description="The prompts: a data set or a JSONL file, and the prompt template.")
+    verify_filename: str = Field("math.py", description="The reward's verify function: as in eval configs.")
+    verify_func_name: str = Field("verify_func", description="The function in that file.")
+    verify_timeout: float = Field(10.0, gt=0, description="Seconds before a verifier is abandoned (reward 0).")
+    trainer: GRPOSettings = Field(default_factory=GRPOSettings, description="The GRPO trainer's knobs.")
     prompts_per_step: int = Field(4, ge=1, description="Prompts per step; each gets trainer.group_size completions.")
     steps: int = Field(10, ge=0, description="Training steps (one update each).")
     test_k: int = Field(4, ge=1, description="Completions per held-out question in the before/after test.")
