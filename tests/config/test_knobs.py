@@ -26,7 +26,7 @@ def test_the_readme_tables_match_the_models():
 
 def test_every_plain_practice_knob_is_a_flag():
     help_text = run_script("scripts/run_training_free_GRPO.py", "--help").stdout
-    for name, field in PracticeArguments.model_fields.items():
+    for name in PracticeArguments.model_fields:
         if name != "learner_model":
             assert f"--{name}" in help_text, name
     assert "Trajectory tokens shown to the summariser" in " ".join(help_text.split())
