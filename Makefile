@@ -33,7 +33,7 @@ $(VENV)/.local: | $(VENV)/.core
 		mkdir -p $(LLAMA_WHEELS); \
 		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) wheel --no-cache-dir --no-deps "llama-cpp-python==$(LLAMA_VERSION)" -w $(LLAMA_WHEELS); \
 	fi
-	$(PIP) install --find-links $(LLAMA_WHEELS) "llama-cpp-python[server]==$(LLAMA_VERSION)" -e '.[local]'
+	$(PIP) install --find-links $(LLAMA_WHEELS) "llama-cpp-python[server]==$(LLAMA_VERSION)" -e '.[local,report]'
 	touch $@
 
 # torch 2.13.0 is the CPU build on this machine's disk; a bare "torch" would pull a CUDA build of several GB.

@@ -19,7 +19,7 @@ from utu.app import build_practice
 from utu.cli import refuse_unknown_flags
 from utu.config import TrainingFreeGRPOConfig, compose_dict, config_root, load_agent_config, load_config
 from utu.config.flags import add_flags, given
-from utu.config.loader import agent_source, validate
+from utu.config.loader import agent_source, config_dirs, validate
 from utu.config.models import DataArguments, EvalConfig, PracticeArguments, shaping_dump
 from utu.config.names import inside
 from utu.db import Database
@@ -185,7 +185,10 @@ def eval_config_name(practice_config: str) -> str:
     """The eval config a practice config builds on (its `evaluation` defaults entry)."""
     _, files = compose_dict("practice", practice_config)
     path = files.get("evaluation")
-    return str(path.relative_to(config_root() / "eval").with_suffix("")) if path else "<eval config>"
+    if path is None:
+        return "<eval config>"
+    root = next(d for d in config_dirs() if d in path.parents)
+    return str(path.relative_to(root / "eval").with_suffix(""))
 
 
 def print_summary(config: TrainingFreeGRPOConfig, result) -> None:

@@ -4,6 +4,7 @@ Every error becomes a `ConfigError` whose message has one line per bad field, na
 field comes from, so a user knows exactly what to edit.
 """
 
+import importlib.resources
 import os
 from pathlib import Path
 from typing import TypeVar
@@ -22,9 +23,33 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def config_root() -> Path:
-    """The `configs/` folder: `UTU_CONFIG_DIR`, else the one beside the package (repo checkout)."""
+    """The user's `configs/` folder: `UTU_CONFIG_DIR`, else `./configs`. Exports are written here, and a
+    config here takes precedence over the packaged one of the same name."""
     env = os.environ.get("UTU_CONFIG_DIR")
-    return Path(env).resolve() if env else Path(__file__).resolve().parents[2] / "configs"
+    return Path(env).resolve() if env else Path.cwd() / "configs"
+
+
+def packaged_configs() -> Path:
+    """The configs shipped inside the package (in a checkout: the repository's `configs/`)."""
+    return Path(str(importlib.resources.files("utu") / "_configs")).resolve()
+
+
+def config_dirs() -> list[Path]:
+    """Where configs are looked up, first match wins: the user's folder (if any), then the packaged one."""
+    dirs = [config_root().resolve()] if config_root().is_dir() else []
+    return dirs + [d for d in [packaged_configs()] if d not in dirs]
+
+
+def find_config(group: str, name: str) -> Path:
+    """The YAML file of `group/name` (first in `config_dirs()`); `ConfigError` listing what exists."""
+    name = name.removesuffix(".yaml")
+    for root in config_dirs():
+        if (root / group / f"{name}.yaml").is_file():
+            return root / group / f"{name}.yaml"
+    available = sorted({str(p.relative_to(root / group).with_suffix("")) for root in config_dirs()
+                        for p in (root / group).rglob("*.yaml")})  # fmt: skip
+    wanted = config_root() / group / f"{name}.yaml"
+    raise ConfigError(f"{wanted}: no such config; available under {group}/: {', '.join(available) or 'none'}")
 
 
 def compose_dict(
@@ -32,16 +57,17 @@ def compose_dict(
 ) -> tuple[dict, dict[str, Path]]:
     """Compose `configs/<group>/<name>.yaml` with overrides; return the resolved dict (or, with
     `resolve=False`, the dict with `${...}` references kept) and the file of each package (dotted prefix ->
-    YAML file), which is used to name files in error messages."""
-    root = config_root()
+    YAML file), which is used to name files in error messages. Defaults a user's config names may come from
+    the packaged configs."""
+    primary = find_config(group, name)
     name = name.removesuffix(".yaml")
-    primary = root / group / f"{name}.yaml"
-    if not primary.is_file():
-        available = sorted(str(p.relative_to(root / group).with_suffix("")) for p in (root / group).rglob("*.yaml"))
-        raise ConfigError(f"{primary}: no such config; available under {group}/: {', '.join(available) or 'none'}")
+    root, *others = config_dirs()
+    search = [f"hydra.searchpath=[{','.join(f'file://{d}' for d in others)}]"] if others else []
     try:
         with initialize_config_dir(config_dir=str(root), version_base="1.3"):
-            cfg = compose(config_name=f"{group}/{name}", overrides=list(overrides or []), return_hydra_config=True)
+            cfg = compose(
+                config_name=f"{group}/{name}", overrides=[*search, *(overrides or [])], return_hydra_config=True
+            )
     except (HydraException, OmegaConfBaseException, yaml.YAMLError) as e:
         raise ConfigError(f"{primary}: {_one_line(e)}") from e
     files = {"": primary}
@@ -49,7 +75,7 @@ def compose_dict(
         if option is None or key.startswith("hydra/"):
             continue
         grp, _, package = key.partition("@")
-        files[package] = root / grp.lstrip("/") / f"{option}.yaml"
+        files[package] = find_config(grp.lstrip("/"), option)
     OmegaConf.set_struct(cfg, False)
     del cfg["hydra"]
     try:
@@ -89,7 +115,7 @@ def _agent_file(name_or_path: str) -> Path | None:
         return None
     if path.is_file():
         return path
-    if (config_root() / "agents" / path).is_file():
+    if any((root / "agents" / path).is_file() for root in config_dirs()):
         return None  # a config name written with its suffix
     raise ConfigError(f"{path}: no such file (an agent config is a YAML file or a name under configs/agents/)")
 

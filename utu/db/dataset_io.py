@@ -7,6 +7,7 @@ Only `question` is required. Other keys are kept in `meta`.
 """
 
 import hashlib
+import importlib.resources
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -165,7 +166,7 @@ async def store_dataset(
     return len(rows)
 
 
-BUNDLED_DIR = Path(__file__).resolve().parents[2] / "dataset"
+BUNDLED_DIR = Path(str(importlib.resources.files("utu") / "_dataset")).resolve()  # dataset/, shipped in the package
 
 
 def bundled_datasets() -> dict[str, Path]:

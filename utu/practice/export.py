@@ -5,6 +5,7 @@ from pathlib import Path
 
 import yaml
 
+from utu.config.loader import packaged_configs
 from utu.config.models import AgentConfig, EvalConfig
 from utu.config.names import check_name, inside
 from utu.errors import ConfigError
@@ -46,7 +47,8 @@ def export_paths(configs: Path, name: str) -> tuple[Path, Path]:
 def check_export_target(configs: Path, name: str) -> None:
     """Refuse, before any work, a name that is not plain or an export over an existing (possibly shipped) config."""
     check_name(name, "--export_to")
-    taken = [str(p) for p in export_paths(configs, name) if p.exists()]
+    roots = dict.fromkeys([configs, packaged_configs()])  # a shipped config may not be shadowed either
+    taken = [str(p) for root in roots for p in export_paths(root, name) if p.exists()]
     if taken:
         raise ConfigError(f"--export_to {name}: {', '.join(taken)} already exists; choose another name")
 

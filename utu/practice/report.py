@@ -14,6 +14,7 @@ from pathlib import Path
 from sqlalchemy import select
 
 from utu.db import Database, EvaluationSample, ExperienceSnapshot, PracticeStep
+from utu.errors import ConfigError
 from utu.eval.metrics import Attempt, compare, compute_metrics
 from utu.practice.types import StepStats
 
@@ -38,7 +39,10 @@ async def attempts(db: Database, exp_id: str) -> list[Attempt]:
 
 
 def plot(steps: list[StepStats], out: Path, group_size: int) -> list[str]:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise ConfigError("the report's plots need matplotlib: pip install 'utu[report]'") from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
