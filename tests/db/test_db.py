@@ -87,7 +87,11 @@ async def test_json_columns_round_trip(db):
     async with db.sessions() as s:
         stored = await s.scalar(select(EvaluationSample))
         assert stored.trajectories == trajectory and stored.meta == {"k": [1, 2]}
+    async with db.transaction() as s:  # an update of other columns leaves the JSON as it was
         await s.execute(update(EvaluationSample).values(stage="judged"))
+    async with db.sessions() as s:
+        stored = await s.scalar(select(EvaluationSample))
+        assert (stored.stage, stored.trajectories, stored.meta) == ("judged", trajectory, {"k": [1, 2]})
 
 
 def test_urls_map_to_async_drivers(tmp_path, monkeypatch):

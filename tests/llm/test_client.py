@@ -166,7 +166,7 @@ async def test_per_call_timeout(stub):
     start = time.perf_counter()
     with pytest.raises(LLMError, match="Timeout"):
         await client.chat(USER)
-    assert time.perf_counter() - start < 3
+    assert time.perf_counter() - start < 5  # sooner than one 5 s hang: the per-call timeout ended both tries
     assert server.request_count == 2
 
 

@@ -44,11 +44,19 @@ def test_jsonl_source_shuffles_per_epoch_and_builds_chat_prompts(tmp_path):
     assert env.prompts[2].messages == [{"role": "system", "content": "S"}, {"role": "user", "content": "Q: q2"}]
 
 
-@pytest.mark.parametrize("verify", ["str_match.py", "math.py"])
+def sync_exact(sample, timeout_score=0, **kwargs):
+    return {"reward": float(sample.response == f"\\boxed{{{sample.correct_answer}}}")}
+
+
+@pytest.mark.parametrize("verify", [sync_exact, "str_match.py", "math.py"])
 async def test_sync_and_async_verifiers_both_work(verify):
+    import inspect
+
     from utu.rl.env import Prompt, RewardAdapter
 
-    rewards = await RewardAdapter(Verifier(load_verifier(verify), timeout=5)).score(
+    func = verify if callable(verify) else load_verifier(verify)
+    assert inspect.iscoroutinefunction(func) == (verify != sync_exact)  # one sync verifier, two async ones
+    rewards = await RewardAdapter(Verifier(func, timeout=5)).score(
         [Prompt(0, "q", "7", [])], [["\\boxed{7}", "\\boxed{8}"]]
     )
     assert rewards.tolist() == [[1.0, 0.0]]

@@ -173,7 +173,7 @@ def test_phoenix_dies_during_the_run(tmp_path, stub, tmp_path_factory):
     state = tmp_path_factory.mktemp("dying_phoenix")
     with state_dir(state):
         server, _ = ph.serve()
-    _, endpoint = ph.endpoints(server)
+    ui, endpoint = ph.endpoints(server)
     configs, db_url = setup_workspace(tmp_path)
     slow = agent_script()
     slow.latency = 1.0
@@ -189,7 +189,17 @@ def test_phoenix_dies_during_the_run(tmp_path, stub, tmp_path_factory):
 
     command = [sys.executable, PRACTICE, "--config_name", "test", "--db_url", db_url, "--epochs", "1"]
     proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(4)  # the first step's spans are exported (batches every second), then Phoenix dies
+    from phoenix.client import Client
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:  # the run's first spans arrived: Phoenix dies
+        try:
+            if Client(base_url=ui).spans.get_spans(project_identifier="dying", limit=1, timeout=10):
+                break
+        except Exception:  # the project does not exist until its first span arrives
+            pass
+        time.sleep(0.2)
+    assert proc.poll() is None, "the run ended before Phoenix could be killed mid-run"
     with state_dir(state):
         ph.SERVER.stop()
     out, err = proc.communicate(timeout=300)
