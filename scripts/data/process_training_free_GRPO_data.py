@@ -1,11 +1,6 @@
 """Load the bundled data sets (dataset/*.jsonl) into the database; optionally the paper's sets from the hub.
 
-    python scripts/data/process_training_free_GRPO_data.py                  # all bundled sets, offline
-    python scripts/data/process_training_free_GRPO_data.py --datasets MAWPS_singleop AIME24
-    python scripts/data/process_training_free_GRPO_data.py --from-hub       # + DAPO-Math-17k, AFM_web_RL, WebWalkerQA
-    python scripts/data/process_training_free_GRPO_data.py --convert-from ../shared/datasets   # (maintainers)
-
-A set already in the database is skipped (pass --replace to reload it).
+The same program as `utu-data`, kept at the path Youtu-Agent's guide uses; see utu/commands/process_data.py or --help.
 """
 
 from utu.commands.process_data import main

@@ -1,6 +1,6 @@
 """Upload a JSONL data set into the `data` table, all lines or none.
 
-python scripts/data/upload_dataset.py --file_path x.jsonl --dataset_name X [--replace | --append]
+The same program as `utu-upload`, kept at the path Youtu-Agent's guide uses; see utu/commands/upload.py or --help.
 """
 
 from utu.commands.upload import main
