@@ -10,6 +10,8 @@ from contextlib import AsyncExitStack
 from utu.agents import Agent
 from utu.config.models import EvalConfig, ModelConfig, TrainingFreeGRPOConfig
 from utu.db.engine import Database
+from utu.db.experiments import check_row_owner, delete_rows, forget_experiment, register_experiment
+from utu.db.leases import experiment_lease
 from utu.eval.runner import EvalRunner
 from utu.llm.client import LLMClient
 from utu.llm.factory import make_client
@@ -18,6 +20,20 @@ from utu.practice.experience_updater import ExperienceUpdater
 from utu.practice.training_free_grpo import TrainingFreeGRPO
 from utu.tools import build_toolkits
 from utu.verify import Verifier, load_verifier
+
+
+async def claim_experiment(
+    stack: AsyncExitStack, db: Database, exp_id: str, kind: str, shaping: dict, row_ids: list[str], fresh: bool
+) -> None:
+    """Make `exp_id` this run's: take its lease (held until `stack` closes), refuse attempt rows under
+    `row_ids` that another experiment owns, forget everything with `fresh`, and record or check the
+    fingerprint of the knobs that shape its results."""
+    await stack.enter_async_context(experiment_lease(db, exp_id))
+    await check_row_owner(db, row_ids, exp_id)
+    if fresh:
+        await forget_experiment(db, exp_id)
+        await delete_rows(db, exp_id)
+    await register_experiment(db, exp_id, kind, shaping)
 
 
 async def open_client(

@@ -19,7 +19,7 @@ from rich.table import Table
 from sqlalchemy import select
 
 from utu import cli
-from utu.app import build_eval
+from utu.app import build_eval, claim_experiment
 from utu.cli import refuse_unknown_flags
 from utu.config import EvalConfig, load_agent_config, load_config
 from utu.config.flags import add_flags
@@ -28,8 +28,6 @@ from utu.config.models import DataConfig, shaping_dump
 from utu.config.names import inside
 from utu.db import Database, EvalResult, EvaluationSample
 from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
-from utu.db.experiments import check_row_owner, forget_experiment, register_experiment
-from utu.db.leases import experiment_lease
 from utu.errors import ConfigError
 from utu.eval.metrics import Attempt, EvalMetrics, compare, compute_metrics
 from utu.eval.outcome import check_attempts
@@ -89,12 +87,10 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
     load_verifier(config.verify_filename, config.verify_func_name)  # a verifier that cannot load fails now
     setup_tracing()
     await ensure_dataset(db, config.data.dataset)
-    async with experiment_lease(db, config.exp_id), contextlib.AsyncExitStack() as stack:
-        await check_row_owner(db, [config.exp_id], config.exp_id)
-        if args.fresh:
-            await forget_experiment(db, config.exp_id)
+    async with contextlib.AsyncExitStack() as stack:
         content = content_digest(await select_questions(db, config.data.dataset, config.data.limit))
-        await register_experiment(db, config.exp_id, "eval", shaping_config(config, content))
+        shaping = shaping_config(config, content)
+        await claim_experiment(stack, db, config.exp_id, "eval", shaping, [config.exp_id], args.fresh)
         runner = await build_eval(stack, config, db)
         total = await runner.prepare(fresh=args.fresh)
         model = runner.agent.llm.model

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from utu import cli
-from utu.app import build_practice
+from utu.app import build_practice, claim_experiment
 from utu.cli import refuse_unknown_flags
 from utu.config import TrainingFreeGRPOConfig, compose_dict, config_root, load_agent_config, load_config
 from utu.config.flags import add_flags, given
@@ -24,8 +24,6 @@ from utu.config.models import DataArguments, EvalConfig, PracticeArguments, shap
 from utu.config.names import inside
 from utu.db import Database
 from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
-from utu.db.experiments import check_row_owner, delete_rows, forget_experiment, register_experiment
-from utu.db.leases import experiment_lease
 from utu.errors import RunFailed
 from utu.practice.data_manager import PracticeData
 from utu.practice.export import check_export_target, write_outputs
@@ -124,14 +122,10 @@ async def run() -> int:
         await ensure_dataset(db, config.data.practice_dataset_name)
         if config.practice.do_eval:
             await ensure_dataset(db, ev.data.dataset)
-        await resources.enter_async_context(experiment_lease(db, config.exp_id))
-        epoch_ids = [PracticeData.epoch_exp_id_of(config.exp_id, e) for e in range(config.practice.epochs)]
-        await check_row_owner(db, epoch_ids, config.exp_id)
-        if args.fresh:
-            await forget_experiment(db, config.exp_id)
-            await delete_rows(db, config.exp_id)
         questions = await select_questions(db, config.data.practice_dataset_name, config.data.rollout_data_truncate)
-        await register_experiment(db, config.exp_id, "practice", shaping_config(config, content_digest(questions)))
+        epoch_ids = [PracticeData.epoch_exp_id_of(config.exp_id, e) for e in range(config.practice.epochs)]
+        shaping = shaping_config(config, content_digest(questions))
+        await claim_experiment(resources, db, config.exp_id, "practice", shaping, epoch_ids, args.fresh)
         practice = await build_practice(resources, config, db, pipeline=not args.no_pipeline)
         result = await practice.run()
     print_summary(config, result)
