@@ -64,7 +64,10 @@ class BackgroundServer:
             return False
 
     def start(
-        self, command: Callable[[int], list[str]], env: dict[str, str] | None = None, detail: str = ""
+        self,
+        command: Callable[[int], list[str]],
+        env: Callable[[int], dict[str, str]] | None = None,
+        detail: str = "",
     ) -> tuple[ServerState, bool]:
         """Start the server (command(port) -> argv), or reuse the running one. Returns (state, started_now)."""
         with self._lock():

@@ -147,7 +147,7 @@ def test_a_directory_is_named_as_such(tmp_path, db_url):
         ("foo://bar", "database URL foo://bar: Can't load plugin"),
         ("not a url", "is not a URL"),
         ("sqlite:///", "names no file: an in-memory database keeps nothing"),
-        ("sqlite:////nonexistent/dir/x.db", "cannot open it"),
+        ("sqlite:////nonexistent/dir/x.db", "the folder /nonexistent/dir does not exist"),
     ],
 )
 def test_a_bad_database_url_is_one_line(tmp_path, url, message):

@@ -37,6 +37,8 @@ def database_url(url: str | None = None) -> str:
         raise ConfigError(f"database URL {url!r} is not a URL: {URL_HINT}") from None
     if parsed.drivername.startswith("sqlite") and parsed.database in (None, "", ":memory:"):
         raise ConfigError(f"database URL {url!r} names no file: an in-memory database keeps nothing; {URL_HINT}")
+    if parsed.drivername.startswith("sqlite") and not Path(parsed.database).parent.is_dir():
+        raise ConfigError(f"database URL {url!r}: the folder {Path(parsed.database).parent} does not exist")
     if parsed.drivername == "sqlite":
         parsed = parsed.set(drivername="sqlite+aiosqlite")
     elif parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg2"):
