@@ -236,3 +236,31 @@ async def test_json_object_mode_sends_the_llama_cpp_format(stub):
     await client_for(server, structured_output="json_object").structured(USER, Answer)
     fmt = server.requests[0]["response_format"]
     assert fmt["type"] == "json_object" and fmt["schema"]["required"] == ["value", "unit"]
+
+
+async def test_preflight_stops_on_an_invalid_key_but_not_on_a_key_that_may_not_list_models():
+    from aiohttp import web
+
+    from utu.servers import free_port
+
+    statuses = {"/v1/models": 401}
+
+    async def models(request):
+        return web.json_response({"error": {"message": "no"}}, status=statuses["/v1/models"])
+
+    app = web.Application()
+    app.router.add_get("/v1/models", models)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    client = LLMClient(fast_config(), base_url=f"http://127.0.0.1:{port}/v1", model="m", api_key="k")
+    try:
+        with pytest.raises(EndpointError, match="401 unauthorized: set a valid UTU_LLM_API_KEY"):
+            await client.preflight()
+        for status in (403, 404, 405):  # a restricted key, or no such route: the first real call decides
+            statuses["/v1/models"] = status
+            await client.preflight()
+    finally:
+        await client.close()
+        await runner.cleanup()

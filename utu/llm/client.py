@@ -80,14 +80,15 @@ class LLMClient:
         await self.close()
 
     async def preflight(self) -> None:
-        """One `GET /models` before any work: an unreachable endpoint or a refused key raises `EndpointError`
-        now, not after every attempt has spent its retries. An endpoint without that route is let through
-        (its first real call still catches a wrong model name)."""
+        """One `GET /models` before any work: an unreachable endpoint or an invalid key raises `EndpointError`
+        now, not after every attempt has spent its retries. Any other answer is let through: an endpoint
+        without that route, or a key allowed to chat but not to list models (403); their first real call
+        still stops the run on a refused key, model or URL."""
         p = self.env_prefix
         try:
             await self._http.get("/models", timeout=min(self.config.timeout, PREFLIGHT_TIMEOUT))
         except HTTPStatusError as e:
-            if e.status in (401, 403):
+            if e.status == 401:
                 raise EndpointError(self._explain(e, 1)) from e
         except _UNREADABLE as e:
             why = "no reply" if isinstance(e, TimeoutError) else f"{type(e).__name__}: {e}"
