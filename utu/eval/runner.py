@@ -68,7 +68,7 @@ class EvalRunner:
                 EvaluationSample(
                     exp_id=c.exp_id, owner=self.owner, dataset=q.dataset, dataset_index=q.index, attempt=k,
                     source=q.source, level=q.level, raw_question=redact(q.question),
-                    correct_answer=None if q.answer is None else redact(q.answer), stage="init",
+                    correct_answer=redact.value(q.answer), stage="init",
                 )
                 for q in self.questions
                 for k in range(c.pass_k)

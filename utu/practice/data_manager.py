@@ -81,7 +81,7 @@ class PracticeData:
                     "exp_id": exp, "owner": self.exp_id, "dataset": q.dataset, "dataset_index": q.index,
                     "attempt": k, "step": step, "source": q.source, "level": q.level,
                     "raw_question": redact(q.question),
-                    "correct_answer": None if q.answer is None else redact(q.answer), "stage": "init",
+                    "correct_answer": redact.value(q.answer), "stage": "init",
                 }
                 for q in batch
                 for k in range(self.grpo_n)
