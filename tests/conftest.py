@@ -106,21 +106,27 @@ async def any_db(request, tmp_path):
     await db.dispose()
 
 
+TEST_LOCAL_MODEL = "smollm2-135m"
+
+
 @pytest.fixture(scope="session")
 def local_model(tmp_path_factory):
     """The real embedded llama.cpp server, started once for the session in a private state dir."""
     from utu.llm import local
 
     state = tmp_path_factory.mktemp("local_llm_state")
-    old = os.environ.get("UTU_STATE_DIR")
-    os.environ["UTU_STATE_DIR"] = str(state)
+    # SmolLM2-135M: fast; the tests check the machinery, not the answers (the default model is the 0.5B).
+    settings = {"UTU_STATE_DIR": str(state), "UTU_LOCAL_MODEL": TEST_LOCAL_MODEL}
+    old = {key: os.environ.get(key) for key in settings}
+    os.environ.update(settings)
     server, _ = local.serve()
     yield server
     local.stop()
-    if old is None:
-        del os.environ["UTU_STATE_DIR"]
-    else:
-        os.environ["UTU_STATE_DIR"] = old
+    for key, value in old.items():
+        if value is None:
+            del os.environ[key]
+        else:
+            os.environ[key] = value
 
 
 def run_script(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:

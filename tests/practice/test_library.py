@@ -15,13 +15,37 @@ def test_ids_are_never_renumbered():
     assert lib.experiences == {"G1": "b", "G2": "c"} and lib.next_id == 3
 
 
-def test_unknown_ids_are_refused_and_recorded_not_applied():
+def test_an_update_of_an_unknown_id_is_an_add_and_a_delete_of_one_is_refused():
     lib = Library({"G0": "a"}, 1)
     new, records = apply_operations(
         lib, ops({"operation": "UPDATE", "id": "G7", "content": "x"}, {"operation": "DELETE", "id": "G8"})
     )
-    assert new.experiences == {"G0": "a"}
-    assert [(r.status, r.reason) for r in records] == [("refused", "unknown id 'G7'"), ("refused", "unknown id 'G8'")]
+    assert new.experiences == {"G0": "a", "G1": "x"}
+    assert [(r.kind, r.experience_id, r.status) for r in records] == [
+        ("ADD", "G1", "applied"),
+        ("DELETE", "G8", "refused"),
+    ]
+    assert records[0].reason == "proposed as UPDATE of 'G7', which is not in the library"
+    assert records[1].reason == "unknown id 'G8'"
+
+
+def test_screening_refuses_junk_with_its_reason_and_sees_the_other_experiences():
+    seen = []
+
+    def screen(text, sources, others):
+        seen.append((text, sources, others))
+        return "copies its question" if text == "junk" else None
+
+    lib = Library({"G0": "a", "G1": "b"}, 2)
+    new, records = apply_operations(
+        lib,
+        ops({"operation": "ADD", "content": "junk"}, {"operation": "UPDATE", "id": "G1", "content": "b2"}),
+        None,
+        screen,
+    )
+    assert new.experiences == {"G0": "a", "G1": "b2"}
+    assert (records[0].status, records[0].reason) == ("refused", "junk: copies its question")
+    assert seen == [("junk", [0], ["a", "b"]), ("b2", [1], ["a"])]  # an update is not compared with itself
 
 
 def test_delete_needs_only_its_id_and_wins_over_update():

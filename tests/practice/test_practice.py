@@ -17,6 +17,7 @@ from tests.practice.helpers import (
     run_practice,
     schema_of,
     setup_workspace,
+    work_requests,
 )
 from utu.llm.stub import StubScript
 
@@ -45,12 +46,12 @@ def test_two_epochs_give_the_expected_library_and_operation_rows(tmp_path, works
         (1, "UPDATE", "G0", "applied", None, "When adding, line up the digits."),
         (2, "DELETE", "G0", "applied", None, "When adding, line up digits and carry."),
         (2, "ADD", "G1", "applied", None, None),
-        (3, "UPDATE", "G9", "refused", "unknown id 'G9'", None),
+        (3, "ADD", None, "refused", "junk: not 15-300 characters long (5)", None),  # UPDATE of unknown G9
         (3, "ADD", "G2", "applied", None, None),
     ]
     sources = query(db_url, "SELECT source_questions FROM experience_operations WHERE step=0")
     assert len(json.loads(sources[0][0])) == 2  # merged from both groups of the batch
-    assert agent.request_count == 4 * AGENT_PER_STEP and learner.request_count == 4 * LEARNER_PER_STEP
+    assert agent.request_count == 4 * AGENT_PER_STEP and len(work_requests(learner)) == 4 * LEARNER_PER_STEP
     stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps ORDER BY step")]
     assert [s["library_size"] for s in stats] == [1, 1, 1, 2]
     assert all(s["group_size"] == 2 and s["mean_at_g"] == 0.5 and s["groups_used"] == 2 for s in stats)
@@ -82,7 +83,7 @@ def test_restart_step_does_exactly_the_documented_work(tmp_path, workspace, stub
     args = [] if restart is None else ["--restart_step", restart]
     result = run_practice(tmp_path, configs, db_url, agent, learner, *args)
     assert result.returncode == 0, result.stderr
-    assert (agent.request_count, learner.request_count) == (agent_calls, learner_calls)
+    assert (agent.request_count, len(work_requests(learner))) == (agent_calls, learner_calls)
     assert query(db_url, "SELECT count(*) FROM experience_snapshots WHERE exp_id='t'") == [(4,)]
     assert query(db_url, "SELECT count(*) FROM evaluation_data WHERE exp_id LIKE 't_epoch_%'") == [(16,)]
 
@@ -133,7 +134,7 @@ def test_malformed_learner_replies_are_recorded_and_the_step_goes_on(tmp_path, w
 def test_a_learner_that_fails_on_every_group_fails_the_step(tmp_path, workspace, stub):
     configs, db_url = workspace
     good = evolving_learner().reply_fn
-    learner = stub(StubScript(reply_fn=lambda body: "{not json" if schema_of(body) == "OperationList" else good(body)))
+    learner = stub(StubScript(reply_fn=lambda body: "{not json" if schema_of(body).endswith("List") else good(body)))
     agent = stub(agent_script())
     result = run_practice(tmp_path, configs, db_url, agent, learner, "--epochs", "1")
     assert result.returncode == 2
@@ -206,7 +207,7 @@ def test_without_ground_truth_answers_and_rewards_are_hidden(tmp_path, workspace
     agent = stub(agent_script(pattern=("right",)))  # all right: with ground truth every group would be skipped
     result = run_practice(tmp_path, configs, db_url, agent, learner, "--given_ground_truth", "false", "--epochs", "1")
     assert result.returncode == 0, result.stderr
-    texts = [r["messages"][1]["content"] for r in learner.requests]
+    texts = [r["messages"][1]["content"] for r in work_requests(learner)]
     assert not any(answer in t for t in texts for answer in ("<ground_truth>3<", "<ground_truth>7<"))
     assert all("reward" not in t for t in texts if "<attempts>" in t)
     stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps")]
@@ -220,7 +221,7 @@ def test_all_equal_groups_are_skipped_with_ground_truth(tmp_path, workspace, stu
     assert result.returncode == 2  # nothing learned: said, with why, and nothing exported
     assert "practice learned nothing" in result.stderr and "none of 4 groups carried contrast" in result.stderr
     assert not (tmp_path / "runs/t/enhanced_agent.yaml").exists()
-    assert learner.request_count == 0
+    assert len(work_requests(learner)) == 0
     stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps")]
     assert all(s["groups_skipped"] == 2 for s in stats)
 
@@ -257,6 +258,7 @@ def test_the_exported_agent_keeps_the_baseline_settings_and_placement(tmp_path, 
         "model": "${oc.env:UTU_LLM_MODEL,null}",
         "base_url": "${oc.env:UTU_LLM_BASE_URL,null}",
         "api_key": "${oc.env:UTU_LLM_API_KEY,null}",
+        "local_model": "${oc.env:UTU_LOCAL_MODEL,null}",
     }
     assert (configs / "agents/practice/my_enhanced.yaml").exists() and (
         configs / "eval/practice/my_enhanced.yaml"

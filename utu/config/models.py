@@ -59,8 +59,12 @@ class ModelProvider(StrictModel):
         shapes=False,
     )  # fmt: skip
     api_key: str | None = knob(None, "The key (env UTU_LLM_API_KEY); never stored or logged.", shapes=False)
+    local_model: str | None = knob(
+        None, "With base_url null: the embedded model to start, e.g. qwen2.5-coder-1.5b (env UTU_LOCAL_MODEL); "
+        "null: qwen2.5-coder-0.5b.",
+    )  # fmt: skip
 
-    @field_validator("model", "base_url", "api_key", mode="before")
+    @field_validator("model", "base_url", "api_key", "local_model", mode="before")
     @classmethod
     def _empty_is_unset(cls, v: object) -> object:
         # `${oc.env:VAR,null}` gives "" when VAR is set but empty (a common .env line); treat it as unset.

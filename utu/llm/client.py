@@ -6,9 +6,11 @@ unreadable replies with exponential backoff and jitter, honouring `Retry-After`;
 whose message names the setting to fix.
 """
 
+import asyncio
 import email.utils
 import functools
 import json
+import logging
 import random
 import time
 from dataclasses import dataclass, field
@@ -27,7 +29,9 @@ from utu.llm.usage import Usage, UsageTracker, priced
 from utu.tracing.spans import llm_span, set_llm_output
 
 M = TypeVar("M", bound=BaseModel)
+log = logging.getLogger(__name__)
 
+STRUCTURED_RETRIES = 2  # a cut or invalid structured reply is asked again at most this often
 MAX_RETRY_AFTER = 120.0  # seconds; a server asking for longer is treated as a failure
 # The endpoint will refuse every request the same way: stop the run rather than fail each attempt.
 FATAL_STATUSES = (401, 403, 404)
@@ -65,10 +69,9 @@ class LLMClient:
         self.env_prefix = env_prefix
         self._http = JSONEndpoint(base_url, api_key or "not-needed", config.timeout, config.concurrency)
         self._slots = PrioritySlots(config.concurrency)
-        # None: not known yet (auto mode); False: the endpoint rejected constrained output, use text.
-        self._constrained_ok: bool | None = (
-            None if config.structured_output == "auto" else (config.structured_output != "text")
-        )
+        # How structured replies are asked for; in auto mode found by one probe, on first use.
+        self._format: str | None = None if config.structured_output == "auto" else config.structured_output
+        self._probe_lock = asyncio.Lock()
 
     async def close(self) -> None:
         await self._http.close()
@@ -162,60 +165,87 @@ class LLMClient:
     ) -> M:
         """A reply parsed and validated as `schema`.
 
-        Uses JSON-schema constrained output where the endpoint supports it; otherwise extracts JSON from
-        the text. An invalid reply is retried once with the validation error shown to the model; a
-        second failure raises `StructuredOutputError` (with the raw reply).
+        Uses constrained output where the endpoint supports it (auto mode probes once which kind it takes);
+        otherwise extracts JSON from the text. A reply cut by `max_tokens` is asked again with twice the
+        room and a request to be brief; an invalid one is asked again with the validation error shown.
+        After `STRUCTURED_RETRIES` such retries, raises `StructuredOutputError` (with the raw reply).
         """
         schema_json, instruction = _schema_instruction(schema)
-        messages = (
-            [*messages, {"role": "user", "content": instruction}]
-            if _last_role(messages) != "user"
-            else [
-                *messages[:-1],
-                {**messages[-1], "content": f"{messages[-1]['content']}\n\n{instruction}"},
-            ]
-        )
-        if self.config.structured_output == "json_object":
-            response_format = {
-                "type": "json_object",
-                "schema": schema_json,
-            }  # llama.cpp turns it into a grammar
+        messages = _with_instruction(messages, instruction)
+        kind = await self._structured_format()
+        if kind == "json_object":
+            response_format = {"type": "json_object", "schema": schema_json}  # llama.cpp turns it into a grammar
+        elif kind == "json_schema":
+            response_format = {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": schema_json}}
         else:
-            response_format = {
-                "type": "json_schema",
-                "json_schema": {"name": schema.__name__, "schema": schema_json},
-            }
+            response_format = None
         settings = settings | {"priority": priority}
-        raw = await self._structured_call(messages, response_format, tag, settings)
-        try:
-            return _parse(raw, schema)
-        except ValueError as first_error:
-            retry_messages = [
-                *messages,
-                {"role": "assistant", "content": raw},
-                {
-                    "role": "user",
-                    "content": f"That reply was invalid: {first_error}. Reply again with only the corrected JSON.",
-                },
-            ]
-            raw = await self._structured_call(retry_messages, response_format, tag, settings)
-            try:
-                return _parse(raw, schema)
-            except ValueError as e:
-                raise StructuredOutputError(f"{self.model}: no valid {schema.__name__} after a retry: {e}", raw) from e
+        asked = messages
+        for _ in range(STRUCTURED_RETRIES + 1):
+            reply = await self.chat(asked, tag=tag, response_format=response_format, **settings)
+            raw = reply.content
+            if reply.finish_reason == "length":
+                limit = settings.get("max_tokens") or self.config.model_settings.max_tokens
+                problem = f"the reply was cut off at the {limit or 'output'}-token limit before its JSON ended"
+                if limit:
+                    settings = settings | {"max_tokens": limit * 2}
+                fix = "Reply again with the complete JSON, much shorter: one or two sentences per text field."
+                asked = [*messages, {"role": "user", "content": f"Your last reply was cut off. {fix}"}]
+            else:
+                try:
+                    return _parse(raw, schema)
+                except ValueError as e:
+                    problem = str(e)
+                fix = "Reply again with only the corrected JSON."
+                asked = [
+                    *messages,
+                    {"role": "assistant", "content": raw},
+                    {"role": "user", "content": f"That reply was invalid: {problem}. {fix}"},
+                ]
+        raise StructuredOutputError(
+            f"{self.model}: no valid {schema.__name__} after {STRUCTURED_RETRIES} retries: {problem}", raw
+        )
 
-    async def _structured_call(self, messages, response_format, tag, settings) -> str:
-        if self._constrained_ok is not False:
-            try:
-                reply = await self.chat(messages, tag=tag, response_format=response_format, **settings)
-                self._constrained_ok = True
-                return reply.content
-            except LLMError as e:
-                rejected = isinstance(e.__cause__, HTTPStatusError) and e.__cause__.status in (400, 422)
-                if not (rejected and self._constrained_ok is None):
-                    raise
-                self._constrained_ok = False  # the endpoint rejects response_format: text mode from now on
-        return (await self.chat(messages, tag=tag, **settings)).content
+    async def _structured_format(self) -> str:
+        """json_schema, json_object or text: the configured one, or in auto mode the first the endpoint takes."""
+        if self._format is None:
+            async with self._probe_lock:
+                if self._format is None:
+                    self._format = await self._probe_format()
+        return self._format
+
+    async def _probe_format(self) -> str:
+        """One tiny request per kind of constrained output, without retries. Servers reject what they do not
+        support with any status (llama-cpp-python's answers json_schema with a 500), so a failed probe is
+        checked against a plain request: if that one works, the endpoint rejects the format."""
+        rejected = []
+        for kind in ("json_schema", "json_object"):
+            why = await self._probe(_PROBE_FORMATS[kind])
+            if why and not rejected:  # does the endpoint answer at all? (retried; raises like any call if not)
+                await self.chat(self._probe_body()["messages"], tag="probe", max_tokens=4)
+                why = await self._probe(_PROBE_FORMATS[kind])  # a second chance, in case the first was bad luck
+            if why is None:
+                if rejected:
+                    log.warning("%s: %s; using %s", self.base_url, "; ".join(rejected), kind)
+                return kind
+            rejected.append(f"response_format {kind} rejected ({why})")
+        log.warning("%s: %s; extracting JSON from text replies", self.base_url, "; ".join(rejected))
+        return "text"
+
+    async def _probe(self, response_format: dict[str, Any]) -> str | None:
+        """None if the endpoint answers a request with this response_format, else why not."""
+        try:
+            body = self._probe_body(response_format=response_format)
+            completion, _ = await self._http.post("/chat/completions", body)
+        except HTTPStatusError as e:
+            return f"HTTP {e.status}: {e.detail}"
+        except _UNREADABLE as e:
+            return type(e).__name__
+        return None if isinstance(completion, dict) and completion.get("choices") else "no choices in the reply"
+
+    def _probe_body(self, **extra: Any) -> dict[str, Any]:
+        messages = [{"role": "user", "content": 'Reply with the JSON {"ok": true}.'}]
+        return {"model": self.model, "messages": messages, "max_tokens": 8, **extra}
 
     def _wait(self, retry_state) -> float:
         exc = retry_state.outcome.exception() if retry_state.outcome else None
@@ -279,8 +309,18 @@ def _schema_instruction(schema: type[BaseModel]) -> tuple[dict[str, Any], str]:
     return schema_json, text + json.dumps(schema_json)
 
 
-def _last_role(messages: list[dict[str, Any]]) -> str | None:
-    return messages[-1].get("role") if messages else None
+def _with_instruction(messages: list[dict[str, Any]], instruction: str) -> list[dict[str, Any]]:
+    """The schema instruction appended to the last user message (or as a new one)."""
+    if messages and messages[-1].get("role") == "user":
+        return [*messages[:-1], {**messages[-1], "content": f"{messages[-1]['content']}\n\n{instruction}"}]
+    return [*messages, {"role": "user", "content": instruction}]
+
+
+_PROBE_SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+_PROBE_FORMATS = {
+    "json_schema": {"type": "json_schema", "json_schema": {"name": "Probe", "schema": _PROBE_SCHEMA}},
+    "json_object": {"type": "json_object", "schema": _PROBE_SCHEMA},
+}
 
 
 def _parse(raw: str, schema: type[M]) -> M:

@@ -26,13 +26,13 @@ def make_client(config: ModelConfig, usage: UsageTracker | None = None, env_pref
             usage=usage,
             env_prefix=env_prefix,
         )
-    if provider.model and provider.model != local.MODEL_ALIAS:
+    name = provider.local_model or local.default_model()
+    if provider.model and provider.model != name:
         log.warning("%s_MODEL=%s is ignored without %s_BASE_URL", env_prefix, provider.model, env_prefix)
-    local_config = config.model_copy(update={"structured_output": "json_object"})
     return LLMClient(
-        local_config,
-        base_url=local.ensure_running(),
-        model=local.MODEL_ALIAS,
+        config,
+        base_url=local.ensure_running(name),
+        model=name,
         usage=usage,
         env_prefix=env_prefix,
     )

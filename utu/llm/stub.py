@@ -205,6 +205,8 @@ def count_tokens(text: str) -> int:
 
 
 def _completion(body: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
+    message = dict(message)
+    finish_reason = message.pop("finish_reason", None)  # a scripted reply may say it was cut ("length")
     prompt = sum(
         count_tokens(m.get("content") or "") for m in body.get("messages", []) if isinstance(m.get("content"), str)
     )
@@ -220,7 +222,7 @@ def _completion(body: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]
             {
                 "index": 0,
                 "message": message,
-                "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                "finish_reason": finish_reason or ("tool_calls" if message.get("tool_calls") else "stop"),
             }
         ],
         "usage": {

@@ -15,13 +15,14 @@ import asyncio
 import json
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from utu.config.models import PracticeArguments
 from utu.errors import LLMError, StructuredOutputError
 from utu.llm.client import LLMClient
 from utu.practice import prompts
 from utu.practice.library import Library, Operation, ProposedOp
+from utu.practice.schemas import AddOnlyList, AttemptSummary, ConsolidatedList, GroupAdvantage, OperationList
 from utu.practice.types import Attempt, GroupOutcome, LearnerFailure
 from utu.tracing.spans import CHAIN, set_io, span
 
@@ -29,27 +30,6 @@ CHARS_PER_TOKEN = 4  # a rough, model-independent estimate for the trajectory bu
 # Rollouts (priority 0) waiting for a slot of a shared client go first: see utu/llm/slots.py.
 LEARNER_PRIORITY = 1
 M = TypeVar("M", bound=BaseModel)
-
-
-class AttemptSummary(BaseModel):
-    summary: str = Field(description="step-by-step summary of the attempt")
-
-
-class GroupAdvantage(BaseModel):
-    analysis: str = Field(description="which attempts were better or worse, and why")
-    experiences: list[str] = Field(description='each "When <condition>, <strategy>."')
-
-
-class OperationList(BaseModel):
-    operations: list[Operation]
-
-
-class ConsolidatedOperation(Operation):
-    merged_from: list[int] = Field(default_factory=list, description="numbers of the proposed operations it covers")
-
-
-class ConsolidatedList(BaseModel):
-    operations: list[ConsolidatedOperation]
 
 
 class ExperienceUpdater:
@@ -134,7 +114,7 @@ class ExperienceUpdater:
             sources = sorted(
                 {q for i in op.merged_from if 0 <= i < len(proposed) for q in proposed[i].source_questions}
             )
-            out.append(ProposedOp(Operation(**op.model_dump(exclude={"merged_from"})), sources))
+            out.append(ProposedOp(op.to_operation(), sources))
         return out
 
     async def _ask(self, messages: list[dict[str, str]], schema: type[M], stage: str) -> M:
@@ -188,8 +168,9 @@ class ExperienceUpdater:
             library=library.render(),
             experiences="\n".join(f"- {x}" for x in experiences),
         )
+        schema = OperationList if library.experiences else AddOnlyList  # nothing to update on an empty library
         try:
-            return (await self._ask(messages, OperationList, "group_update")).operations
+            return (await self._ask(messages, schema, "group_update")).to_operations()
         except LLMError as e:
             outcome.failures.append(_failure("group_update", outcome.dataset_index, e))
             return []

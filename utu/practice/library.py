@@ -2,24 +2,26 @@
 
 Ids are "G<n>" with n from a counter that only grows, so an id means the same experience for the whole
 experiment (the reference renumbered every step). The code, not the LLM, decides what is applied:
-an UPDATE or DELETE naming an unknown id is refused and recorded; a DELETE needs only its id; DELETE
-wins over UPDATE for the same id; ADDs beyond `max_experiences` are refused.
+an UPDATE naming no existing experience is applied as an ADD (recorded as such); a DELETE of an unknown id
+is refused and recorded; a DELETE needs only its id; DELETE wins over UPDATE for the same id; ADDs beyond
+`max_experiences` are refused; and every new text must pass the screening (`Screen`), whose refusals are
+recorded with reasons starting "junk:".
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 OpKind = Literal["ADD", "UPDATE", "DELETE", "NONE"]
+JUNK = "junk: "
+# (text, source questions, experiences it must not repeat) -> why it is junk, or None
+Screen = Callable[[str, list[int], list[str]], str | None]
 
 
 class Operation(BaseModel):
-    """An operation the learner proposes (the JSON schema it must follow)."""
-
-    # The JSON schema shown to the model requires every field, so that constrained decoding makes even a small
-    # model write each one; validation stays lenient, and apply_operations refuses what lacks what it needs.
-    model_config = ConfigDict(json_schema_extra=lambda schema: schema.update(required=list(schema["properties"])))
+    """An operation on the library, whatever shape the learner proposed it in (utu.practice.schemas)."""
 
     operation: OpKind
     id: str | None = Field(default=None, description="the existing experience id for UPDATE and DELETE, else null")
@@ -78,33 +80,47 @@ class Library:
 
 
 def apply_operations(
-    library: Library, proposed: list[ProposedOp], max_experiences: int | None = None
+    library: Library, proposed: list[ProposedOp], max_experiences: int | None = None, screen: Screen | None = None
 ) -> tuple[Library, list[OpRecord]]:
     """Apply operations in order to a copy of the library; every operation but NONE yields a record."""
     new = library.copy()
     deleted_ids = {p.op.id for p in proposed if p.op.operation == "DELETE" and p.op.id}
-    records = [_apply_one(new, p, deleted_ids, max_experiences) for p in proposed if p.op.operation != "NONE"]
+    records = [_apply_one(new, p, deleted_ids, max_experiences, screen) for p in proposed if p.op.operation != "NONE"]
     return new, records
 
 
-def _apply_one(lib: Library, p: ProposedOp, deleted_ids: set[str], max_experiences: int | None) -> OpRecord:
+def _apply_one(
+    lib: Library, p: ProposedOp, deleted_ids: set[str], max_experiences: int | None, screen: Screen | None
+) -> OpRecord:
     op = p.op
     content = (op.content or "").strip() or None
     record = OpRecord(op.operation, op.id, None, content, p.source_questions, op.rationale, "refused")
-    if op.operation == "ADD":
-        if content is None:
-            record.reason = "ADD without content"
-        elif content in lib.experiences.values():
+    if op.operation == "UPDATE" and op.id not in lib.experiences:
+        record.kind, record.experience_id = "ADD", None  # applied as the ADD it is, if it passes
+        note = f"proposed as UPDATE of {op.id!r}, which is not in the library" if op.id else "UPDATE without an id"
+    else:
+        note = None
+    if record.kind != "DELETE" and content is None:
+        record.reason = f"{record.kind} without content"
+        return record
+    if record.kind != "DELETE" and screen is not None:
+        others = [text for key, text in lib.experiences.items() if key != op.id]
+        junk = screen(content, p.source_questions, others)
+        if junk:
+            record.reason = JUNK + junk
+            return record
+    if record.kind == "ADD":
+        if content in lib.experiences.values():
             record.reason = "duplicate of an existing experience"
         elif max_experiences is not None and len(lib.experiences) >= max_experiences:
             record.reason = f"library full (max_experiences={max_experiences})"
         else:
-            record.experience_id, record.status = f"G{lib.next_id}", "applied"
+            record.experience_id, record.status, record.reason = f"G{lib.next_id}", "applied", note
             lib.experiences[record.experience_id] = content
             lib.next_id += 1
         return record
     if op.id not in lib.experiences:
-        record.reason = f"unknown id {op.id!r}" if op.id else f"{op.operation} without an id"
+        record.reason = f"unknown id {op.id!r}" if op.id else "DELETE without an id"
         return record
     record.old_text = lib.experiences[op.id]
     if op.operation == "DELETE":
@@ -112,8 +128,6 @@ def _apply_one(lib: Library, p: ProposedOp, deleted_ids: set[str], max_experienc
         record.new_text, record.status = None, "applied"
     elif op.id in deleted_ids:
         record.reason = "a DELETE of the same id wins over UPDATE"
-    elif content is None:
-        record.reason = "UPDATE without content"
     else:
         lib.experiences[op.id] = content
         record.status = "applied"

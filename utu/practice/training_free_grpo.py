@@ -30,7 +30,8 @@ from utu.eval.runner import EvalRunner
 from utu.llm.usage import Usage, UsageTracker
 from utu.practice.data_manager import PracticeData
 from utu.practice.experience_updater import ExperienceUpdater
-from utu.practice.library import Library, OpRecord, apply_operations
+from utu.practice.library import JUNK, Library, OpRecord, Screen, apply_operations
+from utu.practice.screening import Source, screen
 from utu.practice.store import EVAL_PREFIX, PracticeStore
 from utu.practice.types import Attempt, GroupOutcome, LearnerFailure, StageUsage, StepEval, StepStats
 from utu.tasks import gather_or_cancel
@@ -142,12 +143,13 @@ class TrainingFreeGRPO:
         failures: list[LearnerFailure] = [f for o in outcomes for f in o.failures]
         await self._check_step(step, rows, outcomes, failures)
         proposed = await self.updater.consolidate(library, outcomes, failures)
-        new_library, records = apply_operations(library, proposed, self.p.max_experiences)
+        new_library, records = apply_operations(library, proposed, self.p.max_experiences, _screen_against(rows))
         stats = StepStats(
             step=step, epoch=epoch, batch=b, group_size=self.p.grpo_n, **_rollout_stats(rows),
             groups_used=sum(o.used for o in outcomes), groups_skipped=sum(not o.used for o in outcomes),
             library_size=len(new_library.experiences), operations=_applied(records),
             operations_refused=sum(r.status == "refused" for r in records), learner_errors=len(failures),
+            operations_junk=sum(r.status == "refused" and (r.reason or "").startswith(JUNK) for r in records),
             usage=_usage_delta(usage_before, self.usage.snapshot()), wall_time=time.perf_counter() - start,
         )  # fmt: skip
         await self.store.save_step(step, epoch, b, new_library, records, failures, stats)
@@ -189,6 +191,16 @@ class TrainingFreeGRPO:
         metrics = compute_metrics((MetricAttempt.from_row(r) for r in await runner.rows()), config.pass_k)
         return StepEval(exp_id=config.exp_id, k=metrics.k, mean_at_k=metrics.mean_at_k,
                         mean_at_k_ci95=metrics.mean_at_k_ci95)  # fmt: skip
+
+
+def _screen_against(rows: list[EvaluationSample]) -> Screen:
+    """The library's screening, knowing the step's questions and answers (what a proposal must not copy)."""
+    texts = {r.dataset_index: [r.raw_question or "", r.correct_answer or ""] for r in rows}
+
+    def check(text: str, sources: list[int], others: list[str]) -> str | None:
+        return screen(text, Source([t for i in sources for t in texts.get(i, [])]), others)
+
+    return check
 
 
 def _as_attempt(row: EvaluationSample) -> Attempt:

@@ -74,6 +74,7 @@ class StepStats(BaseModel):
     library_size: int
     operations: dict[str, int]  # applied, by kind: ADD, UPDATE, DELETE
     operations_refused: int
+    operations_junk: int = 0  # of the refused: proposals the screening found to be junk (utu.practice.screening)
     learner_errors: int
     usage: dict[str, StageUsage]  # by stage tag
     wall_time: float

@@ -1,0 +1,49 @@
+"""The library's screening: the junk small models actually proposed is refused, sensible advice is not."""
+
+import pytest
+
+from utu.practice.screening import Source, screen
+
+QUESTION = "When Joan found 70 seashells on the beach, she gave some of her seashells to Sam. She has 27 seashells. How many seashells did she give to Sam?"  # noqa: E501
+SOURCE = Source([QUESTION, "43"])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "When a problem says how many were given away, subtract what is left from what there was at first.",
+        "When the question asks for a total of several groups, add the amounts of all groups.",
+        "When you have the final number, write only that number in \\boxed{}.",
+        "When a quantity doubles, multiply it by 2 before comparing.",
+        "When the numbers are large, e.g. above 1,000, check each column of the addition.",
+    ],
+)
+def test_general_advice_passes(text):
+    assert screen(text, SOURCE, []) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ('The operation to add the new experience is: ""}}, {', "not of the form"),  # SmolLM2, make demo
+        ('When adding, use the new operation "{name}".', "JSON or template fragment"),
+        ("When <condition>, <strategy>.", "JSON or template fragment"),
+        ("The number of walnut trees planted today is 33.", "not of the form"),  # Qwen-1.5B
+        ("When Joan found 70 seashells on the beach, she gave some to Sam.", "names numbers of its question (70)"),
+        ("When she gave some of her seashells to Sam, subtract.", "copies its question"),
+        ("When the answer is needed, it is 43.", "names numbers of its question (43)"),
+        ("When adding, add. When subtracting, subtract the smaller number.", "more than one sentence"),
+        ("When x, do y.", "characters long"),
+        ("When adding the numbers, use ADD for the library.", "JSON or template fragment"),
+    ],
+)
+def test_junk_is_refused_with_a_reason(text, reason):
+    assert reason in (screen(text, SOURCE, []) or "")
+
+
+def test_a_near_duplicate_of_an_existing_experience_is_refused():
+    existing = "When a problem asks how many are left, subtract the part taken away from the total."
+    again = "When a problem asks how many are left, subtract the part that was taken away from the total."
+    assert "near-duplicate" in screen(again, SOURCE, [existing])
+    other = "When the question asks for a total of several groups, add the amounts of all groups."
+    assert screen(other, SOURCE, [existing]) is None

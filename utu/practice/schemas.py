@@ -1,0 +1,162 @@
+"""The JSON the learner must reply with, one pydantic model per stage.
+
+Written so that a small model constrained by the schema cannot get them wrong: every string has a length
+bound (it cannot ramble past its token budget), an experience must match the documented
+"When <condition>, <strategy>." shape (a `pattern` the endpoint's grammar enforces), and each kind of
+operation has a shape of its own (an ADD has no id to fill with "ADD"). Validation is lenient where the
+schema is strict: text-mode endpoints get their over-long strings cut, not refused, and the library's
+screening (utu.practice.screening) judges the content.
+"""
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+
+from utu.practice.library import Operation
+
+MAX_EXPERIENCE_CHARS = 300
+MAX_OPERATIONS = 8
+MAX_EXPERIENCES = 3  # per group, whatever num_experiences_per_query asks
+# The shape every experience must have; constrained decoding follows it, screening checks it again.
+EXPERIENCE_PATTERN = r'^When [^.,{}"\n]{5,150}, [^{}"\n]{5,220}\.$'
+
+
+def _bounded(limit: int, description: str, pattern: str | None = None) -> Any:
+    def cut(v: object) -> object:
+        return v.strip()[:limit] if isinstance(v, str) else v
+
+    extra = {"pattern": pattern} if pattern else None  # in the schema only: screening, not validation, refuses
+    return Annotated[
+        str, BeforeValidator(cut), Field(max_length=limit, description=description, json_schema_extra=extra)
+    ]
+
+
+def _clean_id(v: object) -> object:
+    """Models write "[G3]", "G3." or 3; the library's ids are "G3"."""
+    if isinstance(v, int):
+        return f"G{v}"
+    return v.strip().strip("[]().").strip() if isinstance(v, str) else v
+
+
+def _all_required(schema: dict[str, Any]) -> None:
+    schema["required"] = list(schema["properties"])
+
+
+class _Op(BaseModel):
+    """The schema shown to the model requires every field, so constrained decoding makes even a small model
+    write each one; validation lets a missing rationale (or merged_from) pass."""
+
+    model_config = ConfigDict(json_schema_extra=_all_required)
+
+
+Experience = _bounded(MAX_EXPERIENCE_CHARS, 'one sentence: "When <condition>, <strategy>."', EXPERIENCE_PATTERN)
+Rationale = _bounded(200, "why, in one short sentence")
+ExperienceId = Annotated[str, BeforeValidator(_clean_id), Field(description="an id of the existing library")]
+
+
+class AttemptSummary(BaseModel):
+    summary: _bounded(1000, "step-by-step summary of the attempt, brief")
+
+
+class GroupAdvantage(BaseModel):
+    analysis: _bounded(600, "which attempts were better or worse, and why, briefly")
+    experiences: list[Experience] = Field(
+        max_length=MAX_EXPERIENCES, description='each "When <condition>, <strategy>."'
+    )
+
+    @field_validator("experiences", mode="before")
+    @classmethod
+    def _at_most(cls, v: object) -> object:
+        return v[:MAX_EXPERIENCES] if isinstance(v, list) else v
+
+
+class Add(_Op):
+    operation: Literal["ADD"]
+    content: Experience
+    rationale: Rationale = ""
+
+    def to_operation(self) -> Operation:
+        return Operation(operation="ADD", content=self.content, rationale=self.rationale)
+
+
+class Update(_Op):
+    operation: Literal["UPDATE"]
+    id: ExperienceId
+    content: Experience
+    rationale: Rationale = ""
+
+    def to_operation(self) -> Operation:
+        return Operation(operation="UPDATE", id=self.id, content=self.content, rationale=self.rationale)
+
+
+class Delete(_Op):
+    operation: Literal["DELETE"]
+    id: ExperienceId
+    rationale: Rationale = ""
+
+    def to_operation(self) -> Operation:
+        return Operation(operation="DELETE", id=self.id, rationale=self.rationale)
+
+
+class Keep(_Op):
+    operation: Literal["NONE"]
+    rationale: Rationale = ""
+
+    def to_operation(self) -> Operation:
+        return Operation(operation="NONE", rationale=self.rationale)
+
+
+def _upper_kinds(items: object) -> object:
+    """ "add" and " Add" are ADD: the kind decides which shape an item is validated against. Beyond
+    `MAX_OPERATIONS` items are dropped (the schema's bound, for endpoints that do not enforce it)."""
+    if isinstance(items, list):
+        return [
+            {**item, "operation": item["operation"].strip().upper()}
+            if isinstance(item, dict) and isinstance(item.get("operation"), str)
+            else item
+            for item in items[:MAX_OPERATIONS]
+        ]
+    return items
+
+
+class OperationList(BaseModel):
+    operations: list[Add | Update | Delete | Keep] = Field(max_length=MAX_OPERATIONS)
+
+    @field_validator("operations", mode="before")
+    @classmethod
+    def _kinds(cls, v: object) -> object:
+        return _upper_kinds(v)
+
+    def to_operations(self) -> list[Operation]:
+        return [op.to_operation() for op in self.operations]
+
+
+class AddOnlyList(OperationList):
+    """For an empty library, where there is nothing to update or delete."""
+
+    operations: list[Add | Keep] = Field(max_length=MAX_OPERATIONS)
+
+
+class MergedFrom(_Op):
+    merged_from: list[int] = Field(default_factory=list, description="numbers of the proposed operations it covers")
+
+
+class MergedAdd(Add, MergedFrom):
+    pass
+
+
+class MergedUpdate(Update, MergedFrom):
+    pass
+
+
+class MergedDelete(Delete, MergedFrom):
+    pass
+
+
+class ConsolidatedList(BaseModel):
+    operations: list[MergedAdd | MergedUpdate | MergedDelete] = Field(max_length=MAX_OPERATIONS)
+
+    @field_validator("operations", mode="before")
+    @classmethod
+    def _kinds(cls, v: object) -> object:
+        return _upper_kinds(v)

@@ -1,0 +1,86 @@
+"""The library refuses junk: every experience a learner proposes is checked before it is applied.
+
+An experience must be one sentence of the documented shape "When <condition>, <strategy>.", free of JSON
+or template fragments, must not copy its source question, must not carry that question's numbers or its
+answer, and must not say again what an experience already in the library says. `screen` gives the reason
+for a refusal (recorded in the operation log), or None.
+"""
+
+import re
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+
+from utu.practice.schemas import MAX_EXPERIENCE_CHARS
+
+MIN_CHARS = 15
+COPY_WORDS = 6  # this many consecutive words of a source question make a copy
+NEAR_DUPLICATE = 0.8  # similarity ratio of two experiences' normalised words
+# LaTeX commands with their braces (\boxed{}, \frac{a}{b}) are allowed; other braces are template slots.
+_LATEX = re.compile(r"\\[A-Za-z]+(\{[^{}]*\})*")
+_FRAGMENT = re.compile(r'[{}\[\]"]|\\n|\b(?:null|true|false)\b|\b(?:ADD|UPDATE|DELETE)\b|</?\w+>')
+_SENTENCE_BREAK = re.compile(r"[.!?]\s+[A-Z]")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+@dataclass
+class Source:
+    """What a proposal was learned from: its questions and their answers."""
+
+    texts: list[str] = field(default_factory=list)
+
+    @property
+    def numbers(self) -> set[str]:
+        return {n.replace(",", "") for text in self.texts for n in _NUMBER.findall(text)}
+
+
+def screen(text: str, source: Source, others: list[str]) -> str | None:
+    """Why `text` may not enter the library, or None. `others`: the experiences it must not repeat."""
+    shape = _shape_problem(text)
+    if shape:
+        return shape
+    specific = sorted({n for n in _NUMBER.findall(text) if _is_specific(n, source)}, key=len)
+    if specific:
+        return f"names numbers of its question ({', '.join(specific[:3])}): an experience must hold for other questions"
+    copied = _copied_words(text, source)
+    if copied:
+        return f"copies its question ({copied!r})"
+    for other in others:
+        if similarity(text, other) >= NEAR_DUPLICATE:
+            return f"near-duplicate of an existing experience ({other[:60]!r})"
+    return None
+
+
+def _shape_problem(text: str) -> str | None:
+    if not MIN_CHARS <= len(text) <= MAX_EXPERIENCE_CHARS:
+        return f"not {MIN_CHARS}-{MAX_EXPERIENCE_CHARS} characters long ({len(text)})"
+    if not text.startswith("When ") or "," not in text or not text.endswith("."):
+        return 'not of the form "When <condition>, <strategy>."'
+    plain = _LATEX.sub("x", text)
+    fragment = _FRAGMENT.search(plain)
+    if fragment:
+        return f"contains a JSON or template fragment ({fragment.group(0).strip()!r})"
+    if _SENTENCE_BREAK.search(plain[:-1]):
+        return "more than one sentence"
+    return None
+
+
+def _is_specific(number: str, source: Source) -> bool:
+    """A number of the source question or answer, other than a single digit (which rules may need: "x 2")."""
+    value = number.replace(",", "")
+    return len(value) > 1 and value in source.numbers
+
+
+def _copied_words(text: str, source: Source) -> str | None:
+    words = _WORD.findall(text.lower())
+    runs = {" ".join(words[i : i + COPY_WORDS]) for i in range(len(words) - COPY_WORDS + 1)}
+    for question in source.texts:
+        normalised = " ".join(_WORD.findall(question.lower()))
+        for run in runs:
+            if run in normalised:
+                return run
+    return None
+
+
+def similarity(a: str, b: str) -> float:
+    return SequenceMatcher(None, _WORD.findall(a.lower()), _WORD.findall(b.lower())).ratio()
