@@ -88,7 +88,7 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
     setup_tracing()
     await ensure_dataset(db, config.data.dataset)
     async with contextlib.AsyncExitStack() as stack:
-        content = content_digest(await select_questions(db, config.data.dataset, config.data.limit))
+        content = content_digest(await select_questions(db, config.data.dataset, config.data.limit, config.data.offset))
         shaping = shaping_config(config, content)
         await claim_experiment(stack, db, config.exp_id, "eval", shaping, [config.exp_id], args.fresh)
         runner = await build_eval(stack, config, db)

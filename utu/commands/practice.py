@@ -20,13 +20,14 @@ from utu.cli import refuse_unknown_flags
 from utu.config import TrainingFreeGRPOConfig, compose_dict, config_root, load_agent_config, load_config
 from utu.config.flags import add_flags, given
 from utu.config.loader import agent_source, config_dirs, validate
-from utu.config.models import DataArguments, EvalConfig, PracticeArguments, shaping_dump
+from utu.config.models import DataArguments, EvalConfig, PracticeArguments, ValidationConfig, shaping_dump
 from utu.config.names import inside
 from utu.db import Database
 from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
-from utu.errors import RunFailed
+from utu.errors import ConfigError, RunFailed
 from utu.practice.data_manager import PracticeData
 from utu.practice.export import check_export_target, write_outputs
+from utu.practice.library import Library
 from utu.tracing import setup_tracing
 from utu.verify import load_verifier
 
@@ -45,6 +46,15 @@ def _restart(text: str) -> int | None:
         raise argparse.ArgumentTypeError(f"expected a step number or none, got {text!r}") from None
 
 
+def _export_step(text: str) -> str | int:
+    if text in ("best", "last"):
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected best, last or a step number, got {text!r}") from None
+
+
 def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config_name", required=True, help="practice config under configs/practice/")
@@ -57,7 +67,13 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
         practice_flags=add_flags(parser, PracticeArguments, skip=["restart_step"]),
         data_flags=add_flags(parser, DataArguments),
         eval_flags=add_flags(parser, EvalConfig, EVAL_FLAGS),
+        validation_flags=add_flags(parser, ValidationConfig, prefix="validation_"),
     )
+    parser.add_argument(
+        "--export_step", type=_export_step, default="last",
+        help="which library the enhanced agent gets: last (default), best (highest validation or in-step eval "
+        "score), or a step number",
+    )  # fmt: skip
     parser.add_argument("--fresh", action="store_true", help="forget this exp_id entirely and start over")
     parser.add_argument("--no_pipeline", action="store_true", help="wait for the whole batch before learning")
     parser.add_argument(
@@ -89,6 +105,9 @@ def build_config(args: argparse.Namespace, overrides: list[str]) -> TrainingFree
         data_flags["rollout_data_truncate"] = None
     config["data"] |= data_flags
     config["evaluation"] |= given(args, args.eval_flags)
+    validation = given(args, args.validation_flags, prefix="validation_")
+    if validation:
+        config["practice"]["validation"] = (config["practice"].get("validation") or {}) | validation
     if args.exp_id is not None:
         config["exp_id"] = args.exp_id
     if args.agent_config:
@@ -122,12 +141,15 @@ async def run() -> int:
         await ensure_dataset(db, config.data.practice_dataset_name)
         if config.practice.do_eval:
             await ensure_dataset(db, ev.data.dataset)
+        if config.practice.validation:
+            await ensure_dataset(db, config.practice.validation.dataset)
         questions = await select_questions(db, config.data.practice_dataset_name, config.data.rollout_data_truncate)
         epoch_ids = [PracticeData.epoch_exp_id_of(config.exp_id, e) for e in range(config.practice.epochs)]
         shaping = shaping_config(config, content_digest(questions))
         await claim_experiment(resources, db, config.exp_id, "practice", shaping, epoch_ids, args.fresh)
         practice = await build_practice(resources, config, db, pipeline=not args.no_pipeline)
         result = await practice.run()
+        result.library = await chosen_library(practice, result, args.export_step)
     print_summary(config, result)
     check_learned(result)
     source = agent_source(args.agent_config) if args.agent_config else evaluation_agent_source(args, overrides)
@@ -144,6 +166,25 @@ async def run() -> int:
             f"--agent_config {paths['agent']} --exp_id {config.exp_id}_enhanced"
         )
     return 0
+
+
+async def chosen_library(practice, result, which: str | int) -> Library:
+    """The library the enhanced agent gets (--export_step): the last, the best scored, or step N's."""
+    if which == "last" or not result.steps:
+        return result.library
+    if which == "best":
+        scored = [(s.score, -s.step) for s in result.steps if s.score is not None]
+        if not scored:
+            raise ConfigError("--export_step best: no step was scored; set practice.validation (or do_eval)")
+        step = -max(scored)[1]  # the earliest of the best
+    else:
+        step = which
+    library = await practice.store.snapshot(step)
+    if library is None:
+        done = ", ".join(str(s.step) for s in result.steps)
+        raise ConfigError(f"--export_step {which}: there is no step {step} (steps: {done})")
+    console.print(f"exporting the library of step {step} ({len(library.experiences)} experiences)")
+    return library
 
 
 def evaluation_agent_source(args: argparse.Namespace, overrides: list[str]) -> dict:
@@ -189,15 +230,16 @@ def print_summary(config: TrainingFreeGRPOConfig, result) -> None:
     g = config.practice.grpo_n
     table = Table(title=f"practice {config.exp_id}")
     for column in ("step", "epoch", f"Mean@{g}", f"Pass@{g}", "groups used/skipped", "library", "ADD/UPD/DEL",
-                   "refused", "learner err", "tokens", "cost", "time"):  # fmt: skip
+                   "refused (junk)", "validation", "learner err", "tokens", "cost", "time"):  # fmt: skip
         table.add_column(column, justify="right")
     for s in result.steps:
-        ops = s.operations
+        ops, v = s.operations, s.validation
+        checked = f"{v.current:.2f}->{v.proposed:.2f} {'kept' if v.accepted else 'rejected'}" if v else "-"
         table.add_row(
             str(s.step), str(s.epoch), f"{s.mean_at_g:.3f}", f"{s.pass_at_g:.3f}",
             f"{s.groups_used}/{s.groups_skipped}", str(s.library_size),
-            f"{ops['ADD']}/{ops['UPDATE']}/{ops['DELETE']}", str(s.operations_refused), str(s.learner_errors),
-            str(s.tokens), f"${s.cost:.4f}", f"{s.wall_time:.1f}s",
+            f"{ops['ADD']}/{ops['UPDATE']}/{ops['DELETE']}", f"{s.operations_refused} ({s.operations_junk})", checked,
+            str(s.learner_errors), str(s.tokens), f"${s.cost:.4f}", f"{s.wall_time:.1f}s",
         )  # fmt: skip
     console.print(table)
     console.print(f"library ({len(result.library.experiences)} experiences):")

@@ -23,9 +23,10 @@ def add_flags(
     model: type[BaseModel],
     names: Iterable[str] | None = None,
     skip: Iterable[str] = (),
+    prefix: str = "",
 ) -> list[str]:
-    """A `--name` flag for each scalar field of `model` (or only for `names`), default None (= not given).
-    Returns the field names it added, to pick the given values out of the parsed arguments."""
+    """A `--<prefix>name` flag for each scalar field of `model` (or only for `names`), default None (= not
+    given). Returns the field names it added, to pick the given values out of the parsed arguments."""
     wanted = list(names) if names is not None else [n for n in model.model_fields if n not in set(skip)]
     added = []
     for name in wanted:
@@ -43,14 +44,14 @@ def add_flags(
             options |= {"choices": list(get_args(kind))}
         else:
             options["type"] = kind
-        parser.add_argument(f"--{name}", **options)
+        parser.add_argument(f"--{prefix}{name}", **options)
         added.append(name)
     return added
 
 
-def given(args: argparse.Namespace, names: Iterable[str]) -> dict[str, Any]:
+def given(args: argparse.Namespace, names: Iterable[str], prefix: str = "") -> dict[str, Any]:
     """The flags among `names` that were given on the command line."""
-    return {name: value for name in names if (value := getattr(args, name)) is not None}
+    return {name: value for name in names if (value := getattr(args, prefix + name)) is not None}
 
 
 def _scalar(annotation: Any) -> Any:

@@ -132,6 +132,7 @@ class AgentConfig(StrictModel):
 class DataConfig(StrictModel):
     dataset: str = knob(description="A data set in the database (bundled sets load themselves).")
     limit: int | None = knob(None, "Only its first N questions (by index).", gt=0)
+    offset: int = knob(0, "Skip its first N questions (by index) before taking `limit`.", ge=0)
 
 
 class EvalConfig(StrictModel):
@@ -158,6 +159,20 @@ class EvalConfig(StrictModel):
 
 
 PAPER = "Training-Free GRPO (arXiv 2510.08191)"
+
+
+class ValidationConfig(StrictModel):
+    """Validation-gated updates: a step's new library replaces the current one only if, on the same validation
+    questions, its Mean@K is not worse than the current library's by more than `max_drop` (paired by question)."""
+
+    dataset: str = knob(description="The validation questions: another data set, or the practice set with an "
+                        "offset past the practised questions (a held-out slice).")  # fmt: skip
+    offset: int = knob(0, "Skip its first N questions.", ge=0)
+    size: int = knob(20, "Validation questions.", gt=0)
+    pass_k: int = knob(2, "Attempts per validation question (K).", gt=0)
+    max_drop: float = knob(
+        0.0, "Apply an update only if mean(new - current) over the questions is at least -max_drop.", ge=0, le=1
+    )
 
 
 class PracticeArguments(StrictModel):
@@ -201,6 +216,9 @@ class PracticeArguments(StrictModel):
     eval_strategy: Literal["epoch", "steps"] = knob("epoch", "When to evaluate: each epoch or every eval_steps.",
                                                     shapes=False)  # fmt: skip
     eval_steps: int = knob(1, "With eval_strategy steps: evaluate every N steps.", shapes=False, gt=0)
+    validation: ValidationConfig | None = knob(
+        None, "Validation-gated updates (see ValidationConfig); none: every step's update is applied."
+    )
 
 
 class DataArguments(StrictModel):

@@ -193,9 +193,9 @@ async def ensure_dataset(db: Database, name: str) -> int:
         raise
 
 
-async def select_questions(db: Database, name: str, limit: int | None = None) -> list[DatasetSample]:
-    """The first `limit` questions of a data set (all of them without a limit), in index order."""
-    query = select(DatasetSample).where(DatasetSample.dataset == name).order_by(DatasetSample.index)
+async def select_questions(db: Database, name: str, limit: int | None = None, offset: int = 0) -> list[DatasetSample]:
+    """The first `limit` questions of a data set after its first `offset` (all without a limit), in index order."""
+    query = select(DatasetSample).where(DatasetSample.dataset == name).order_by(DatasetSample.index).offset(offset)
     if limit:
         query = query.limit(limit)
     async with db.sessions() as s:

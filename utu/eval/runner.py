@@ -39,9 +39,12 @@ class EvalRunner:
         show_progress: bool = True,
         experiences: dict[str, str] | None = None,
         owner: str | None = None,
+        tag: str = "rollout",
     ):
         """`experiences`: a library to place in the agent's messages instead of its own (practice's evals);
-        `owner`: the experiment the rows belong to (default: this eval's exp_id)."""
+        `owner`: the experiment the rows belong to (default: this eval's exp_id); `tag`: the usage tag of its
+        LLM calls."""
+        self.tag = tag
         self.config = config
         self.owner = owner or config.exp_id
         self.questions: list[DatasetSample] | None = None
@@ -57,7 +60,7 @@ class EvalRunner:
         """Create the missing (question, attempt) rows; with `fresh`, delete the experiment's rows first."""
         c = self.config
         await check_row_owner(self.db, [c.exp_id], self.owner)
-        self.questions = await select_questions(self.db, c.data.dataset, c.data.limit)
+        self.questions = await select_questions(self.db, c.data.dataset, c.data.limit, c.data.offset)
         redact = Redactor()
         async with self.db.transaction() as s:
             mine = (EvaluationSample.exp_id == c.exp_id) & (EvaluationSample.owner == self.owner)
@@ -114,7 +117,7 @@ class EvalRunner:
                         await run_attempt(
                             row, agent=self.agent, verifier=self.verifier, writer=self.writer,
                             timeout=c.task_timeout, retries=c.max_attempt_retries, experiences=self.experiences,
-                            judge=step != "rollout",
+                            judge=step != "rollout", tag=self.tag,
                         )  # fmt: skip
                     if row.stage == "judged":
                         self._rewards.append(row.reward)

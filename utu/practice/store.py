@@ -13,6 +13,7 @@ from utu.practice.types import LearnerFailure, StepStats
 from utu.tracing.redact import Redactor
 
 EVAL_PREFIX = "{}_eval_step"  # + the step number: the exp_id of a practice's in-step evaluation
+VALIDATION_INFIX = "_val_"  # exp_id + this + a library's digest: that library's validation attempts
 
 
 class PracticeStore:

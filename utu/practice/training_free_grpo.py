@@ -9,6 +9,8 @@ on are recomputed; an unfinished step resumes with the attempts it already has.
 """
 
 import asyncio
+import hashlib
+import json
 import logging
 import statistics
 import time
@@ -17,14 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from utu.agents.agent import Agent
-from utu.config.models import TrainingFreeGRPOConfig
+from utu.config.models import DataConfig, TrainingFreeGRPOConfig
 from utu.db.attempts import AttemptWriter
 from utu.db.engine import Database
 from utu.db.models import EvaluationSample
 from utu.errors import RunFailed
 from utu.eval.attempt import run_attempt
 from utu.eval.metrics import Attempt as MetricAttempt
-from utu.eval.metrics import compute_metrics, mean_and_pass
+from utu.eval.metrics import compare, compute_metrics, mean_and_pass
 from utu.eval.outcome import RERUN, check_attempts
 from utu.eval.runner import EvalRunner
 from utu.llm.usage import Usage, UsageTracker
@@ -32,8 +34,16 @@ from utu.practice.data_manager import PracticeData
 from utu.practice.experience_updater import ExperienceUpdater
 from utu.practice.library import JUNK, Library, OpRecord, Screen, apply_operations
 from utu.practice.screening import Source, screen
-from utu.practice.store import EVAL_PREFIX, PracticeStore
-from utu.practice.types import Attempt, GroupOutcome, LearnerFailure, StageUsage, StepEval, StepStats
+from utu.practice.store import EVAL_PREFIX, VALIDATION_INFIX, PracticeStore
+from utu.practice.types import (
+    Attempt,
+    GroupOutcome,
+    LearnerFailure,
+    StageUsage,
+    StepEval,
+    StepStats,
+    StepValidation,
+)
 from utu.tasks import gather_or_cancel
 from utu.tracing.spans import CHAIN, annotate, session, span
 from utu.verify import Verifier
@@ -144,6 +154,14 @@ class TrainingFreeGRPO:
         await self._check_step(step, rows, outcomes, failures)
         proposed = await self.updater.consolidate(library, outcomes, failures)
         new_library, records = apply_operations(library, proposed, self.p.max_experiences, _screen_against(rows))
+        validation = None
+        if self.p.validation and new_library.experiences != library.experiences:
+            validation = await self.validate(library, new_library)
+            if not validation.accepted:
+                new_library = library
+                for r in records:
+                    if r.status == "applied":
+                        r.status, r.reason = "refused", f"validation: {validation.reason}"
         stats = StepStats(
             step=step, epoch=epoch, batch=b, group_size=self.p.grpo_n, **_rollout_stats(rows),
             groups_used=sum(o.used for o in outcomes), groups_skipped=sum(not o.used for o in outcomes),
@@ -151,6 +169,7 @@ class TrainingFreeGRPO:
             operations_refused=sum(r.status == "refused" for r in records), learner_errors=len(failures),
             operations_junk=sum(r.status == "refused" and (r.reason or "").startswith(JUNK) for r in records),
             usage=_usage_delta(usage_before, self.usage.snapshot()), wall_time=time.perf_counter() - start,
+            validation=validation,
         )  # fmt: skip
         await self.store.save_step(step, epoch, b, new_library, records, failures, stats)
         log.info(
@@ -171,6 +190,47 @@ class TrainingFreeGRPO:
                 f"step {step}: the learner failed on all {len(studied)} groups it studied; first error: "
                 f"{failures[0].error}; {RERUN}"
             )
+
+    async def validate(self, current: Library, proposed: Library) -> StepValidation:
+        """Both libraries on the same validation questions; the rule of `practice.validation` decides."""
+        v = self.p.validation
+        with span("validation", CHAIN, **{"questions": v.size, "pass_k": v.pass_k}):
+            before = await self._validation_rows(current)
+            after = await self._validation_rows(proposed)
+        result = compare(before, after)
+        current = statistics.fmean(a for _, a, _ in result.rows) if result.rows else 0.0
+        accepted = result.mean_diff >= -v.max_drop
+        reason = (
+            f"Mean@{v.pass_k} {current:.3f} -> {current + result.mean_diff:.3f} on {len(result.rows)} validation "
+            f"questions (paired difference {result.mean_diff:+.3f}, allowed drop {v.max_drop:g})"
+        )
+        log.info("validation: %s: update %s", reason, "applied" if accepted else "rejected")
+        return StepValidation(
+            k=v.pass_k, questions=len(result.rows), current=current, proposed=current + result.mean_diff,
+            difference=result.mean_diff, difference_ci95=result.ci95, accepted=accepted, reason=reason,
+        )  # fmt: skip
+
+    async def _validation_rows(self, library: Library) -> list[MetricAttempt]:
+        """A library's attempts at the validation questions, kept under an exp_id named by its content, so the
+        current library (usually the last step's proposal) is never evaluated twice."""
+        v = self.p.validation
+        digest = hashlib.sha256(json.dumps(sorted(library.experiences.items())).encode()).hexdigest()[:12]
+        config = self.config.evaluation.model_copy(
+            update={
+                "exp_id": f"{self.config.exp_id}{VALIDATION_INFIX}{digest}",
+                "pass_k": v.pass_k,
+                "data": DataConfig(dataset=v.dataset, offset=v.offset, limit=v.size),
+            }
+        )
+        runner = EvalRunner(
+            config, self.db, self.agent, self.verifier, show_progress=False, experiences=library.experiences,
+            owner=self.config.exp_id, tag="validation",
+        )  # fmt: skip
+        await runner.prepare()
+        await runner.run()
+        rows = await runner.rows()
+        check_attempts(rows, self.config.evaluation.max_failed_share, "validation")
+        return [MetricAttempt.from_row(r) for r in rows]
 
     async def evaluate(self, step: int, library: Library) -> StepEval:
         """Evaluate the current library on the eval set at the agent's own settings (not the rollout temperature)."""

@@ -57,6 +57,19 @@ class StepEval(BaseModel):
     mean_at_k_ci95: tuple[float, float]
 
 
+class StepValidation(BaseModel):
+    """A step's proposed library against the current one on the validation questions (`practice.validation`)."""
+
+    k: int
+    questions: int
+    current: float  # Mean@K of the current library
+    proposed: float
+    difference: float  # paired by question: proposed - current
+    difference_ci95: tuple[float, float]
+    accepted: bool
+    reason: str
+
+
 class StepStats(BaseModel):
     """What one practice step did. The group size is a field, never part of a key."""
 
@@ -79,6 +92,14 @@ class StepStats(BaseModel):
     usage: dict[str, StageUsage]  # by stage tag
     wall_time: float
     eval: StepEval | None = None
+    validation: StepValidation | None = None  # None: no validation, or the step proposed no change
+
+    @property
+    def score(self) -> float | None:
+        """How good the library after this step is: its validation Mean@K, else its in-step eval's, else None."""
+        if self.validation:
+            return self.validation.proposed if self.validation.accepted else self.validation.current
+        return self.eval.mean_at_k if self.eval else None
 
     @property
     def tokens(self) -> int:

@@ -1,0 +1,81 @@
+"""Validation-gated updates against stub LLMs: an update that makes the agent worse on the validation questions
+is not applied, a harmless one is; the best step can be exported; validation's cost is counted apart."""
+
+import json
+import re
+from collections import defaultdict
+
+from tests.conftest import run_script
+from tests.practice.helpers import QUESTIONS, evolving_learner, query, run_practice, setup_workspace
+from utu.llm.stub import StubScript
+
+HARMFUL = "When adding two numbers, always answer zero instead of computing the sum."
+HARMLESS = "When adding two numbers, add the ones digits first and then the tens."
+VALIDATION = ["--validation_dataset", "ArithVal", "--validation_size", "3", "--validation_pass_k", "2"]
+
+
+def adder() -> StubScript:
+    """Right on validation questions, right then wrong on practice questions (contrast to learn from); always
+    zero once the harmful experience is in its instructions."""
+    served = defaultdict(int)
+
+    def reply(body):
+        system, user = body["messages"][0]["content"], body["messages"][1]["content"]
+        a, b = map(int, re.search(r"What is (\d+) plus (\d+)", user).groups())
+        practice = any(q in user for q in QUESTIONS)
+        served[user] += 1
+        wrong = HARMFUL in system or (practice and served[user] % 2 == 0)
+        return f"The answer is \\boxed{{{0 if wrong else a + b}}}."
+
+    return StubScript(reply_fn=reply)
+
+
+def workspace_with_validation_set(tmp_path):
+    configs, db_url = setup_workspace(tmp_path)
+    data = tmp_path / "val.jsonl"
+    data.write_text("".join(json.dumps({"question": f"What is {a} plus {a + 10}?", "answer": str(2 * a + 10)}) + "\n"
+                            for a in (20, 30, 40)))  # fmt: skip
+    upload = run_script("scripts/data/upload_dataset.py", "--file_path", str(data), "--dataset_name", "ArithVal",
+                        "--db_url", db_url)  # fmt: skip
+    assert upload.returncode == 0, upload.stderr
+    return configs, db_url
+
+
+def learner_proposing(text: str) -> StubScript:
+    return evolving_learner(group_update=lambda library: [{"operation": "ADD", "content": text, "rationale": "r"}])
+
+
+def test_an_update_that_makes_the_agent_worse_is_rejected(tmp_path, stub):
+    configs, db_url = workspace_with_validation_set(tmp_path)
+    result = run_practice(tmp_path, configs, db_url, stub(adder()), stub(learner_proposing(HARMFUL)),
+                          "--epochs", "1", *VALIDATION)  # fmt: skip
+    assert result.returncode == 2 and "practice learned nothing" in result.stderr  # nothing was kept
+    ops = query(db_url, "SELECT step, new_text, status, reason FROM experience_operations ORDER BY id")
+    assert ops and all(status == "refused" and text == HARMFUL for _, text, status, _ in ops)
+    assert ops[0][3].startswith("validation: Mean@2 1.000 -> 0.000 on 3 validation questions")
+    assert query(db_url, "SELECT experiences FROM experience_snapshots ORDER BY step") == [("{}",), ("{}",)]
+    stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps ORDER BY step")]
+    assert [s["validation"]["accepted"] for s in stats] == [False, False]
+    assert stats[0]["validation"]["difference"] == -1.0
+    # Step 0 validated both libraries (2 x 3 questions x K=2); step 1 proposed the same: both results reused.
+    assert stats[0]["usage"]["validation"]["calls"] == 2 * 3 * 2 and "validation" not in stats[1]["usage"]
+    assert "rollout" in stats[0]["usage"]  # rollouts are counted apart from validation
+
+
+def test_a_harmless_update_is_applied_and_the_best_step_is_exported(tmp_path, stub):
+    configs, db_url = workspace_with_validation_set(tmp_path)
+    result = run_practice(tmp_path, configs, db_url, stub(adder()), stub(learner_proposing(HARMLESS)),
+                          "--epochs", "1", *VALIDATION, "--export_step", "best")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps ORDER BY step")]
+    assert stats[0]["validation"]["accepted"] and stats[0]["validation"]["difference"] == 0.0
+    assert stats[1]["validation"] is None  # step 1 proposed the same text again: no change, nothing to validate
+    assert "exporting the library of step 0" in result.stdout
+    assert HARMLESS in (tmp_path / "runs/t/enhanced_agent.yaml").read_text()
+
+
+def test_export_step_names_a_missing_step_in_one_line(tmp_path, stub):
+    configs, db_url = workspace_with_validation_set(tmp_path)
+    result = run_practice(tmp_path, configs, db_url, stub(adder()), stub(learner_proposing(HARMLESS)),
+                          "--epochs", "1", "--export_step", "7")  # fmt: skip
+    assert result.returncode == 2 and "--export_step 7: there is no step 7 (steps: 0, 1)" in result.stderr
