@@ -42,7 +42,7 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config_name", help="eval config under configs/eval/, e.g. math/math_AIME24")
     eval_flags = add_flags(parser, EvalConfig, ["exp_id", "concurrency", "pass_k", "max_failed_share"])
-    parser.set_defaults(eval_flags=eval_flags, data_flags=add_flags(parser, DataConfig, ["dataset", "limit"]))
+    parser.set_defaults(eval_flags=eval_flags, data_flags=add_flags(parser, DataConfig, ["dataset", "limit", "offset"]))
     parser.add_argument("--agent_config", help="agent config name under configs/agents/ or a YAML file path")
     parser.add_argument("--step", choices=["all", "rollout", "judge"], default="all")
     parser.add_argument("--fresh", action="store_true", help="delete this exp_id's attempts and start over")
@@ -62,7 +62,7 @@ def build_config(args: argparse.Namespace, overrides: list[str]) -> EvalConfig:
     flags = {
         k: v for k in ("exp_id", "concurrency", "pass_k", "max_failed_share") if (v := getattr(args, k)) is not None
     }
-    data = {k: v for k in ("dataset", "limit") if (v := getattr(args, k)) is not None}
+    data = {k: v for k in ("dataset", "limit", "offset") if (v := getattr(args, k)) is not None}
     if "dataset" in data and data["dataset"] != config.data.dataset and "limit" not in data and config.data.limit:
         log.warning(
             "the config's limit (%d) was set for %s: not applied to %s; pass --limit N to cut it",

@@ -87,6 +87,19 @@ def plot(steps: list[StepStats], out: Path, group_size: int) -> list[str]:
     return files
 
 
+def meaning(ci95: tuple[float, float], questions: int) -> str:
+    """What a paired difference's confidence interval lets one claim."""
+    low, high = ci95
+    if low > 0:
+        return "The interval excludes zero: on these questions the enhanced agent is measurably better."
+    if high < 0:
+        return "The interval excludes zero: on these questions the enhanced agent is measurably worse."
+    return (
+        f"The interval includes zero: on {questions} questions no difference can be claimed either way "
+        "(more questions, or a larger K, narrow it)."
+    )
+
+
 async def write_report(
     db: Database, exp_id: str, out: Path, baseline: str | None = None, enhanced: str | None = None, note: str = ""
 ) -> Path:
@@ -111,7 +124,7 @@ async def write_report(
         lines += [
             "",
             f"Paired difference (enhanced − baseline) over {len(diff.rows)} questions: **{diff.mean_diff:+.3f}** "
-            f"(95% CI {diff.ci95[0]:+.3f} to {diff.ci95[1]:+.3f}).",
+            f"(95% CI {diff.ci95[0]:+.3f} to {diff.ci95[1]:+.3f}). {meaning(diff.ci95, len(diff.rows))}",
             "",
         ]
     header = f"| step | epoch | Mean@{g} | groups used/skipped | library | ADD/UPDATE/DELETE | refused | tokens |"

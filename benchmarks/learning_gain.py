@@ -1,0 +1,144 @@
+"""Does practice help? Baseline vs enhanced agent on held-out questions, with the embedded models.
+
+    python benchmarks/learning_gain.py [--learner qwen2.5-coder-0.5b|qwen2.5-coder-1.5b] [--heldout 100] [--k 2]
+
+The agent is the embedded Qwen2.5-Coder-0.5B. It practises on the first `--practice` GSM8K questions (G=4),
+with validation-gated updates on questions 100.. (unless --no_validation), and both agents are evaluated
+on the held-out questions 200.. (disjoint from both). GSM8K because the 0.5B is right on about 15-20% of
+its questions there, so groups carry contrast (on the MAWPS sets it is right ~85%: little to learn).
+Every phase is the command a user runs; the paired difference and its bootstrap 95% CI come from the
+same per-question means `run_eval.py --compare` prints. Runs for 30-60 minutes on 2 cores; by hand only.
+"""
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import write_result  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args: str, env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    print("$ python " + " ".join(args), flush=True)
+    result = subprocess.run([sys.executable, *args], cwd=ROOT, env=env)
+    if result.returncode != 0:
+        raise SystemExit(f"failed (exit {result.returncode}): {' '.join(args)}")
+    return time.perf_counter() - start
+
+
+async def summarise(db_url: str, tag: str) -> dict:
+    from utu.db import Database
+    from utu.db.models import EvaluationSample
+    from utu.eval.metrics import Attempt, compare, compute_metrics
+    from utu.practice.store import PracticeStore
+
+    db = Database(db_url)
+    try:
+        rows = {}
+        for name in ("baseline", "enhanced"):
+            rows[name] = [Attempt.from_row(r) for r in await _rows(db, EvaluationSample, f"{tag}_{name}")]
+        store = PracticeStore(db, f"{tag}_practice")
+        steps = [await store.step_stats(s) for s in range(await _steps(db, f"{tag}_practice"))]
+        library = await store.snapshot(steps[-1].step) if steps else None
+    finally:
+        await db.dispose()
+    result = compare(rows["baseline"], rows["enhanced"])
+    metrics = {name: compute_metrics(rows[name], 2) for name in rows}
+    learner_tokens = sum(u.prompt_tokens + u.completion_tokens for s in steps for t, u in s.usage.items()
+                         if t.startswith("learner"))  # fmt: skip
+    return {
+        "baseline_mean": metrics["baseline"].mean_at_k, "enhanced_mean": metrics["enhanced"].mean_at_k,
+        "paired_difference": result.mean_diff, "paired_ci95": result.ci95, "questions": len(result.rows),
+        "library": library.experiences if library else {},
+        "steps": [s.model_dump(mode="json") for s in steps],
+        "practice_tokens": sum(s.tokens for s in steps), "learner_tokens": learner_tokens,
+    }  # fmt: skip
+
+
+async def _rows(db, model, exp_id):
+    from sqlalchemy import select
+
+    async with db.sessions() as s:
+        return list(await s.scalars(select(model).where(model.exp_id == exp_id)))
+
+
+async def _steps(db, exp_id) -> int:
+    from sqlalchemy import func, select
+
+    from utu.db.models import PracticeStep
+
+    async with db.sessions() as s:
+        return await s.scalar(select(func.count()).select_from(PracticeStep).where(PracticeStep.exp_id == exp_id))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--learner", default="qwen2.5-coder-0.5b")
+    parser.add_argument("--practice", type=int, default=24, help="practice questions (GSM8K 0..N-1)")
+    parser.add_argument("--heldout", type=int, default=100)
+    parser.add_argument("--k", type=int, default=2)
+    parser.add_argument("--no_validation", action="store_true")
+    parser.add_argument("--tag", default=None)
+    args = parser.parse_args()
+    tag = args.tag or f"lg_{args.learner.replace('.', '').replace('-', '_')}"
+    db_path = ROOT / "runs" / f"{tag}.db"
+    db_path.parent.mkdir(exist_ok=True)
+    db_url = f"sqlite:///{db_path}"
+    env = {**os.environ, "UTU_LOCAL_MODEL": "qwen2.5-coder-0.5b", "UTU_LEARNER_LOCAL_MODEL": args.learner}
+    evaluate = [
+        "scripts/run_eval.py", "--config_name", "local/gsm8k", "--dataset", "GSM8K", "--offset", "200",
+        "--limit", str(args.heldout), "--pass_k", str(args.k), "--concurrency", "8", "--db_url", db_url,
+    ]  # fmt: skip
+    validation = [] if args.no_validation else [
+        "--validation_dataset", "GSM8K", "--validation_offset", "100", "--validation_size", "30",
+        "--validation_pass_k", "2", "--validation_max_drop", "0",
+    ]  # fmt: skip
+    times = {
+        "baseline": run(*evaluate, "--exp_id", f"{tag}_baseline", env=env),
+        "practice": run(
+            "scripts/run_training_free_GRPO.py",
+            "--config_name",
+            "local_mawps",
+            "--practice_dataset_name",
+            "GSM8K",
+            "--rollout_data_truncate",
+            str(args.practice),
+            "--batch_size",
+            "8",
+            "--grpo_n",
+            "4",
+            "--rollout_concurrency",
+            "8",
+            "--exp_id",
+            f"{tag}_practice",
+            "--db_url",
+            db_url,
+            *validation,
+            "--export_step",
+            "last",
+            env=env,
+        ),  # fmt: skip
+    }
+    agent = ROOT / "runs" / f"{tag}_practice" / "enhanced_agent.yaml"
+    times["enhanced"] = run(*evaluate, "--exp_id", f"{tag}_enhanced", "--agent_config", str(agent), env=env)
+    summary = asyncio.run(summarise(db_url, tag))
+    low, high = summary["paired_ci95"]
+    write_result(
+        f"learning_gain_{tag}",
+        {"agent": "qwen2.5-coder-0.5b", "learner": args.learner, "practice_set": f"GSM8K[0:{args.practice}]",
+         "validation": None if args.no_validation else "GSM8K[100:130], K=2, max_drop 0",
+         "heldout_set": f"GSM8K[200:{200 + args.heldout}]", "k": args.k, "wall_time_s": times, **summary,
+         "ci_excludes_zero": low > 0 or high < 0},
+    )  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
