@@ -81,19 +81,19 @@ def test_an_unknown_model_is_one_line(tmp_path):
 async def test_structured_output_against_llama_server_as_an_external_endpoint(local_model):
     """The embedded server used as any user's endpoint: auto mode probes it (json_schema works), the learner's
     bounded schemas parse, and a reply cut by max_tokens is seen as cut and asked again with more room."""
-    from utu.practice.schemas import AddOnlyList
+    from utu.practice.schemas import OperationList
 
     provider = {"base_url": local.base_url(local_model), "model": "smollm2-135m", "api_key": "none"}
     client = make_client(ModelConfig(model_provider=provider, model_settings={"temperature": 0.0}))
     assert client.base_url == local.base_url(local_model) and client.config.structured_output == "auto"
     messages = [{"role": "user", "content": "Propose one experience for solving addition word problems."}]
-    result = await client.structured(messages, AddOnlyList, max_tokens=400)
+    result = await client.structured(messages, OperationList, max_tokens=400)
     assert client._format == "json_schema"
     for op in result.operations:  # the grammar enforces the shape even on a 135M model
-        assert op.operation in ("ADD", "NONE")
-        if op.operation == "ADD":
+        assert op.operation in ("ADD", "UPDATE", "DELETE", "NONE")
+        if op.operation in ("ADD", "UPDATE"):
             assert op.content.startswith("When ") and op.content.endswith(".") and len(op.content) <= 300
     with pytest.raises(StructuredOutputError, match="cut off at the 12-token limit"):
-        await client.structured(messages, AddOnlyList, max_tokens=3)
+        await client.structured(messages, OperationList, max_tokens=3)
     assert client.usage.snapshot()["default"].calls >= 4  # 1 + 3 tries of the cut one (3, 6, 12 tokens)
     await client.close()

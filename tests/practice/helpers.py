@@ -92,13 +92,12 @@ def library_in(body) -> str:
     return match.group(1) if match else ""
 
 
-def evolving_learner(group_update=None) -> StubScript:
+def evolving_learner(group_update=None, experiences=("When adding, line up the digits.",)) -> StubScript:
     """Summaries and advantages are fixed; operations depend on the library, so the result is predictable:
-    step 0 ADD A; step 1 UPDATE it; step 2 DELETE it and ADD C; step 3 UPDATE an unknown id and ADD E."""
+    step 0 ADD A (the advantage's experience: no call on an empty library); step 1 UPDATE it; step 2 DELETE
+    it and ADD C; step 3 UPDATE an unknown id and ADD E."""
 
     def default_group_update(library: str) -> list[dict]:
-        if library == "(empty)":
-            return [{"operation": "ADD", "content": "When adding, line up the digits.", "rationale": "r0"}]
         if "carry" in library:
             return [{"operation": "DELETE", "id": "[G0]"}, {"operation": "ADD", "content": "When unsure, recompute."}]
         if "line up" in library:
@@ -122,8 +121,8 @@ def evolving_learner(group_update=None) -> StubScript:
         if name == "AttemptSummary":
             return json.dumps({"summary": "The agent added the numbers."})
         if name == "GroupAdvantage":
-            return json.dumps({"analysis": "one was right", "experiences": ["When adding, be careful."]})
-        if name in ("OperationList", "AddOnlyList"):
+            return json.dumps({"analysis": "one was right", "experiences": list(experiences)})
+        if name == "OperationList":
             return json.dumps({"operations": (group_update or default_group_update)(library_in(body))})
         if name == "ConsolidatedList":
             ops = [

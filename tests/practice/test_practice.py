@@ -23,6 +23,7 @@ from utu.llm.stub import StubScript
 
 # Per step: 4 attempts; learner: 4 summaries, 2 advantages, 2 group updates, 1 consolidation.
 AGENT_PER_STEP, LEARNER_PER_STEP = 4, 9
+LEARNER_ALL = LEARNER_PER_STEP * 4 - 2  # step 0 (empty library) makes no group-update calls
 
 
 @pytest.fixture
@@ -51,7 +52,7 @@ def test_two_epochs_give_the_expected_library_and_operation_rows(tmp_path, works
     ]
     sources = query(db_url, "SELECT source_questions FROM experience_operations WHERE step=0")
     assert len(json.loads(sources[0][0])) == 2  # merged from both groups of the batch
-    assert agent.request_count == 4 * AGENT_PER_STEP and len(work_requests(learner)) == 4 * LEARNER_PER_STEP
+    assert agent.request_count == 4 * AGENT_PER_STEP and len(work_requests(learner)) == LEARNER_ALL
     stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps ORDER BY step")]
     assert [s["library_size"] for s in stats] == [1, 1, 1, 2]
     assert all(s["group_size"] == 2 and s["mean_at_g"] == 0.5 and s["groups_used"] == 2 for s in stats)
@@ -74,7 +75,7 @@ def test_shuffling_changes_the_batches_between_epochs(tmp_path, workspace, stub)
 
 @pytest.mark.parametrize(
     ("restart", "agent_calls", "learner_calls"),
-    [(None, 0, 0), ("3", AGENT_PER_STEP, LEARNER_PER_STEP), ("0", 4 * AGENT_PER_STEP, 4 * LEARNER_PER_STEP)],
+    [(None, 0, 0), ("3", AGENT_PER_STEP, LEARNER_PER_STEP), ("0", 4 * AGENT_PER_STEP, LEARNER_ALL)],
 )
 def test_restart_step_does_exactly_the_documented_work(tmp_path, workspace, stub, restart, agent_calls, learner_calls):
     configs, db_url = workspace
@@ -134,7 +135,7 @@ def test_malformed_learner_replies_are_recorded_and_the_step_goes_on(tmp_path, w
 def test_a_learner_that_fails_on_every_group_fails_the_step(tmp_path, workspace, stub):
     configs, db_url = workspace
     good = evolving_learner().reply_fn
-    learner = stub(StubScript(reply_fn=lambda body: "{not json" if schema_of(body).endswith("List") else good(body)))
+    learner = stub(StubScript(reply_fn=lambda body: "{not json" if schema_of(body) == "GroupAdvantage" else good(body)))
     agent = stub(agent_script())
     result = run_practice(tmp_path, configs, db_url, agent, learner, "--epochs", "1")
     assert result.returncode == 2

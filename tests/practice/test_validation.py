@@ -42,7 +42,9 @@ def workspace_with_validation_set(tmp_path):
 
 
 def learner_proposing(text: str) -> StubScript:
-    return evolving_learner(group_update=lambda library: [{"operation": "ADD", "content": text, "rationale": "r"}])
+    return evolving_learner(
+        group_update=lambda library: [{"operation": "ADD", "content": text, "rationale": "r"}], experiences=[text]
+    )
 
 
 def test_an_update_that_makes_the_agent_worse_is_rejected(tmp_path, stub):

@@ -22,7 +22,7 @@ from utu.errors import LLMError, StructuredOutputError
 from utu.llm.client import LLMClient
 from utu.practice import prompts
 from utu.practice.library import Library, Operation, ProposedOp
-from utu.practice.schemas import AddOnlyList, AttemptSummary, ConsolidatedList, GroupAdvantage, OperationList
+from utu.practice.schemas import AttemptSummary, ConsolidatedList, GroupAdvantage, OperationList
 from utu.practice.types import Attempt, GroupOutcome, LearnerFailure
 from utu.tracing.spans import CHAIN, set_io, span
 
@@ -162,15 +162,18 @@ class ExperienceUpdater:
         return result
 
     async def _group_update(self, experiences: list[str], library: Library, outcome: GroupOutcome) -> list[Operation]:
+        if not library.experiences:
+            # Nothing to update, merge or delete: each new experience is an ADD, without a call (small models
+            # asked anyway answered NONE to everything). Screening still decides what enters the library.
+            return [Operation(operation="ADD", content=x, rationale="new; the library is empty") for x in experiences]
         messages = self._messages(
             prompts.GROUP_UPDATE_SYSTEM,
             prompts.GROUP_UPDATE_USER,
             library=library.render(),
             experiences="\n".join(f"- {x}" for x in experiences),
         )
-        schema = OperationList if library.experiences else AddOnlyList  # nothing to update on an empty library
         try:
-            return (await self._ask(messages, schema, "group_update")).to_operations()
+            return (await self._ask(messages, OperationList, "group_update")).to_operations()
         except LLMError as e:
             outcome.failures.append(_failure("group_update", outcome.dataset_index, e))
             return []

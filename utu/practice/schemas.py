@@ -18,7 +18,7 @@ MAX_EXPERIENCE_CHARS = 300
 MAX_OPERATIONS = 8
 MAX_EXPERIENCES = 3  # per group, whatever num_experiences_per_query asks
 # The shape every experience must have; constrained decoding follows it, screening checks it again.
-EXPERIENCE_PATTERN = r'^When [^.,{}"\n]{5,150}, [^{}"\n]{5,220}\.$'
+EXPERIENCE_PATTERN = r'^When [^.,{}"\n]{5,150}, [^"\n]{5,220}\.$'  # braces allowed in the strategy: \boxed{}
 
 
 def _bounded(limit: int, description: str, pattern: str | None = None) -> Any:
@@ -129,12 +129,6 @@ class OperationList(BaseModel):
 
     def to_operations(self) -> list[Operation]:
         return [op.to_operation() for op in self.operations]
-
-
-class AddOnlyList(OperationList):
-    """For an empty library, where there is nothing to update or delete."""
-
-    operations: list[Add | Keep] = Field(max_length=MAX_OPERATIONS)
 
 
 class MergedFrom(_Op):
