@@ -123,6 +123,7 @@ def main() -> int:
             *validation,
             "--export_step",
             "last",
+            "--fresh",
             env=env,
         ),  # fmt: skip
     }
