@@ -254,11 +254,12 @@ class TrainingFreeGRPO:
 
 
 def _screen_against(rows: list[EvaluationSample]) -> Screen:
-    """The library's screening, knowing the step's questions and answers (what a proposal must not copy)."""
-    texts = {r.dataset_index: [r.raw_question or "", r.correct_answer or ""] for r in rows}
+    """The library's screening, knowing all the step's questions and answers (what a proposal must not copy):
+    all of them, not only a proposal's recorded sources, which a consolidation may have lost."""
+    source = Source(list({text: None for r in rows for text in (r.raw_question or "", r.correct_answer or "")}))
 
     def check(text: str, sources: list[int], others: list[str]) -> str | None:
-        return screen(text, Source([t for i in sources for t in texts.get(i, [])]), others)
+        return screen(text, source, others)
 
     return check
 
