@@ -51,7 +51,8 @@ def main() -> None:
     # The 0.5B is right on ~85% of these, so most groups are all-right and carry no contrast: the demo runs the
     # paper's "without ground truth" variant, in which the learner studies every group.
     run("2/5 practice (Training-Free GRPO)", "scripts/run_training_free_GRPO.py", "--config_name", "local_mawps",
-        "--exp_id", "demo_practice", "--rollout_data_truncate", "16", "--given_ground_truth", "false", "--fresh")  # fmt: skip
+        "--exp_id", "demo_practice", "--rollout_data_truncate", "16", "--given_ground_truth", "false",
+        "--fresh")  # fmt: skip
     run("3/5 enhanced agent evaluation", "scripts/run_eval.py", *EVAL, "--exp_id", "demo_enhanced", "--fresh",
         "--agent_config", "runs/demo_practice/enhanced_agent.yaml")  # fmt: skip
     run("4/5 comparison", "scripts/run_eval.py", "--compare", "demo_baseline", "demo_enhanced")
