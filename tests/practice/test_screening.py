@@ -35,6 +35,7 @@ def test_general_advice_passes(text):
         ("When adding, add. When subtracting, subtract the smaller number.", "more than one sentence"),
         ("When x, do y.", "characters long"),
         ("When adding the numbers, use ADD for the library.", "JSON or template fragment"),
+        ("When a girl gives shells to Sam, subtract what she has left.", "names 'Sam' from its question"),  # demo
     ],
 )
 def test_junk_is_refused_with_a_reason(text, reason):

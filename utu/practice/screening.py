@@ -1,8 +1,8 @@
 """The library refuses junk: every experience a learner proposes is checked before it is applied.
 
 An experience must be one sentence of the documented shape "When <condition>, <strategy>.", free of JSON
-or template fragments, must not copy its source question, must not carry that question's numbers or its
-answer, and must not say again what an experience already in the library says. `screen` gives the reason
+or template fragments, must not copy its source question, must not carry that question's numbers, names or
+its answer, and must not say again what an experience already in the library says. `screen` gives the reason
 for a refusal (recorded in the operation log), or None.
 """
 
@@ -21,6 +21,11 @@ _FRAGMENT = re.compile(r'[{}\[\]"]|\\n|\b(?:null|true|false)\b|\b(?:ADD|UPDATE|D
 _SENTENCE_BREAK = re.compile(r"[.!?]\s+[A-Z]")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _WORD = re.compile(r"[a-z0-9]+")
+_CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")
+_SENTENCE_STARTERS = set(
+    "The A An She He It They We You There This That These Those How What Which Who Why When Where If Each "
+    "Every All After Before Then So But And Or In On At For From To Of By With Now Today Find Calculate".split()
+)
 
 
 @dataclass
@@ -28,6 +33,11 @@ class Source:
     """What a proposal was learned from: its questions and their answers."""
 
     texts: list[str] = field(default_factory=list)
+
+    @property
+    def names(self) -> set[str]:
+        """Capitalised words of the questions (Mary, Seattle), less the words that only start a sentence."""
+        return {w for text in self.texts for w in _CAPITALISED.findall(text)} - _SENTENCE_STARTERS
 
     @property
     def numbers(self) -> set[str]:
@@ -45,6 +55,9 @@ def screen(text: str, source: Source, others: list[str]) -> str | None:
     copied = _copied_words(text, source)
     if copied:
         return f"copies its question ({copied!r})"
+    names = [w for w in _CAPITALISED.findall(text)[1:] if w in source.names]
+    if names:
+        return f"names {names[0]!r} from its question: an experience must hold for other questions"
     for other in others:
         if similarity(text, other) >= NEAR_DUPLICATE:
             return f"near-duplicate of an existing experience ({other[:60]!r})"
