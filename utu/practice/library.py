@@ -20,6 +20,13 @@ JUNK = "junk: "
 Screen = Callable[[str, list[int], list[str]], str | None]
 
 
+def clean_id(v: object) -> object:
+    """Models write "[G3]", "G3." or 3; the library's ids are "G3"."""
+    if isinstance(v, int):
+        return f"G{v}"
+    return v.strip().strip("[]().").strip() if isinstance(v, str) else v
+
+
 class Operation(BaseModel):
     """An operation on the library, whatever shape the learner proposed it in (utu.practice.schemas)."""
 
@@ -36,13 +43,7 @@ class Operation(BaseModel):
     @field_validator("id", mode="before")
     @classmethod
     def _clean_id(cls, v: object) -> object:
-        # Models write "[G3]", "G3." or 3; the library's ids are "G3".
-        if isinstance(v, int):
-            return f"G{v}"
-        if isinstance(v, str):
-            v = v.strip().strip("[]().").strip()
-            return v or None
-        return v
+        return clean_id(v) or None
 
 
 @dataclass

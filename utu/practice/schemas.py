@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from utu.practice.library import Operation
+from utu.practice.library import Operation, clean_id
 
 MAX_EXPERIENCE_CHARS = 300
 MAX_OPERATIONS = 8
@@ -31,13 +31,6 @@ def _bounded(limit: int, description: str, pattern: str | None = None) -> Any:
     ]
 
 
-def _clean_id(v: object) -> object:
-    """Models write "[G3]", "G3." or 3; the library's ids are "G3"."""
-    if isinstance(v, int):
-        return f"G{v}"
-    return v.strip().strip("[]().").strip() if isinstance(v, str) else v
-
-
 def _all_required(schema: dict[str, Any]) -> None:
     schema["required"] = list(schema["properties"])
 
@@ -51,7 +44,7 @@ class _Op(BaseModel):
 
 Experience = _bounded(MAX_EXPERIENCE_CHARS, 'one sentence: "When <condition>, <strategy>."', EXPERIENCE_PATTERN)
 Rationale = _bounded(200, "why, in one short sentence")
-ExperienceId = Annotated[str, BeforeValidator(_clean_id), Field(description="an id of the existing library")]
+ExperienceId = Annotated[str, BeforeValidator(clean_id), Field(description="an id of the existing library")]
 
 
 class AttemptSummary(BaseModel):
