@@ -2,10 +2,11 @@
 
     python benchmarks/learning_gain.py [--learner qwen2.5-coder-0.5b|qwen2.5-coder-1.5b] [--heldout 100] [--k 2]
 
-The agent is the embedded Qwen2.5-Coder-0.5B. It practises on the first `--practice` GSM8K questions (G=4),
-with validation-gated updates on questions 100.. (unless --no_validation), and both agents are evaluated
-on the held-out questions 200.. (disjoint from both). GSM8K because the 0.5B is right on about 15-20% of
-its questions there, so groups carry contrast (on the MAWPS sets it is right ~85%: little to learn).
+The agent is the embedded Qwen2.5-Coder-0.5B. It practises on the first `--practice` questions of
+GSM8K_short (G=4), with validation-gated updates on questions 100..129 (unless --no_validation), and both
+agents are evaluated on the held-out questions 200.. (disjoint from both). GSM8K_short (GSM8K questions
+whose reference solution makes at most two calculations) because the 0.5B is right on about half of them,
+so groups carry contrast; on all of GSM8K it is right on a fifth, on the MAWPS sets on ~85%.
 Every phase is the command a user runs; the paired difference and its bootstrap 95% CI come from the
 same per-question means `run_eval.py --compare` prints. Runs for 30-60 minutes on 2 cores; by hand only.
 """
@@ -81,7 +82,8 @@ async def _steps(db, exp_id) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--learner", default="qwen2.5-coder-0.5b")
-    parser.add_argument("--practice", type=int, default=24, help="practice questions (GSM8K 0..N-1)")
+    parser.add_argument("--dataset", default="GSM8K_short")
+    parser.add_argument("--practice", type=int, default=24, help="practice questions (0..N-1 of --dataset)")
     parser.add_argument("--heldout", type=int, default=100)
     parser.add_argument("--k", type=int, default=2)
     parser.add_argument("--no_validation", action="store_true")
@@ -93,11 +95,11 @@ def main() -> int:
     db_url = f"sqlite:///{db_path}"
     env = {**os.environ, "UTU_LOCAL_MODEL": "qwen2.5-coder-0.5b", "UTU_LEARNER_LOCAL_MODEL": args.learner}
     evaluate = [
-        "scripts/run_eval.py", "--config_name", "local/gsm8k", "--dataset", "GSM8K", "--offset", "200",
+        "scripts/run_eval.py", "--config_name", "local/gsm8k", "--dataset", args.dataset, "--offset", "200",
         "--limit", str(args.heldout), "--pass_k", str(args.k), "--concurrency", "8", "--db_url", db_url,
     ]  # fmt: skip
     validation = [] if args.no_validation else [
-        "--validation_dataset", "GSM8K", "--validation_offset", "100", "--validation_size", "30",
+        "--validation_dataset", args.dataset, "--validation_offset", "100", "--validation_size", "30",
         "--validation_pass_k", "2", "--validation_max_drop", "0",
     ]  # fmt: skip
     times = {
@@ -107,7 +109,7 @@ def main() -> int:
             "--config_name",
             "local_mawps",
             "--practice_dataset_name",
-            "GSM8K",
+            args.dataset,
             "--rollout_data_truncate",
             str(args.practice),
             "--batch_size",
@@ -133,9 +135,9 @@ def main() -> int:
     low, high = summary["paired_ci95"]
     write_result(
         f"learning_gain_{tag}",
-        {"agent": "qwen2.5-coder-0.5b", "learner": args.learner, "practice_set": f"GSM8K[0:{args.practice}]",
-         "validation": None if args.no_validation else "GSM8K[100:130], K=2, max_drop 0",
-         "heldout_set": f"GSM8K[200:{200 + args.heldout}]", "k": args.k, "wall_time_s": times, **summary,
+        {"agent": "qwen2.5-coder-0.5b", "learner": args.learner, "practice_set": f"{args.dataset}[0:{args.practice}]",
+         "validation": None if args.no_validation else f"{args.dataset}[100:130], K=2, max_drop 0",
+         "heldout_set": f"{args.dataset}[200:{200 + args.heldout}]", "k": args.k, "wall_time_s": times, **summary,
          "ci_excludes_zero": low > 0 or high < 0},
     )  # fmt: skip
     return 0

@@ -35,14 +35,25 @@ log = logging.getLogger("process_data")
 
 
 def _gsm8k(row: dict) -> dict:
-    return {"question": row["question"], "answer": row["answer"].split("####")[-1].strip().replace(",", "")}
+    # level = how many calculations (<<a*b=c>>) the reference solution makes: a difficulty the data records.
+    return {
+        "question": row["question"],
+        "answer": row["answer"].split("####")[-1].strip().replace(",", ""),
+        "level": str(row["answer"].count("<<")),
+    }
+
+
+def _gsm8k_short(row: dict) -> dict | None:
+    """GSM8K questions solved in at most two calculations: the embedded 0.5B is right on about half."""
+    line = _gsm8k(row)
+    return line if int(line["level"]) <= 2 else None
 
 
 def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-CONVERTERS: dict[str, tuple[str, Callable[[dict], dict]]] = {
+CONVERTERS: dict[str, tuple[str, Callable[[dict], dict | None]]] = {
     "AIME24": ("aime24.jsonl", lambda r: {"question": r["problem"], "answer": str(r["answer"])}),
     "AIME25": ("aime25.jsonl", lambda r: {"question": r["question"], "answer": _number(r["answer"])}),
     "MATH-500": (
@@ -56,6 +67,7 @@ CONVERTERS: dict[str, tuple[str, Callable[[dict], dict]]] = {
         },
     ),
     "GSM8K": ("gsm8k_test.jsonl", _gsm8k),
+    "GSM8K_short": ("gsm8k_test.jsonl", _gsm8k_short),
     "MAWPS_singleop": (
         "mawps_singleop.jsonl",
         lambda r: {"question": r["input"], "answer": _number(r["target"])},
@@ -71,11 +83,12 @@ def convert(source_dir: Path) -> None:
     BUNDLED_DIR.mkdir(exist_ok=True)
     for name, (filename, fn) in CONVERTERS.items():
         rows = [json.loads(line) for line in (source_dir / filename).read_text().splitlines() if line.strip()]
+        converted = [fields for fields in map(fn, rows) if fields is not None]
         with (BUNDLED_DIR / f"{name}.jsonl").open("w") as out:
-            for row in rows:
-                line = {"dataset": name, "source": "training_free_grpo", **fn(row)}
+            for fields in converted:
+                line = {"dataset": name, "source": "training_free_grpo", **fields}
                 out.write(json.dumps(line, ensure_ascii=False) + "\n")
-        log.info("converted %s: %d rows -> dataset/%s.jsonl", filename, len(rows), name)
+        log.info("converted %s: %d of %d rows -> dataset/%s.jsonl", filename, len(converted), len(rows), name)
 
 
 # --- the paper's sets from the Hugging Face hub (needs network and the `datasets` package) ---------------
