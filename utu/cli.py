@@ -23,7 +23,7 @@ def setup(verbose: bool = False) -> None:
     handler = RichHandler(show_path=False, rich_tracebacks=True, console=Console(stderr=True))
     handler.addFilter(RedactingFilter())  # no API key ever reaches a log line
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s", handlers=[handler])
-    for noisy in ("httpx", "aiohttp", "aiosqlite"):
+    for noisy in ("httpx", "httpx2", "openai", "aiohttp", "aiosqlite"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

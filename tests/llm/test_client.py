@@ -80,12 +80,19 @@ async def test_preflight_passes_a_live_endpoint(stub):
 
 
 async def test_a_malformed_retry_after_falls_back_to_backoff():
+    import httpx2
+    import openai
+
     from utu.llm.client import _retry_after
-    from utu.llm.http import HTTPStatusError
+
+    def rate_limited(value: str) -> openai.RateLimitError:
+        request = httpx2.Request("POST", "http://127.0.0.1/v1/chat/completions")
+        response = httpx2.Response(429, headers={"retry-after": value}, request=request)
+        return openai.RateLimitError("rate limited", response=response, body=None)
 
     for value in ("soon", "Mon, 99 Foo 2026 99:99:99 GMT", "nan", "-5", "1e9", ""):
-        assert _retry_after(HTTPStatusError(429, {"retry-after": value}, "")) is None
-    assert _retry_after(HTTPStatusError(429, {"retry-after": "2"}, "")) == 2.0
+        assert _retry_after(rate_limited(value)) is None
+    assert _retry_after(rate_limited("2")) == 2.0
 
 
 async def test_no_retry_on_bad_request(stub):

@@ -259,6 +259,7 @@ def test_the_exported_agent_keeps_the_baseline_settings_and_placement(tmp_path, 
         "model": "${oc.env:UTU_LLM_MODEL,null}",
         "base_url": "${oc.env:UTU_LLM_BASE_URL,null}",
         "api_key": "${oc.env:UTU_LLM_API_KEY,null}",
+        "api_version": "${oc.env:UTU_LLM_API_VERSION,null}",
         "local_model": "${oc.env:UTU_LOCAL_MODEL,null}",
     }
     assert (configs / "agents/practice/my_enhanced.yaml").exists() and (

@@ -52,19 +52,25 @@ def shaping_dump(value: Any) -> Any:
 class ModelProvider(StrictModel):
     """Where the LLM lives. `base_url: null` means the embedded local model."""
 
-    type: Literal["chat.completions"] = knob("chat.completions", "The API: chat.completions (env UTU_LLM_TYPE).")
+    type: Literal["chat.completions", "responses"] = knob(
+        "chat.completions", "The API: chat.completions or responses (env UTU_LLM_TYPE)."
+    )
     model: str | None = knob(None, "The model name the endpoint knows (env UTU_LLM_MODEL).")
     base_url: str | None = knob(
         None, "OpenAI-compatible endpoint, usually ending in /v1; null: the embedded model (env UTU_LLM_BASE_URL).",
         shapes=False,
     )  # fmt: skip
     api_key: str | None = knob(None, "The key (env UTU_LLM_API_KEY); never stored or logged.", shapes=False)
+    api_version: str | None = knob(
+        None, "Azure OpenAI: the API version, e.g. 2024-10-21; base_url is then the Azure endpoint and model the "
+        "deployment (env UTU_LLM_API_VERSION).", shapes=False,
+    )  # fmt: skip
     local_model: str | None = knob(
         None, "With base_url null: the embedded model to start, e.g. qwen2.5-coder-1.5b (env UTU_LOCAL_MODEL); "
         "null: qwen2.5-coder-0.5b.",
     )  # fmt: skip
 
-    @field_validator("model", "base_url", "api_key", "local_model", mode="before")
+    @field_validator("model", "base_url", "api_key", "api_version", "local_model", mode="before")
     @classmethod
     def _empty_is_unset(cls, v: object) -> object:
         # `${oc.env:VAR,null}` gives "" when VAR is set but empty (a common .env line); treat it as unset.

@@ -1,7 +1,7 @@
 """The one async LLM client: bounded concurrency, per-call timeout, retries with backoff, usage, structured output.
 
-Everything in utu talks to an OpenAI-compatible endpoint through `LLMClient` (its HTTP side is
-`utu.llm.http`). One policy decides about failures: retry 429, 5xx, timeouts, lost connections and
+Everything in utu talks to an OpenAI-compatible endpoint through `LLMClient` (its wire side, the
+`openai` SDK, is `utu.llm.transport`). One policy decides about failures: retry 429, 5xx, timeouts, lost connections and
 unreadable replies with exponential backoff and jitter, honouring `Retry-After`; never retry 400/401/403/404,
 whose message names the setting to fix.
 """
@@ -16,15 +16,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import aiohttp
+import openai
 from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from utu.config.models import ModelConfig
 from utu.errors import EndpointError, LLMError, StructuredOutputError
-from utu.llm.http import HTTPStatusError, JSONEndpoint
 from utu.llm.json_extract import extract_json
 from utu.llm.slots import PrioritySlots
+from utu.llm.transport import Transport, UnreadableReply
 from utu.llm.usage import Usage, UsageTracker, priced
 from utu.tracing.spans import llm_span, set_llm_output
 
@@ -67,14 +67,17 @@ class LLMClient:
         self.model = model
         self.usage = usage or UsageTracker()
         self.env_prefix = env_prefix
-        self._http = JSONEndpoint(base_url, api_key or "not-needed", config.timeout, config.concurrency)
+        provider = config.model_provider
+        self._transport = Transport(
+            base_url, api_key or "not-needed", config.timeout, provider.type, provider.api_version
+        )
         self._slots = PrioritySlots(config.concurrency)
         # How structured replies are asked for; in auto mode found by one probe, on first use.
         self._format: str | None = None if config.structured_output == "auto" else config.structured_output
         self._probe_lock = asyncio.Lock()
 
     async def close(self) -> None:
-        await self._http.close()
+        await self._transport.close()
 
     async def __aenter__(self) -> "LLMClient":
         return self
@@ -89,12 +92,12 @@ class LLMClient:
         still stops the run on a refused key, model or URL."""
         p = self.env_prefix
         try:
-            await self._http.get("/models", timeout=min(self.config.timeout, PREFLIGHT_TIMEOUT))
-        except HTTPStatusError as e:
-            if e.status == 401:
+            await self._transport.list_models(timeout=min(self.config.timeout, PREFLIGHT_TIMEOUT))
+        except openai.APIStatusError as e:
+            if e.status_code == 401:
                 raise EndpointError(self._explain(e, 1)) from e
         except _UNREADABLE as e:
-            why = "no reply" if isinstance(e, TimeoutError) else f"{type(e).__name__}: {e}"
+            why = "no reply" if _timed_out(e) else f"{type(e).__name__}: {e}"
             raise EndpointError(f"{self.base_url}: cannot reach the endpoint ({why}): check {p}_BASE_URL") from e
 
     async def chat(
@@ -130,34 +133,27 @@ class LLMClient:
                     attempts += 1
                     async with self._slots.hold(priority):
                         with llm_span(self.model, messages, params) as current:
-                            completion, text = await self._http.post(
-                                "/chat/completions", {"model": self.model, "messages": messages, **params}
-                            )
-                            if not isinstance(completion, dict) or not completion.get("choices"):
-                                raise _UnreadableReply("the reply has no choices")
-                            set_llm_output(current, text, completion)
-        except HTTPStatusError as e:
-            error = EndpointError if e.status in FATAL_STATUSES else LLMError
+                            reply = await self._transport.complete(self.model, messages, params)
+                            set_llm_output(current, reply)
+        except openai.APIStatusError as e:
+            error = EndpointError if e.status_code in FATAL_STATUSES else LLMError
             raise error(self._explain(e, attempts)) from e
         except _UNREADABLE as e:
-            why = f"no reply within {self.config.timeout:g}s" if isinstance(e, TimeoutError) else str(e)
+            why = f"no reply within {self.config.timeout:g}s" if _timed_out(e) else str(e)
             raise LLMError(f"{self.base_url}: {type(e).__name__} after {attempts} attempt(s): {why}") from e
-        choice = completion["choices"][0]
-        counts = completion.get("usage") or {}
-        usage = priced(counts.get("prompt_tokens") or 0, counts.get("completion_tokens") or 0, self.config.pricing)
+        usage = priced(reply.prompt_tokens, reply.completion_tokens, self.config.pricing)
         self.usage.record(tag, usage)
-        reply = choice.get("message") or {}
-        message = {"role": "assistant", "content": reply.get("content") or ""}
-        if reply.get("tool_calls"):
-            message["tool_calls"] = reply["tool_calls"]
+        message = {"role": "assistant", "content": reply.content}
+        if reply.tool_calls:
+            message["tool_calls"] = reply.tool_calls
         return ChatResponse(
-            content=message["content"],
+            content=reply.content,
             message=message,
-            finish_reason=choice.get("finish_reason"),
+            finish_reason=reply.finish_reason,
             usage=usage,
             latency=time.perf_counter() - start,
             attempts=attempts,
-            tool_calls=message.get("tool_calls", []),
+            tool_calls=reply.tool_calls,
         )
 
     async def structured(
@@ -222,7 +218,7 @@ class LLMClient:
         for kind in ("json_schema", "json_object"):
             why = await self._probe(_PROBE_FORMATS[kind])
             if why and not rejected:  # does the endpoint answer at all? (retried; raises like any call if not)
-                await self.chat(self._probe_body()["messages"], tag="probe", max_tokens=4)
+                await self.chat(_PROBE_MESSAGES, tag="probe", max_tokens=4)
                 why = await self._probe(_PROBE_FORMATS[kind])  # a second chance, in case the first was bad luck
             if why is None:
                 if rejected:
@@ -235,17 +231,13 @@ class LLMClient:
     async def _probe(self, response_format: dict[str, Any]) -> str | None:
         """None if the endpoint answers a request with this response_format, else why not."""
         try:
-            body = self._probe_body(response_format=response_format)
-            completion, _ = await self._http.post("/chat/completions", body)
-        except HTTPStatusError as e:
-            return f"HTTP {e.status}: {e.detail}"
+            params = {"max_tokens": 8, "response_format": response_format}
+            await self._transport.complete(self.model, _PROBE_MESSAGES, params)
+        except openai.APIStatusError as e:
+            return f"HTTP {e.status_code}: {_detail(e)}"
         except _UNREADABLE as e:
             return type(e).__name__
-        return None if isinstance(completion, dict) and completion.get("choices") else "no choices in the reply"
-
-    def _probe_body(self, **extra: Any) -> dict[str, Any]:
-        messages = [{"role": "user", "content": 'Reply with the JSON {"ok": true}.'}]
-        return {"model": self.model, "messages": messages, "max_tokens": 8, **extra}
+        return None
 
     def _wait(self, retry_state) -> float:
         exc = retry_state.outcome.exception() if retry_state.outcome else None
@@ -256,40 +248,57 @@ class LLMClient:
         base = self.config.retry_base_delay
         return min(self.config.retry_max_delay, base * 2 ** (retry_state.attempt_number - 1)) + random.uniform(0, base)
 
-    def _explain(self, e: HTTPStatusError, attempts: int) -> str:
+    def _explain(self, e: openai.APIStatusError, attempts: int) -> str:
         p = self.env_prefix
         where = f"{self.base_url} (model {self.model!r})"
-        detail = e.detail
-        if e.status == 401:
+        detail, status = _detail(e), e.status_code
+        if status == 401:
             return f"{where}: 401 unauthorized: set a valid {p}_API_KEY (or model_provider.api_key). {detail}"
-        if e.status == 403:
+        if status == 403:
             return f"{where}: 403 forbidden: the key in {p}_API_KEY may not use this model. {detail}"
-        if e.status == 404:
+        if status == 404:
             return f"{where}: 404 not found: check {p}_BASE_URL (usually ends in /v1) and {p}_MODEL. {detail}"
-        if e.status in (400, 422):
-            return f"{where}: {e.status} bad request: check {p}_MODEL and the model settings. {detail}"
-        return f"{where}: HTTP {e.status} after {attempts} attempt(s). {detail}"
-
-
-class _UnreadableReply(Exception):
-    pass
+        if status in (400, 422):
+            return f"{where}: {status} bad request: check {p}_MODEL and the model settings. {detail}"
+        return f"{where}: HTTP {status} after {attempts} attempt(s). {detail}"
 
 
 # Transient failures besides retryable HTTP statuses: no connection, timeout, a body that is not a completion.
-_UNREADABLE = (aiohttp.ClientError, TimeoutError, json.JSONDecodeError, UnicodeDecodeError, _UnreadableReply)
+_UNREADABLE = (
+    openai.APIConnectionError,  # includes APITimeoutError
+    openai.APIResponseValidationError,
+    TimeoutError,
+    json.JSONDecodeError,
+    UnicodeDecodeError,
+    UnreadableReply,
+)
+
+
+def _timed_out(e: BaseException) -> bool:
+    return isinstance(e, openai.APITimeoutError | TimeoutError)
+
+
+def _detail(e: openai.APIStatusError) -> str:
+    """The server's error message: OpenAI-style `{"error": {"message": ...}}` if present, else the body."""
+    body = e.body if e.body is not None else e.response.text
+    if isinstance(body, dict):
+        body = body.get("error", body)
+    if isinstance(body, dict):
+        body = body.get("message") or body.get("error") or body
+    return " ".join(str(body or f"HTTP {e.status_code}").split())[:300]
 
 
 def _is_transient(e: BaseException) -> bool:
-    if isinstance(e, HTTPStatusError):
-        return e.status in (408, 409, 429) or e.status >= 500
+    if isinstance(e, openai.APIStatusError):
+        return e.status_code in (408, 409, 429) or e.status_code >= 500
     return isinstance(e, _UNREADABLE)
 
 
 def _retry_after(e: BaseException | None) -> float | None:
     """Seconds from a `Retry-After` header (delta-seconds or HTTP date), if present and sane."""
-    if not isinstance(e, HTTPStatusError):
+    if not isinstance(e, openai.APIStatusError):
         return None
-    value = e.headers.get("retry-after")
+    value = e.response.headers.get("retry-after")
     if not value:
         return None
     try:
@@ -316,6 +325,7 @@ def _with_instruction(messages: list[dict[str, Any]], instruction: str) -> list[
     return [*messages, {"role": "user", "content": instruction}]
 
 
+_PROBE_MESSAGES = [{"role": "user", "content": 'Reply with the JSON {"ok": true}.'}]
 _PROBE_SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 _PROBE_FORMATS = {
     "json_schema": {"type": "json_schema", "json_schema": {"name": "Probe", "schema": _PROBE_SCHEMA}},

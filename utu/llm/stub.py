@@ -1,9 +1,12 @@
 """A scripted OpenAI-compatible HTTP server on loopback, for tests and config dry-runs.
 
-It answers `POST /v1/chat/completions` from a script: fixed replies (in turn), a reply function, or
-echo (the last user message). It can add latency and inject faults: HTTP 500, 429 with Retry-After,
-401, hangs past the client's timeout, malformed JSON bodies and empty content. Faults come either in
-a fixed sequence (deterministic tests) or at random rates with a seed (soak tests).
+It answers `POST /v1/chat/completions` (and the Responses API, `POST /v1/responses`, and Azure OpenAI's
+`/openai/deployments/<name>/chat/completions?api-version=...`) from a script: fixed replies (in turn), a
+reply function, or echo (the last user message). Every request is recorded as a chat request body (a
+Responses request translated, with `"api": "responses"`), so scripts are written once for both APIs.
+It can add latency and inject faults: HTTP 500, 429 with Retry-After, 401, hangs past the client's
+timeout, malformed JSON bodies and empty content. Faults come either in a fixed sequence (deterministic
+tests) or at random rates with a seed (soak tests).
 
     python -m utu.llm.stub --port 8765 --echo --latency 0.02 --jitter 0.5 --fault http500=0.1 --fault http429=0.05
 """
@@ -97,6 +100,8 @@ class StubServer:
         self._loop, self._stopping = asyncio.get_running_loop(), asyncio.Event()
         app = web.Application(client_max_size=64 * 2**20)
         app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/responses", self._chat)
+        app.router.add_post("/openai/deployments/{deployment}/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/health", self._models)
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.1)
@@ -150,6 +155,12 @@ class StubServer:
             body = json.loads(await request.read() or b"{}")
         except json.JSONDecodeError:
             return _error(400, "request body is not JSON")
+        if "deployment" in request.match_info:  # Azure: the model is the deployment; the version is required
+            if not request.query.get("api-version"):
+                return _error(400, "missing required query parameter api-version")
+            body = {"model": request.match_info["deployment"], **body, "api_version": request.query["api-version"]}
+        elif request.path.endswith("/responses"):
+            body = _as_chat_request(body)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
@@ -179,7 +190,8 @@ class StubServer:
         if fault == "malformed":
             return web.Response(body=b'{"id": "x", "choices": [ this is not json', content_type="application/json")
         message = {"role": "assistant", "content": ""} if fault == "empty" else _as_message(reply)
-        return web.json_response(_completion(body, message))
+        completion = _completion(body, message)
+        return web.json_response(_as_response(completion) if body.get("api") == "responses" else completion)
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
@@ -231,6 +243,54 @@ def _completion(body: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]
             "total_tokens": prompt + completion,
         },
     }
+
+
+def _as_chat_request(body: dict[str, Any]) -> dict[str, Any]:
+    """A Responses API request as the chat request a script reads (`messages`, `max_tokens`, chat tools)."""
+    messages = [{"role": "system", "content": body["instructions"]}] if body.get("instructions") else []
+    items = body.get("input", [])
+    for item in [{"role": "user", "content": items}] if isinstance(items, str) else items:
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            call = {"id": item["call_id"], "type": "function",
+                    "function": {"name": item["name"], "arguments": item["arguments"]}}  # fmt: skip
+            messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": item["output"]})
+        else:
+            messages.append({"role": item.get("role", "user"), "content": item.get("content")})
+    chat = {k: v for k, v in body.items() if k not in ("input", "instructions", "max_output_tokens", "tools")}
+    chat |= {"api": "responses", "messages": messages}
+    if "max_output_tokens" in body:
+        chat["max_tokens"] = body["max_output_tokens"]
+    if body.get("tools"):
+        chat["tools"] = [{"type": "function", "function": {k: v for k, v in t.items() if k != "type"}}
+                         for t in body["tools"]]  # fmt: skip
+    return chat
+
+
+def _as_response(completion: dict[str, Any]) -> dict[str, Any]:
+    """A chat completion as the Responses API object carrying the same reply."""
+    choice = completion["choices"][0]
+    message, usage = choice["message"], completion["usage"]
+    output: list[dict[str, Any]] = []
+    if message.get("content") is not None:
+        text = {"type": "output_text", "text": message["content"], "annotations": []}
+        output.append({"type": "message", "id": "msg_" + completion["id"], "role": "assistant",
+                       "status": "completed", "content": [text]})  # fmt: skip
+    for call in message.get("tool_calls") or []:
+        output.append({"type": "function_call", "id": "fc_" + call["id"], "call_id": call["id"], "status": "completed",
+                       "name": call["function"]["name"], "arguments": call["function"]["arguments"]})  # fmt: skip
+    cut = choice["finish_reason"] == "length"
+    return {
+        "id": "resp_" + completion["id"], "object": "response", "created_at": completion["created"],
+        "model": completion["model"], "status": "incomplete" if cut else "completed",
+        "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
+        "output": output, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+        "usage": {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"],
+                  "total_tokens": usage["total_tokens"], "input_tokens_details": {"cached_tokens": 0},
+                  "output_tokens_details": {"reasoning_tokens": 0}},
+    }  # fmt: skip
 
 
 def _load_function(spec: str) -> Callable[[dict[str, Any]], Reply]:

@@ -8,10 +8,13 @@ import contextlib
 import contextvars
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context, trace
 from opentelemetry.trace import Status, StatusCode
+
+if TYPE_CHECKING:
+    from utu.llm.transport import Reply
 
 _tracer = trace.get_tracer("utu")
 _session: contextvars.ContextVar[str | None] = contextvars.ContextVar("utu_session", default=None)
@@ -103,22 +106,19 @@ def llm_span(model: str, messages: list[dict[str, Any]], params: dict[str, Any])
         yield current
 
 
-def set_llm_output(current: trace.Span, raw: str, completion: dict[str, Any]) -> None:
+def set_llm_output(current: trace.Span, reply: "Reply") -> None:
     """The reply of an `llm_span`: the raw JSON as output, the message, the token counts."""
     if not current.is_recording():
         return
-    current.set_attribute("output.value", raw)
+    current.set_attribute("output.value", reply.raw_json())
     current.set_attribute("output.mime_type", "application/json")
-    if completion.get("model"):
-        current.set_attribute("llm.model_name", completion["model"])
-    message = ((completion.get("choices") or [{}])[0] or {}).get("message") or {}
-    current.set_attribute("llm.output_messages.0.message.role", message.get("role") or "assistant")
-    if isinstance(message.get("content"), str):
-        current.set_attribute("llm.output_messages.0.message.content", message["content"])
-    usage = completion.get("usage") or {}
-    for ours, theirs in (("prompt", "prompt_tokens"), ("completion", "completion_tokens"), ("total", "total_tokens")):
-        if isinstance(usage.get(theirs), int):
-            current.set_attribute(f"llm.token_count.{ours}", usage[theirs])
+    if reply.model:
+        current.set_attribute("llm.model_name", reply.model)
+    current.set_attribute("llm.output_messages.0.message.role", "assistant")
+    current.set_attribute("llm.output_messages.0.message.content", reply.content)
+    counts = (reply.prompt_tokens, reply.completion_tokens, reply.prompt_tokens + reply.completion_tokens)
+    for ours, count in zip(("prompt", "completion", "total"), counts, strict=True):
+        current.set_attribute(f"llm.token_count.{ours}", count)
 
 
 def annotate(**attributes: Any) -> None:

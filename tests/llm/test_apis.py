@@ -1,0 +1,90 @@
+"""The client on the openai SDK: the Responses API, Azure OpenAI, request fields the SDK does not name."""
+
+import json
+
+from pydantic import BaseModel
+
+from tests.conftest import _open_clients, client_for, fast_config
+from utu.config import ModelConfig
+from utu.llm import LLMClient
+from utu.llm.stub import StubScript
+
+USER = [{"role": "user", "content": "what is one plus one"}]
+CALL = {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1, "b": 1}'}}
+TOOL = {"type": "function", "function": {"name": "add", "description": "a+b", "parameters": {"type": "object"}}}
+
+
+def responses_client(server, **config) -> LLMClient:
+    provider = {"type": "responses"}
+    return client_for(server, model_provider=provider, **config)
+
+
+async def test_responses_api_text_usage_and_max_tokens(stub):
+    server = stub(StubScript(replies=["two"]))
+    client = responses_client(server)
+    reply = await client.chat([{"role": "system", "content": "be brief"}, *USER], max_tokens=7, temperature=0.1)
+    assert reply.content == "two"
+    assert reply.finish_reason == "stop"
+    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (7, 1)  # words: the stub counts tokens so
+    request = server.requests[0]
+    assert request["api"] == "responses"  # it went to POST /v1/responses
+    assert request["max_tokens"] == 7 and request["temperature"] == 0.1  # sent as max_output_tokens
+    assert request["messages"] == [{"role": "system", "content": "be brief"}, *USER]
+
+
+async def test_responses_api_tool_calls_round_trip(stub):
+    server = stub(StubScript(replies=[{"tool_calls": [CALL]}, "2"]))
+    client = responses_client(server)
+    first = await client.chat(USER, tools=[TOOL])
+    assert first.finish_reason == "tool_calls"
+    assert first.tool_calls == [CALL]  # a function_call item, read back in chat terms
+    assert server.requests[0]["tools"] == [TOOL]  # sent as a Responses function tool
+    history = [*USER, first.message, {"role": "tool", "tool_call_id": "call_1", "content": "2"}]
+    second = await client.chat(history, tools=[TOOL])
+    assert second.content == "2"
+    # the assistant's call and the tool's result went as function_call / function_call_output items
+    sent = server.requests[1]["messages"]
+    assert sent[1]["tool_calls"][0]["id"] == "call_1" and sent[2] == {"role": "tool", "tool_call_id": "call_1",
+                                                                        "content": "2"}  # fmt: skip
+
+
+async def test_responses_api_cut_reply_and_structured_output(stub):
+    class Answer(BaseModel):
+        value: int
+
+    replies = ['{"ok": true}', {"content": '{"value": ', "finish_reason": "length"}, '{"value": 2}']
+    server = stub(StubScript(replies=replies))
+    client = responses_client(server)
+    assert (await client.structured(USER, Answer, max_tokens=10)).value == 2
+    probe, cut, again = server.requests
+    assert probe["text"]["format"]["type"] == "json_schema"  # constrained output the Responses way
+    assert cut["max_tokens"] == 10 and again["max_tokens"] == 20  # the cut reply was seen as finish "length"
+
+
+async def test_azure_openai_deployment_path_and_api_version(stub):
+    server = stub(StubScript(replies=["two"]))
+    config = fast_config(model_provider={"api_version": "2024-10-21"})
+    azure_endpoint = server.base_url.removesuffix("/v1")
+    client = LLMClient(config, base_url=azure_endpoint, model="my-deployment", api_key="k")
+    _open_clients.append(client)
+    assert (await client.chat(USER)).content == "two"
+    request = server.requests[0]
+    assert request["model"] == "my-deployment" and request["api_version"] == "2024-10-21"
+
+
+async def test_fields_the_sdk_does_not_name_are_sent_as_they_are(stub):
+    server = stub(StubScript(replies=["two"]))
+    client = client_for(server)
+    await client.chat(USER, top_k=5, min_p=0.1, max_tokens=9)
+    request = server.requests[0]
+    assert (request["top_k"], request["min_p"], request["max_tokens"]) == (5, 0.1, 9)
+
+
+def test_the_api_and_azure_version_are_knobs_from_the_environment(monkeypatch):
+    monkeypatch.setenv("UTU_LLM_TYPE", "responses")
+    monkeypatch.setenv("UTU_LLM_API_VERSION", "2024-10-21")
+    from utu.config.loader import compose_dict
+
+    config = ModelConfig.model_validate(compose_dict("model", "base")[0]["model"])
+    assert config.model_provider.type == "responses" and config.model_provider.api_version == "2024-10-21"
+    assert json.loads(ModelConfig.model_validate({}).model_dump_json())["model_provider"]["type"] == "chat.completions"

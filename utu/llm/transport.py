@@ -1,0 +1,209 @@
+"""The wire side of the LLM client: one request to an OpenAI-compatible API through the `openai` SDK.
+
+Our code speaks chat messages (dicts, as in the Chat Completions API). This module sends them to the
+API the model provider names (`chat.completions`, or `responses`, translated both ways), to OpenAI-style
+endpoints or to Azure OpenAI (when `api_version` is set), and returns one `Reply`. The SDK's own retries
+are off: the client's policy (`utu.llm.client`) decides about failures, on the SDK's typed errors.
+The SDK's aiohttp transport is used: at 64 concurrent requests it is about 4x faster than its default.
+"""
+
+import asyncio
+import functools
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+from openai.resources.chat.completions import AsyncCompletions
+from openai.resources.responses import AsyncResponses
+from openai.types.chat import ChatCompletion
+from openai.types.responses import Response
+
+from utu.errors import ConfigError
+
+APIS = ("chat.completions", "responses")
+
+
+@dataclass
+class Reply:
+    """One reply, whichever API produced it, in chat-completion terms."""
+
+    content: str
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # chat-style {"id", "type", "function"}
+    finish_reason: str | None = None  # "stop", "length", "tool_calls"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    model: str | None = None
+    raw: Any = None  # the SDK's object, dumped to JSON only when a trace records it
+
+    def raw_json(self) -> str:
+        return self.raw.model_dump_json(exclude_unset=True) if self.raw is not None else ""
+
+
+class UnreadableReply(Exception):
+    """The endpoint answered 2xx with something that is not a completion."""
+
+
+class Transport:
+    """An `openai.AsyncOpenAI` (or `AsyncAzureOpenAI`) for one endpoint, made lazily on the running loop."""
+
+    def __init__(self, base_url: str, api_key: str, timeout: float, api: str = "chat.completions",
+                 api_version: str | None = None):  # fmt: skip
+        if api not in APIS:
+            raise ConfigError(
+                f"model_provider.type {api!r} is not supported: use chat.completions or responses "
+                "(for litellm, run a LiteLLM proxy and use chat.completions with its URL)"
+            )
+        self.base_url = base_url.rstrip("/")
+        self.api = api
+        self._api_key = api_key
+        self._timeout = timeout
+        self._api_version = api_version
+        self._client: openai.AsyncOpenAI | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def sdk(self) -> openai.AsyncOpenAI:
+        """The SDK client of the running event loop (its aiohttp session belongs to one loop)."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            common = {"api_key": self._api_key, "timeout": self._timeout, "max_retries": 0,
+                      "http_client": openai.DefaultAioHttpClient()}  # fmt: skip
+            if self._api_version:
+                self._client = openai.AsyncAzureOpenAI(
+                    azure_endpoint=self.base_url, api_version=self._api_version, **common
+                )
+            else:
+                self._client = openai.AsyncOpenAI(base_url=self.base_url, **common)
+            self._loop = loop
+        return self._client
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None and self._loop is asyncio.get_running_loop():
+            await client.close()
+
+    async def list_models(self, timeout: float) -> None:
+        await self.sdk().models.list(timeout=timeout)
+
+    async def complete(self, model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Reply:
+        if self.api == "responses":
+            return await self._responses(model, messages, params)
+        known, extra = _split(params, _chat_params())
+        completion = await self.sdk().chat.completions.create(
+            model=model, messages=messages, **known, extra_body=extra or None
+        )
+        if not isinstance(completion, ChatCompletion) or not completion.choices:
+            raise UnreadableReply("the reply has no choices")
+        choice = completion.choices[0]
+        message = choice.message
+        usage = completion.usage
+        return Reply(
+            content=message.content or "" if message else "",
+            tool_calls=[call.model_dump(exclude_none=True) for call in (message.tool_calls or [])] if message else [],
+            finish_reason=choice.finish_reason,
+            prompt_tokens=(usage.prompt_tokens or 0) if usage else 0,
+            completion_tokens=(usage.completion_tokens or 0) if usage else 0,
+            model=completion.model,
+            raw=completion,
+        )
+
+    async def _responses(self, model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Reply:
+        params = dict(params)
+        if "max_tokens" in params:
+            params["max_output_tokens"] = params.pop("max_tokens")
+        if "tools" in params:
+            params["tools"] = [_response_tool(t) for t in params["tools"]]
+        if "response_format" in params:
+            params["text"] = {"format": _response_text_format(params.pop("response_format"))}
+        known, extra = _split(params, _responses_params())
+        response = await self.sdk().responses.create(
+            model=model, input=to_response_input(messages), **known, extra_body=extra or None
+        )
+        if not isinstance(response, Response) or response.output is None:
+            raise UnreadableReply("the reply has no output")
+        return from_response(response)
+
+
+def _split(params: dict[str, Any], known: frozenset[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Request fields the SDK method names, and the rest (sent as they are in the body: top_k, min_p, ...)."""
+    ours = {k: v for k, v in params.items() if k in known}
+    return ours, {k: v for k, v in params.items() if k not in known}
+
+
+@functools.cache
+def _chat_params() -> frozenset[str]:
+    return _keywords(AsyncCompletions.create)
+
+
+@functools.cache
+def _responses_params() -> frozenset[str]:
+    return _keywords(AsyncResponses.create)
+
+
+def _keywords(method) -> frozenset[str]:
+    skip = {"self", "model", "messages", "input", "extra_headers", "extra_query", "extra_body", "timeout"}
+    return frozenset(inspect.signature(method).parameters) - skip
+
+
+# --- Chat Completions terms <-> Responses terms ------------------------------------------------------------
+
+
+def to_response_input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat messages as Responses API input items (assistant tool calls and tool results become items)."""
+    items: list[dict[str, Any]] = []
+    for m in messages:
+        role = m.get("role")
+        if role == "tool":
+            items.append({"type": "function_call_output", "call_id": m.get("tool_call_id", ""),
+                          "output": _text(m.get("content"))})  # fmt: skip
+            continue
+        if m.get("content") or not m.get("tool_calls"):
+            items.append({"role": role, "content": m.get("content") or ""})
+        for call in m.get("tool_calls") or []:
+            function = call.get("function") or {}
+            items.append({"type": "function_call", "call_id": call.get("id", ""), "name": function.get("name", ""),
+                          "arguments": function.get("arguments") or "{}"})  # fmt: skip
+    return items
+
+
+def from_response(response: Any) -> Reply:
+    """A Responses API reply in chat terms: its text, its function calls as tool_calls, why it stopped."""
+    texts, calls = [], []
+    for item in response.output:
+        if item.type == "message":
+            texts += [part.text for part in item.content if getattr(part, "type", "") == "output_text"]
+        elif item.type == "function_call":
+            calls.append({"id": item.call_id, "type": "function",
+                          "function": {"name": item.name, "arguments": item.arguments}})  # fmt: skip
+    details = response.incomplete_details
+    if response.status == "incomplete" and details is not None and details.reason == "max_output_tokens":
+        finish = "length"
+    else:
+        finish = "tool_calls" if calls else "stop"
+    usage = response.usage
+    return Reply(
+        content="".join(texts),
+        tool_calls=calls,
+        finish_reason=finish,
+        prompt_tokens=(usage.input_tokens or 0) if usage else 0,
+        completion_tokens=(usage.output_tokens or 0) if usage else 0,
+        model=response.model,
+        raw=response,
+    )
+
+
+def _response_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    if tool.get("type") != "function" or "function" not in tool:
+        return tool
+    return {"type": "function", **tool["function"]}
+
+
+def _response_text_format(response_format: dict[str, Any]) -> dict[str, Any]:
+    if response_format.get("type") == "json_schema":
+        spec = response_format.get("json_schema") or {}
+        return {"type": "json_schema", "name": spec.get("name", "reply"), "schema": spec.get("schema", {})}
+    return {"type": response_format.get("type", "text")}  # json_object (the llama.cpp `schema` key has no place)
+
+
+def _text(content: Any) -> str:
+    return content if isinstance(content, str) else "" if content is None else str(content)
