@@ -17,6 +17,7 @@ from utu.llm.client import LLMClient
 from utu.llm.factory import make_client
 from utu.llm.usage import UsageTracker
 from utu.practice.experience_updater import ExperienceUpdater
+from utu.practice.library import Library
 from utu.practice.training_free_grpo import TrainingFreeGRPO
 from utu.tools import build_toolkits
 from utu.verify import Verifier, load_verifier
@@ -62,9 +63,14 @@ async def build_eval(stack: AsyncExitStack, config: EvalConfig, db: Database) ->
 
 
 async def build_practice(
-    stack: AsyncExitStack, config: TrainingFreeGRPOConfig, db: Database, pipeline: bool = True
+    stack: AsyncExitStack,
+    config: TrainingFreeGRPOConfig,
+    db: Database,
+    initial: Library | None = None,
+    pipeline: bool = True,
 ) -> TrainingFreeGRPO:
-    """A practice run: agent, learner (the agent's client unless `learner_model` is set), verifier, store."""
+    """A practice run: agent, learner (the agent's client unless `learner_model` is set), verifier, store;
+    starting from the `initial` library (default: empty)."""
     ev = config.evaluation
     verify = load_verifier(ev.verify_filename, ev.verify_func_name)
     usage = UsageTracker()
@@ -76,4 +82,4 @@ async def build_practice(
     verifier = Verifier(verify, ev.verify_timeout, ev.timeout_score, llm=judge)
     agent = Agent(ev.agent, client, build_toolkits(ev.agent.toolkits, llm=client))
     updater = ExperienceUpdater(learner, config.practice)
-    return TrainingFreeGRPO(config, db, agent, updater, verifier, usage, pipeline=pipeline)
+    return TrainingFreeGRPO(config, db, agent, updater, verifier, usage, initial=initial, pipeline=pipeline)

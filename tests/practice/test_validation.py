@@ -55,7 +55,7 @@ def test_an_update_that_makes_the_agent_worse_is_rejected(tmp_path, stub):
     ops = query(db_url, "SELECT step, new_text, status, reason FROM experience_operations ORDER BY id")
     assert ops and all(status == "refused" and text == HARMFUL for _, text, status, _ in ops)
     assert ops[0][3].startswith("validation: Mean@2 1.000 -> 0.000 on 3 validation questions")
-    assert query(db_url, "SELECT experiences FROM experience_snapshots ORDER BY step") == [("{}",), ("{}",)]
+    assert query(db_url, "SELECT experiences FROM experience_snapshots ORDER BY step") == [("{}",)] * 3  # -1, 0, 1
     stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps ORDER BY step")]
     assert [s["validation"]["accepted"] for s in stats] == [False, False]
     assert stats[0]["validation"]["difference"] == -1.0

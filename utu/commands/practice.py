@@ -27,6 +27,7 @@ from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
 from utu.errors import ConfigError, RunFailed
 from utu.practice.data_manager import PracticeData
 from utu.practice.export import check_export_target, write_outputs
+from utu.practice.initial import initial_library, pick_step
 from utu.practice.library import Library
 from utu.tracing import setup_tracing
 from utu.verify import load_verifier
@@ -144,14 +145,17 @@ async def run() -> int:
         if config.practice.validation:
             await ensure_dataset(db, config.practice.validation.dataset)
         questions = await select_questions(db, config.data.practice_dataset_name, config.data.rollout_data_truncate)
+        initial = await initial_library(db, config.practice.init_library, ev.agent.experiences)
+        if initial.experiences:
+            log.info("starting from a library of %d experiences", len(initial.experiences))
         epoch_ids = [PracticeData.epoch_exp_id_of(config.exp_id, e) for e in range(config.practice.epochs)]
-        shaping = shaping_config(config, content_digest(questions))
+        shaping = shaping_config(config, content_digest(questions)) | {"initial_library": initial.experiences}
         await claim_experiment(resources, db, config.exp_id, "practice", shaping, epoch_ids, args.fresh)
-        practice = await build_practice(resources, config, db, pipeline=not args.no_pipeline)
+        practice = await build_practice(resources, config, db, initial, pipeline=not args.no_pipeline)
         result = await practice.run()
         result.library = await chosen_library(practice, result, args.export_step)
     print_summary(config, result)
-    check_learned(result)
+    check_learned(result, initial)
     source = agent_source(args.agent_config) if args.agent_config else evaluation_agent_source(args, overrides)
     paths = write_outputs(
         ev, result.library, config.exp_id, run_dir, args.export_to, config_root(),
@@ -172,13 +176,7 @@ async def chosen_library(practice, result, which: str | int) -> Library:
     """The library the enhanced agent gets (--export_step): the last, the best scored, or step N's."""
     if which == "last" or not result.steps:
         return result.library
-    if which == "best":
-        scored = [(s.score, -s.step) for s in result.steps if s.score is not None]
-        if not scored:
-            raise ConfigError("--export_step best: no step was scored; set practice.validation (or do_eval)")
-        step = -max(scored)[1]  # the earliest of the best
-    else:
-        step = which
+    step = pick_step(result.steps, which, "--export_step")
     library = await practice.store.snapshot(step)
     if library is None:
         done = ", ".join(str(s.step) for s in result.steps)
@@ -194,17 +192,20 @@ def evaluation_agent_source(args: argparse.Namespace, overrides: list[str]) -> d
     )
 
 
-def check_learned(result) -> None:
-    """A practice whose library is empty produced nothing to export: say why and fail."""
-    if result.library.experiences:
+def check_learned(result, initial: Library) -> None:
+    """A practice whose library is empty, or still the one it started from, produced nothing: say why, fail."""
+    if result.library.experiences and result.library.experiences != initial.experiences:
         return
     steps = result.steps
     used = sum(s.groups_used for s in steps)
     groups = used + sum(s.groups_skipped for s in steps)
     refused = sum(s.operations_refused for s in steps)
     errors = sum(s.learner_errors for s in steps)
+    rejected = sum(1 for s in steps if s.validation and not s.validation.accepted)
     if not groups:
         why = "no step was run"
+    elif rejected:
+        why = f"validation rejected the proposed library at {rejected} step(s): none did better on it"
     elif not used:
         why = f"none of {groups} groups carried contrast (every attempt of a question got the same reward)"
     elif refused:
@@ -213,7 +214,8 @@ def check_learned(result) -> None:
         why = f"the learner failed {errors} times and proposed nothing usable (see learner_errors)"
     else:
         why = f"the learner studied {used} groups and proposed no experience"
-    raise RunFailed(f"practice learned nothing: the library is empty ({why}); no enhanced agent was exported")
+    state = f"still the {len(initial.experiences)} it started from" if initial.experiences else "empty"
+    raise RunFailed(f"practice learned nothing: the library is {state} ({why}); no enhanced agent was exported")
 
 
 def eval_config_name(practice_config: str) -> str:

@@ -225,6 +225,11 @@ class PracticeArguments(StrictModel):
     validation: ValidationConfig | None = knob(
         None, "Validation-gated updates (see ValidationConfig); none: every step's update is applied."
     )
+    init_library: str | None = knob(
+        None, "Start from a library learned before: EXP_ID@STEP (STEP: a number, best or last) or a YAML/JSON file "
+        "(an agent with experiences, or id -> text); none: the agent config's own experiences (empty for a "
+        "baseline agent).",
+    )  # fmt: skip
 
 
 class DataArguments(StrictModel):

@@ -12,6 +12,7 @@ from utu.practice.library import Library, OpRecord
 from utu.practice.types import LearnerFailure, StepStats
 from utu.tracing.redact import Redactor
 
+INITIAL_STEP = -1  # the snapshot "before step 0": the library practice started from
 EVAL_PREFIX = "{}_eval_step"  # + the step number: the exp_id of a practice's in-step evaluation
 VALIDATION_INFIX = "_val_"  # exp_id + this + a library's digest: that library's validation attempts
 
@@ -29,6 +30,22 @@ class PracticeStore:
                 )
             )
         return Library(dict(row.experiences), row.next_id) if row else None
+
+    async def save_initial(self, library: Library) -> None:
+        """Record the library practice starts from as the snapshot of step -1 (replacing an earlier one)."""
+        redact = Redactor()
+        async with self.db.transaction() as s:
+            await s.execute(
+                delete(ExperienceSnapshot).where(
+                    ExperienceSnapshot.exp_id == self.exp_id, ExperienceSnapshot.step == INITIAL_STEP
+                )
+            )
+            s.add(
+                ExperienceSnapshot(
+                    exp_id=self.exp_id, step=INITIAL_STEP, epoch=0, batch=INITIAL_STEP,
+                    experiences=redact.value(dict(library.experiences)), next_id=library.next_id,
+                )
+            )  # fmt: skip
 
     async def step_stats(self, step: int) -> StepStats | None:
         async with self.db.sessions() as s:

@@ -66,6 +66,7 @@ class TrainingFreeGRPO:
         updater: ExperienceUpdater,
         verifier: Verifier,
         usage: UsageTracker,
+        initial: Library | None = None,
         pipeline: bool = True,
     ):
         self.config = config
@@ -76,6 +77,7 @@ class TrainingFreeGRPO:
         self.verifier = verifier
         self.usage = usage
         self.pipeline = pipeline
+        self.initial = initial or Library()  # the library before step 0 (multi-stage practice)
         self.store = PracticeStore(db, config.exp_id)
         self.writer = AttemptWriter(db)
         self.data = PracticeData(
@@ -97,7 +99,8 @@ class TrainingFreeGRPO:
             await self.store.reset_from(self.p.restart_step)
             await self.data.reset_from(self.p.restart_step)
         per_epoch = await self.data.batches_per_epoch()
-        result = PracticeResult(Library())
+        await self.store.save_initial(self.initial)
+        result = PracticeResult(self.initial.copy())
         for epoch in range(self.p.epochs):
             for b, batch in enumerate(await self.data.epoch_batches(epoch)):
                 step = epoch * per_epoch + b

@@ -1,0 +1,69 @@
+"""Multi-stage practice (the guide's "practise on an easier set, then continue on harder examples"): a
+second practice starts from the first one's library, whether given as its enhanced agent or as
+practice.init_library, rolls out with it, records it as the state before step 0, and never drops it."""
+
+import json
+
+from tests.practice.helpers import agent_script, evolving_learner, query, run_practice, setup_workspace
+
+FIRST = "When adding, line up the digits."
+SECOND = "When adding, check the sum by subtracting."
+
+
+def first_stage(tmp_path, stub):
+    configs, db_url = setup_workspace(tmp_path)
+    result = run_practice(tmp_path, configs, db_url, stub(agent_script()), stub(evolving_learner(experiences=[FIRST])),
+                          "--epochs", "1", "--batch_size", "4")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return configs, db_url
+
+
+def adds(text):
+    return evolving_learner(group_update=lambda library: [{"operation": "ADD", "content": text}], experiences=[text])
+
+
+def test_practice_from_an_enhanced_agent_starts_from_its_library(tmp_path, stub):
+    configs, db_url = first_stage(tmp_path, stub)
+    agent = stub(agent_script())
+    result = run_practice(tmp_path, configs, db_url, agent, stub(adds(SECOND)), "--exp_id", "t2", "--epochs", "1",
+                          "--batch_size", "4", "--agent_config", "runs/t/enhanced_agent.yaml")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    # every rollout carried the first stage's library
+    rollouts = [r for r in agent.requests if "What is" in r["messages"][-1]["content"]]
+    assert rollouts and all(FIRST in r["messages"][0]["content"] for r in rollouts)
+    (initial,) = query(db_url, "SELECT experiences, next_id FROM experience_snapshots WHERE exp_id='t2' AND step=-1")
+    assert json.loads(initial[0]) == {"G0": FIRST} and initial[1] == 1
+    exported = (tmp_path / "runs/t2/enhanced_agent.yaml").read_text()
+    assert FIRST in exported and SECOND in exported  # kept, and the new one got the next id
+    (last,) = query(db_url, "SELECT experiences FROM experience_snapshots WHERE exp_id='t2' AND step=0")
+    assert json.loads(last[0]) == {"G0": FIRST, "G1": SECOND}
+
+
+def test_init_library_names_an_experiment_and_step(tmp_path, stub):
+    configs, db_url = first_stage(tmp_path, stub)
+    result = run_practice(tmp_path, configs, db_url, stub(agent_script()), stub(adds(SECOND)), "--exp_id", "t2",
+                          "--epochs", "1", "--batch_size", "4", "--init_library", "t@last")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (initial,) = query(db_url, "SELECT experiences FROM experience_snapshots WHERE exp_id='t2' AND step=-1")
+    assert json.loads(initial[0]) == {"G0": FIRST}
+
+
+def test_two_starting_libraries_or_a_missing_one_are_refused(tmp_path, stub):
+    configs, db_url = first_stage(tmp_path, stub)
+    both = run_practice(tmp_path, configs, db_url, stub(agent_script()), stub(adds(SECOND)), "--exp_id", "t2",
+                        "--agent_config", "runs/t/enhanced_agent.yaml", "--init_library", "t@last")  # fmt: skip
+    assert both.returncode == 2 and "both give a starting library" in both.stderr
+    for spec, message in (("nowhere@last", "no practice step has been recorded"), ("missing.yaml", "no such file"),
+                          ("t@7", "has no library at step 7")):  # fmt: skip
+        result = run_practice(tmp_path, configs, db_url, stub(agent_script()), stub(adds(SECOND)), "--exp_id", "t3",
+                              "--init_library", spec)  # fmt: skip
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert not query(db_url, "SELECT * FROM experience_snapshots WHERE exp_id IN ('t2', 't3')")
+
+
+def test_a_second_stage_that_learns_nothing_fails(tmp_path, stub):
+    configs, db_url = first_stage(tmp_path, stub)
+    same = stub(agent_script(pattern=("right",)))  # no contrast: nothing to learn
+    result = run_practice(tmp_path, configs, db_url, same, stub(adds(SECOND)), "--exp_id", "t2", "--epochs", "1",
+                          "--agent_config", "runs/t/enhanced_agent.yaml")  # fmt: skip
+    assert result.returncode != 0 and "still the 1 it started from" in result.stderr
