@@ -18,7 +18,7 @@ from utu.llm.factory import make_client
 from utu.llm.usage import UsageTracker
 from utu.practice.experience_updater import ExperienceUpdater
 from utu.practice.library import Library
-from utu.practice.training_free_grpo import TrainingFreeGRPO
+from utu.practice.loop import PracticeLoop
 from utu.tools import build_toolkits
 from utu.verify import Verifier, load_verifier
 
@@ -68,7 +68,7 @@ async def build_practice(
     db: Database,
     initial: Library | None = None,
     pipeline: bool = True,
-) -> TrainingFreeGRPO:
+) -> PracticeLoop:
     """A practice run: agent, learner (the agent's client unless `learner_model` is set), verifier, store;
     starting from the `initial` library (default: empty)."""
     ev = config.evaluation
@@ -82,4 +82,4 @@ async def build_practice(
     verifier = Verifier(verify, ev.verify_timeout, ev.timeout_score, llm=judge)
     agent = Agent(ev.agent, client, build_toolkits(ev.agent.toolkits, llm=client))
     updater = ExperienceUpdater(learner, config.practice)
-    return TrainingFreeGRPO(config, db, agent, updater, verifier, usage, initial=initial, pipeline=pipeline)
+    return PracticeLoop(config, db, agent, updater, verifier, usage, initial=initial, pipeline=pipeline)

@@ -7,7 +7,6 @@ Flags override the YAML (same names as Youtu-Agent); extra `key=value` arguments
 """
 
 import argparse
-import contextlib
 import logging
 from pathlib import Path
 
@@ -15,22 +14,12 @@ from rich.console import Console
 from rich.table import Table
 
 from utu import cli
-from utu.app import build_practice, claim_experiment
 from utu.cli import refuse_unknown_flags
-from utu.config import TrainingFreeGRPOConfig, compose_dict, config_root, load_agent_config, load_config
+from utu.config import TrainingFreeGRPOConfig, compose_dict, load_agent_config, load_config
 from utu.config.flags import add_flags, given
 from utu.config.loader import agent_source, config_dirs, validate
-from utu.config.models import DataArguments, EvalConfig, PracticeArguments, ValidationConfig, shaping_dump
-from utu.config.names import inside
-from utu.db import Database
-from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
-from utu.errors import ConfigError, RunFailed
-from utu.practice.data_manager import PracticeData
-from utu.practice.export import check_export_target, write_outputs
-from utu.practice.initial import initial_library, pick_step
-from utu.practice.library import Library
-from utu.tracing import setup_tracing
-from utu.verify import load_verifier
+from utu.config.models import DataArguments, EvalConfig, PracticeArguments, ValidationConfig
+from utu.practice.training_free_grpo import PracticeOutcome, TrainingFreeGRPO
 
 log = logging.getLogger("practice")
 console = Console(width=max(Console().width, 130))  # the step table is wide
@@ -116,51 +105,18 @@ def build_config(args: argparse.Namespace, overrides: list[str]) -> TrainingFree
     return validate(config, TrainingFreeGRPOConfig, {"": "command line"})
 
 
-def shaping_config(config: TrainingFreeGRPOConfig, content: dict) -> dict:
-    """What determines a step's results (the config's shaping knobs): resuming under a change here is refused.
-    `content`: the practice questions' digest, so a data set replaced under the same name is noticed."""
-    shaping = shaping_dump(config)
-    for key in ("data", "pass_k"):  # the in-step evaluation's set and K do not change what a step computes
-        shaping["evaluation"].pop(key)
-    shaping["data"]["content"] = content
-    return shaping
-
-
 async def run() -> int:
     args, overrides = parse_args()
     config = build_config(args, overrides)
-    run_dir = inside(args.output_dir, config.exp_id)  # names and paths are checked before any work
-    if args.export_to is not None:
-        check_export_target(config_root(), args.export_to)
-    ev = config.evaluation
-    load_verifier(ev.verify_filename, ev.verify_func_name)  # a verifier that cannot load fails now
-    setup_tracing()
-    db = Database(args.db_url)
-    async with contextlib.AsyncExitStack() as resources:
-        resources.push_async_callback(db.dispose)
-        await db.create_tables()
-        await ensure_dataset(db, config.data.practice_dataset_name)
-        if config.practice.do_eval:
-            await ensure_dataset(db, ev.data.dataset)
-        if config.practice.validation:
-            await ensure_dataset(db, config.practice.validation.dataset)
-        questions = await select_questions(db, config.data.practice_dataset_name, config.data.rollout_data_truncate)
-        initial = await initial_library(db, config.practice.init_library, ev.agent.experiences)
-        if initial.experiences:
-            log.info("starting from a library of %d experiences", len(initial.experiences))
-        epoch_ids = [PracticeData.epoch_exp_id_of(config.exp_id, e) for e in range(config.practice.epochs)]
-        shaping = shaping_config(config, content_digest(questions)) | {"initial_library": initial.experiences}
-        await claim_experiment(resources, db, config.exp_id, "practice", shaping, epoch_ids, args.fresh)
-        practice = await build_practice(resources, config, db, initial, pipeline=not args.no_pipeline)
-        result = await practice.run()
-        result.library = await chosen_library(practice, result, args.export_step)
-    print_summary(config, result)
-    check_learned(result, initial)
     source = agent_source(args.agent_config) if args.agent_config else evaluation_agent_source(args, overrides)
-    paths = write_outputs(
-        ev, result.library, config.exp_id, run_dir, args.export_to, config_root(),
-        source.get("model", {}).get("model_provider"),
+    practice = TrainingFreeGRPO(
+        config, db_url=args.db_url, output_dir=args.output_dir, fresh=args.fresh, pipeline=not args.no_pipeline,
+        export_step=args.export_step, export_to=args.export_to,
+        provider_source=source.get("model", {}).get("model_provider"),
     )  # fmt: skip
+    outcome = await practice.learn()
+    print_summary(config, outcome)
+    paths = practice.export(outcome)
     console.print(f"enhanced agent: {paths['agent']}")
     if "exported_eval" in paths:
         console.print(f"evaluate it: python scripts/run_eval.py --config_name practice/{paths['exported_eval'].stem}")
@@ -172,50 +128,11 @@ async def run() -> int:
     return 0
 
 
-async def chosen_library(practice, result, which: str | int) -> Library:
-    """The library the enhanced agent gets (--export_step): the last, the best scored, or step N's."""
-    if which == "last" or not result.steps:
-        return result.library
-    step = pick_step(result.steps, which, "--export_step")
-    library = await practice.store.snapshot(step)
-    if library is None:
-        done = ", ".join(str(s.step) for s in result.steps)
-        raise ConfigError(f"--export_step {which}: there is no step {step} (steps: {done})")
-    console.print(f"exporting the library of step {step} ({len(library.experiences)} experiences)")
-    return library
-
-
 def evaluation_agent_source(args: argparse.Namespace, overrides: list[str]) -> dict:
     """The practice config's agent as written (environment references unresolved)."""
     return (
         compose_dict("practice", args.config_name, overrides, resolve=False)[0].get("evaluation", {}).get("agent", {})
     )
-
-
-def check_learned(result, initial: Library) -> None:
-    """A practice whose library is empty, or still the one it started from, produced nothing: say why, fail."""
-    if result.library.experiences and result.library.experiences != initial.experiences:
-        return
-    steps = result.steps
-    used = sum(s.groups_used for s in steps)
-    groups = used + sum(s.groups_skipped for s in steps)
-    refused = sum(s.operations_refused for s in steps)
-    errors = sum(s.learner_errors for s in steps)
-    rejected = sum(1 for s in steps if s.validation and not s.validation.accepted)
-    if not groups:
-        why = "no step was run"
-    elif rejected:
-        why = f"validation rejected the proposed library at {rejected} step(s): none did better on it"
-    elif not used:
-        why = f"none of {groups} groups carried contrast (every attempt of a question got the same reward)"
-    elif refused:
-        why = f"the code refused all {refused} operations the learner proposed (see experience_operations)"
-    elif errors:
-        why = f"the learner failed {errors} times and proposed nothing usable (see learner_errors)"
-    else:
-        why = f"the learner studied {used} groups and proposed no experience"
-    state = f"still the {len(initial.experiences)} it started from" if initial.experiences else "empty"
-    raise RunFailed(f"practice learned nothing: the library is {state} ({why}); no enhanced agent was exported")
 
 
 def eval_config_name(practice_config: str) -> str:
@@ -228,7 +145,7 @@ def eval_config_name(practice_config: str) -> str:
     return str(path.relative_to(root / "eval").with_suffix(""))
 
 
-def print_summary(config: TrainingFreeGRPOConfig, result) -> None:
+def print_summary(config: TrainingFreeGRPOConfig, result: PracticeOutcome) -> None:
     g = config.practice.grpo_n
     table = Table(title=f"practice {config.exp_id}")
     for column in ("step", "epoch", f"Mean@{g}", f"Pass@{g}", "groups used/skipped", "library", "ADD/UPD/DEL",

@@ -185,7 +185,8 @@ class StubServer:
             return _error(400, "injected: bad request")
         if fault == "hang":
             await asyncio.sleep(script.hang_seconds)
-            request.transport.close()  # then drop the connection without a reply
+            if request.transport is not None:  # (the client may have given up already)
+                request.transport.close()  # then drop the connection without a reply
             return web.Response(status=500)
         if fault == "malformed":
             return web.Response(body=b'{"id": "x", "choices": [ this is not json', content_type="application/json")

@@ -32,7 +32,7 @@ class PracticeStore:
         return Library(dict(row.experiences), row.next_id) if row else None
 
     async def save_initial(self, library: Library) -> None:
-        """Record the library practice starts from as the snapshot of step -1 (replacing an earlier one)."""
+        """Record the library practice starts from as the snapshot of step -1 (none for an empty start)."""
         redact = Redactor()
         async with self.db.transaction() as s:
             await s.execute(
@@ -40,6 +40,8 @@ class PracticeStore:
                     ExperienceSnapshot.exp_id == self.exp_id, ExperienceSnapshot.step == INITIAL_STEP
                 )
             )
+            if not library.experiences:
+                return
             s.add(
                 ExperienceSnapshot(
                     exp_id=self.exp_id, step=INITIAL_STEP, epoch=0, batch=INITIAL_STEP,

@@ -1,305 +1,186 @@
-"""Training-Free GRPO: epochs -> batches -> steps, learning an experience library instead of weights.
+"""Training-Free GRPO from Python: the whole practice run behind `utu-practice`, as one object.
 
-Per step: G attempts per question with the current library (rollouts at `rollout_temperature`, bounded by
-`rollout_concurrency` and `task_timeout`), each judged by the verify function; as soon as a question's
-group is judged its learner stages 1–3 start (overlapping the rest of the batch); then the batch's
-operations are consolidated and applied, and the new library is saved with the step's statistics in
-one transaction. Resume (`restart_step`): steps before it are reused from the database, steps from it
-on are recomputed; an unfinished step resumes with the attempts it already has.
+    from utu.practice import TrainingFreeGRPO, run_practice
+
+    outcome = run_practice("local_mawps", exp_id="mine", overrides=["practice.epochs=1"])
+    print(outcome.agent_path, outcome.library.experiences)
+
+    # or, inside async code, from a config object:
+    config = load_practice_config("math_reasoning", ["practice.grpo_n=3"])
+    outcome = await TrainingFreeGRPO(config, db_url="sqlite:///runs/p.db").run()
+
+A run that learned nothing raises `RunFailed` (nothing is exported); bad configs raise `ConfigError`.
 """
 
 import asyncio
-import hashlib
-import json
+import contextlib
 import logging
-import statistics
-import time
-from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
 
-from utu.agents.agent import Agent
-from utu.config.models import DataConfig, TrainingFreeGRPOConfig
-from utu.db.attempts import AttemptWriter
-from utu.db.engine import Database
-from utu.db.models import EvaluationSample
-from utu.errors import RunFailed
-from utu.eval.attempt import run_attempt
-from utu.eval.metrics import Attempt as MetricAttempt
-from utu.eval.metrics import compare, compute_metrics, mean_and_pass
-from utu.eval.outcome import RERUN, check_attempts
-from utu.eval.runner import EvalRunner
-from utu.llm.usage import Usage, UsageTracker
+from utu.app import build_practice, claim_experiment
+from utu.config import TrainingFreeGRPOConfig, config_root, load_config
+from utu.config.models import shaping_dump
+from utu.config.names import inside
+from utu.db import Database
+from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
+from utu.errors import ConfigError, RunFailed
 from utu.practice.data_manager import PracticeData
-from utu.practice.experience_updater import ExperienceUpdater
-from utu.practice.library import JUNK, Library, OpRecord, Screen, apply_operations
-from utu.practice.screening import Source, screen
-from utu.practice.store import EVAL_PREFIX, VALIDATION_INFIX, PracticeStore
-from utu.practice.types import (
-    Attempt,
-    GroupOutcome,
-    LearnerFailure,
-    StageUsage,
-    StepEval,
-    StepStats,
-    StepValidation,
-)
-from utu.tasks import gather_or_cancel
-from utu.tracing.spans import CHAIN, annotate, session, span
-from utu.verify import Verifier
+from utu.practice.export import check_export_target, write_outputs
+from utu.practice.initial import initial_library, pick_step
+from utu.practice.library import Library
+from utu.practice.loop import PracticeLoop, PracticeResult
+from utu.practice.types import StepStats
+from utu.tracing import setup_tracing
+from utu.verify import load_verifier
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("practice")
 
 
 @dataclass
-class PracticeResult:
+class PracticeOutcome:
+    """What a practice run produced: the exported library, every step's statistics, the files written."""
+
     library: Library
     steps: list[StepStats] = field(default_factory=list)
+    initial: Library = field(default_factory=Library)
+    agent_path: Path | None = None  # runs/<exp_id>/enhanced_agent.yaml
+    files: dict[str, Path] = field(default_factory=dict)
+
+
+def load_practice_config(name: str, overrides: list[str] | None = None) -> TrainingFreeGRPOConfig:
+    """`configs/practice/<name>.yaml` with Hydra overrides (`key=value`), validated."""
+    return load_config("practice", name, TrainingFreeGRPOConfig, overrides)
 
 
 class TrainingFreeGRPO:
+    """One practice run. `config`: a `TrainingFreeGRPOConfig` or the name of a practice config."""
+
     def __init__(
         self,
-        config: TrainingFreeGRPOConfig,
-        db: Database,
-        agent: Agent,
-        updater: ExperienceUpdater,
-        verifier: Verifier,
-        usage: UsageTracker,
-        initial: Library | None = None,
+        config: TrainingFreeGRPOConfig | str,
+        *,
+        db_url: str | None = None,
+        output_dir: Path | str = "runs",
+        fresh: bool = False,
         pipeline: bool = True,
+        export_step: str | int = "last",
+        export_to: str | None = None,
+        provider_source: dict | None = None,
     ):
-        self.config = config
-        self.p = config.practice
-        self.db = db
-        self.agent = agent
-        self.updater = updater
-        self.verifier = verifier
-        self.usage = usage
+        self.config = load_practice_config(config) if isinstance(config, str) else config
+        self.db_url = db_url
+        self.run_dir = inside(Path(output_dir), self.config.exp_id)  # names and paths are checked before any work
+        self.fresh = fresh
         self.pipeline = pipeline
-        self.initial = initial or Library()  # the library before step 0 (multi-stage practice)
-        self.store = PracticeStore(db, config.exp_id)
-        self.writer = AttemptWriter(db)
-        self.data = PracticeData(
-            db, config.exp_id, config.data.practice_dataset_name, self.p.grpo_n, self.p.batch_size,
-            config.data.rollout_data_truncate, self.p.shuffle_data, self.p.seed,
-        )  # fmt: skip
-
-    def use_cache(self, step: int) -> bool:
-        return self.p.restart_step is None or step < self.p.restart_step
-
-    async def run(self) -> PracticeResult:
-        with session(self.config.exp_id), span("practice run", CHAIN, **{"exp_id": self.config.exp_id}):
-            result = await self._run()
-            annotate(**{"output.value": result.library.experiences, "library_size": len(result.library.experiences)})
-            return result
-
-    async def _run(self) -> PracticeResult:
-        if self.p.restart_step is not None:
-            await self.store.reset_from(self.p.restart_step)
-            await self.data.reset_from(self.p.restart_step)
-        per_epoch = await self.data.batches_per_epoch()
-        await self.store.save_initial(self.initial)
-        result = PracticeResult(self.initial.copy())
-        for epoch in range(self.p.epochs):
-            for b, batch in enumerate(await self.data.epoch_batches(epoch)):
-                step = epoch * per_epoch + b
-                cached = await self.store.snapshot(step) if self.use_cache(step) else None
-                if cached is not None:
-                    log.info("step %d: reusing the saved library (%d experiences)", step, len(cached.experiences))
-                    result.library = cached
-                    result.steps.append(await self.store.step_stats(step))
-                    continue
-                with span(f"step {step}", CHAIN, **{"epoch": epoch, "batch": b, "step": step}):
-                    stats, result.library = await self.practice_step(epoch, b, step, batch, result.library)
-                    annotate(stats=stats.model_dump(), **{"output.value": result.library.experiences})
-                if self.p.do_eval and self.should_evaluate(step, b, per_epoch):
-                    stats.eval = await self.evaluate(step, result.library)
-                    await self.store.update_stats(step, stats)
-                result.steps.append(stats)
-        return result
-
-    def should_evaluate(self, step: int, batch: int, per_epoch: int) -> bool:
-        if self.p.eval_strategy == "epoch":
-            return batch == per_epoch - 1
-        return (step + 1) % self.p.eval_steps == 0
-
-    async def practice_step(self, epoch: int, b: int, step: int, batch, library: Library) -> tuple[StepStats, Library]:
-        """One step; returns its statistics and the new library (both already saved)."""
-        start = time.perf_counter()
-        usage_before = self.usage.snapshot()
-        rows = await self.data.step_rows(epoch, step, batch)
-        groups: dict[int, list[EvaluationSample]] = defaultdict(list)
-        for row in rows:
-            groups[row.dataset_index].append(row)
-        slots = asyncio.Semaphore(self.p.rollout_concurrency)
-        log.info("step %d (epoch %d, batch %d): %d questions x G=%d", step, epoch, b, len(groups), self.p.grpo_n)
-
-        async def attempt(row: EvaluationSample) -> None:
-            await run_attempt(
-                row, agent=self.agent, verifier=self.verifier, writer=self.writer, timeout=self.p.task_timeout,
-                retries=self.config.evaluation.max_attempt_retries, experiences=library.experiences, slots=slots,
-                temperature=self.p.rollout_temperature,
-            )  # fmt: skip
-
-        async def group_task(group_rows: list[EvaluationSample]) -> GroupOutcome | None:
-            await gather_or_cancel(*(attempt(row) for row in group_rows))
-            if not self.pipeline:
-                return None
-            return await self.updater.learn_from_group([_as_attempt(r) for r in group_rows], library)
-
-        outcomes = await gather_or_cancel(*(group_task(g) for g in groups.values()))
-        if not self.pipeline:
-            outcomes = await gather_or_cancel(
-                *(self.updater.learn_from_group([_as_attempt(r) for r in g], library) for g in groups.values())
-            )
-        failures: list[LearnerFailure] = [f for o in outcomes for f in o.failures]
-        await self._check_step(step, rows, outcomes, failures)
-        proposed = await self.updater.consolidate(library, outcomes, failures)
-        new_library, records = apply_operations(library, proposed, self.p.max_experiences, _screen_against(rows))
-        validation = None
-        if self.p.validation and new_library.experiences != library.experiences:
-            validation = await self.validate(library, new_library)
-            if not validation.accepted:
-                new_library = library
-                for r in records:
-                    if r.status == "applied":
-                        r.status, r.reason = "refused", f"validation: {validation.reason}"
-        stats = StepStats(
-            step=step, epoch=epoch, batch=b, group_size=self.p.grpo_n, **_rollout_stats(rows),
-            groups_used=sum(o.used for o in outcomes), groups_skipped=sum(not o.used for o in outcomes),
-            library_size=len(new_library.experiences), operations=_applied(records),
-            operations_refused=sum(r.status == "refused" for r in records), learner_errors=len(failures),
-            operations_junk=sum(r.status == "refused" and (r.reason or "").startswith(JUNK) for r in records),
-            usage=_usage_delta(usage_before, self.usage.snapshot()), wall_time=time.perf_counter() - start,
-            validation=validation,
-        )  # fmt: skip
-        await self.store.save_step(step, epoch, b, new_library, records, failures, stats)
-        log.info(
-            "step %d: Mean@%d %.3f, library %d (+%d ops), %d learner errors",
-            step, self.p.grpo_n, stats.mean_at_g, len(new_library.experiences),
-            sum(stats.operations.values()), len(failures),
-        )  # fmt: skip
-        return stats, new_library
-
-    async def _check_step(self, step: int, rows, outcomes: list[GroupOutcome], failures: list[LearnerFailure]) -> None:
-        """Refuse to record a step whose rollouts failed (beyond the allowed share) or whose learner failed on
-        every group it studied: the step stays undone, and rerunning retries it."""
-        check_attempts(rows, self.config.evaluation.max_failed_share, f"step {step}")
-        studied = [o for o in outcomes if o.used]
-        if studied and all(o.failures and not o.proposed for o in studied):
-            await self.store.record_failures(step, failures)
-            raise RunFailed(
-                f"step {step}: the learner failed on all {len(studied)} groups it studied; first error: "
-                f"{failures[0].error}; {RERUN}"
-            )
-
-    async def validate(self, current: Library, proposed: Library) -> StepValidation:
-        """Both libraries on the same validation questions; the rule of `practice.validation` decides."""
-        v = self.p.validation
-        with span("validation", CHAIN, **{"questions": v.size, "pass_k": v.pass_k}):
-            before = await self._validation_rows(current)
-            after = await self._validation_rows(proposed)
-        result = compare(before, after)
-        current = statistics.fmean(a for _, a, _ in result.rows) if result.rows else 0.0
-        accepted = result.mean_diff >= -v.max_drop
-        reason = (
-            f"Mean@{v.pass_k} {current:.3f} -> {current + result.mean_diff:.3f} on {len(result.rows)} validation "
-            f"questions (paired difference {result.mean_diff:+.3f}, allowed drop {v.max_drop:g})"
-        )
-        log.info("validation: %s: update %s", reason, "applied" if accepted else "rejected")
-        return StepValidation(
-            k=v.pass_k, questions=len(result.rows), current=current, proposed=current + result.mean_diff,
-            difference=result.mean_diff, difference_ci95=result.ci95, accepted=accepted, reason=reason,
-        )  # fmt: skip
-
-    async def _validation_rows(self, library: Library) -> list[MetricAttempt]:
-        """A library's attempts at the validation questions, kept under an exp_id named by its content, so the
-        current library (usually the last step's proposal) is never evaluated twice."""
-        v = self.p.validation
-        digest = hashlib.sha256(json.dumps(sorted(library.experiences.items())).encode()).hexdigest()[:12]
-        config = self.config.evaluation.model_copy(
-            update={
-                "exp_id": f"{self.config.exp_id}{VALIDATION_INFIX}{digest}",
-                "pass_k": v.pass_k,
-                "data": DataConfig(dataset=v.dataset, offset=v.offset, limit=v.size),
-            }
-        )
-        runner = EvalRunner(
-            config, self.db, self.agent, self.verifier, show_progress=False, experiences=library.experiences,
-            owner=self.config.exp_id, tag="validation",
-        )  # fmt: skip
-        await runner.prepare()
-        await runner.run()
-        rows = await runner.rows()
-        check_attempts(rows, self.config.evaluation.max_failed_share, "validation")
-        return [MetricAttempt.from_row(r) for r in rows]
-
-    async def evaluate(self, step: int, library: Library) -> StepEval:
-        """Evaluate the current library on the eval set at the agent's own settings (not the rollout temperature)."""
+        self.export_step = export_step
+        self.export_to = export_to
+        # the agent's model_provider as written (with ${oc.env:...}), so the export keeps the references
+        self.provider_source = provider_source
+        if export_to is not None:
+            check_export_target(config_root(), export_to)
         ev = self.config.evaluation
-        limit = self.config.data.eval_data_truncate or ev.data.limit
-        config = ev.model_copy(
-            update={
-                "exp_id": EVAL_PREFIX.format(self.config.exp_id) + str(step),
-                "data": ev.data.model_copy(update={"limit": limit}),
-            }
-        )
-        runner = EvalRunner(
-            config, self.db, self.agent, self.verifier, show_progress=False, experiences=library.experiences,
-            owner=self.config.exp_id,
+        load_verifier(ev.verify_filename, ev.verify_func_name)  # a verifier that cannot load fails now
+
+    async def run(self) -> PracticeOutcome:
+        """Practise, then export the enhanced agent; `RunFailed` if the library did not change."""
+        outcome = await self.learn()
+        self.export(outcome)
+        return outcome
+
+    async def learn(self) -> PracticeOutcome:
+        """Every step (reusing what is stored), and the library `export_step` names; nothing written to files."""
+        config, ev = self.config, self.config.evaluation
+        setup_tracing()
+        db = Database(self.db_url)
+        async with contextlib.AsyncExitStack() as resources:
+            resources.push_async_callback(db.dispose)
+            await db.create_tables()
+            validation = config.practice.validation
+            needed = [config.data.practice_dataset_name, ev.data.dataset if config.practice.do_eval else None,
+                      validation.dataset if validation else None]  # fmt: skip
+            for name in dict.fromkeys(filter(None, needed)):
+                await ensure_dataset(db, name)
+            questions = await select_questions(db, config.data.practice_dataset_name, config.data.rollout_data_truncate)
+            initial = await initial_library(db, config.practice.init_library, ev.agent.experiences)
+            if initial.experiences:
+                log.info("starting from a library of %d experiences", len(initial.experiences))
+            epoch_ids = [PracticeData.epoch_exp_id_of(config.exp_id, e) for e in range(config.practice.epochs)]
+            shaping = shaping_config(config, content_digest(questions)) | {"initial_library": initial.experiences}
+            await claim_experiment(resources, db, config.exp_id, "practice", shaping, epoch_ids, self.fresh)
+            loop = await build_practice(resources, config, db, initial, pipeline=self.pipeline)
+            result = await loop.run()
+            library = await chosen_library(loop, result, self.export_step)
+        return PracticeOutcome(library, result.steps, initial)
+
+    def export(self, outcome: PracticeOutcome) -> dict[str, Path]:
+        """Write the enhanced agent (and with `export_to` the configs); `RunFailed` if nothing was learned."""
+        check_learned(outcome)
+        outcome.files = write_outputs(
+            self.config.evaluation, outcome.library, self.config.exp_id, self.run_dir, self.export_to,
+            config_root(), self.provider_source,
         )  # fmt: skip
-        await runner.prepare()
-        await runner.run()
-        metrics = compute_metrics((MetricAttempt.from_row(r) for r in await runner.rows()), config.pass_k)
-        return StepEval(exp_id=config.exp_id, k=metrics.k, mean_at_k=metrics.mean_at_k,
-                        mean_at_k_ci95=metrics.mean_at_k_ci95)  # fmt: skip
+        outcome.agent_path = outcome.files["agent"]
+        return outcome.files
 
 
-def _screen_against(rows: list[EvaluationSample]) -> Screen:
-    """The library's screening, knowing all the step's questions and answers (what a proposal must not copy):
-    all of them, not only a proposal's recorded sources, which a consolidation may have lost."""
-    source = Source(list({text: None for r in rows for text in (r.raw_question or "", r.correct_answer or "")}))
-
-    def check(text: str, sources: list[int], others: list[str]) -> str | None:
-        return screen(text, source, others)
-
-    return check
-
-
-def _as_attempt(row: EvaluationSample) -> Attempt:
-    return Attempt(
-        dataset_index=row.dataset_index, question=row.raw_question, answer=row.correct_answer, response=row.response,
-        trajectory=row.trajectories or [], reward=row.reward if row.stage == "judged" else None, critique=row.reasoning,
-    )  # fmt: skip
+def run_practice(config: TrainingFreeGRPOConfig | str, *, exp_id: str | None = None,
+                 overrides: list[str] | None = None, **options) -> PracticeOutcome:  # fmt: skip
+    """The one-call way, for scripts (not inside a running event loop): practise and export."""
+    if isinstance(config, str):
+        config = load_practice_config(config, overrides)
+    elif overrides:
+        raise ConfigError("overrides apply to a config name; change a config object with model_copy instead")
+    if exp_id is not None:
+        config = config.model_copy(update={"exp_id": exp_id})
+    return asyncio.run(TrainingFreeGRPO(config, **options).run())
 
 
-def _rollout_stats(rows: list[EvaluationSample]) -> dict[str, Any]:
-    """Mean@G and Pass@G of a step's attempts (the same definition as evaluation's)."""
-    by_question: dict[int, list[MetricAttempt]] = defaultdict(list)
-    for r in rows:
-        by_question[r.dataset_index].append(MetricAttempt.from_row(r))
-    means, pass_share = mean_and_pass(by_question.values())
-    return {
-        "questions": len(by_question), "attempts": len(rows), "attempts_failed": sum(r.stage == "failed" for r in rows),
-        "mean_at_g": statistics.fmean(means) if means else 0.0, "pass_at_g": pass_share,
-    }  # fmt: skip
+def shaping_config(config: TrainingFreeGRPOConfig, content: dict) -> dict:
+    """What determines a step's results (the config's shaping knobs): resuming under a change here is refused.
+    `content`: the practice questions' digest, so a data set replaced under the same name is noticed."""
+    shaping = shaping_dump(config)
+    for key in ("data", "pass_k"):  # the in-step evaluation's set and K do not change what a step computes
+        shaping["evaluation"].pop(key)
+    shaping["data"]["content"] = content
+    return shaping
 
 
-def _applied(records: list[OpRecord]) -> dict[str, int]:
-    """Applied operations by kind."""
-    return {
-        kind: sum(r.status == "applied" and r.kind == kind for r in records) for kind in ("ADD", "UPDATE", "DELETE")
-    }
+async def chosen_library(loop: PracticeLoop, result: PracticeResult, which: str | int) -> Library:
+    """The library the enhanced agent gets (export_step): the last, the best scored, or step N's."""
+    if which == "last" or not result.steps:
+        return result.library
+    step = pick_step(result.steps, which, "--export_step")
+    library = await loop.store.snapshot(step)
+    if library is None:
+        done = ", ".join(str(s.step) for s in result.steps)
+        raise ConfigError(f"--export_step {which}: there is no step {step} (steps: {done})")
+    log.info("exporting the library of step %d (%d experiences)", step, len(library.experiences))
+    return library
 
 
-def _usage_delta(before: dict[str, Usage], after: dict[str, Usage]) -> dict[str, StageUsage]:
-    out = {}
-    for tag, u in after.items():
-        b = before.get(tag, Usage())
-        if u.calls != b.calls:
-            out[tag] = StageUsage(
-                calls=u.calls - b.calls, prompt_tokens=u.prompt_tokens - b.prompt_tokens,
-                completion_tokens=u.completion_tokens - b.completion_tokens, cost=u.cost - b.cost,
-            )  # fmt: skip
-    return out
+def check_learned(outcome: PracticeOutcome) -> None:
+    """A practice whose library is empty, or still the one it started from, produced nothing: say why, fail."""
+    initial = outcome.initial
+    if outcome.library.experiences and outcome.library.experiences != initial.experiences:
+        return
+    steps = outcome.steps
+    used = sum(s.groups_used for s in steps)
+    groups = used + sum(s.groups_skipped for s in steps)
+    refused = sum(s.operations_refused for s in steps)
+    errors = sum(s.learner_errors for s in steps)
+    rejected = sum(1 for s in steps if s.validation and not s.validation.accepted)
+    if not groups:
+        why = "no step was run"
+    elif rejected:
+        why = f"validation rejected the proposed library at {rejected} step(s): none did better on it"
+    elif not used:
+        why = f"none of {groups} groups carried contrast (every attempt of a question got the same reward)"
+    elif refused:
+        why = f"the code refused all {refused} operations the learner proposed (see experience_operations)"
+    elif errors:
+        why = f"the learner failed {errors} times and proposed nothing usable (see learner_errors)"
+    else:
+        why = f"the learner studied {used} groups and proposed no experience"
+    state = f"still the {len(initial.experiences)} it started from" if initial.experiences else "empty"
+    raise RunFailed(f"practice learned nothing: the library is {state} ({why}); no enhanced agent was exported")

@@ -1,0 +1,59 @@
+"""The Python API: `from utu.practice import TrainingFreeGRPO` (as in Youtu-Agent) and the README's example,
+run verbatim against stub LLMs."""
+
+import re
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.practice.helpers import QUESTIONS, TEST_CONFIG, agent_script, evolving_learner, setup_workspace
+from utu.errors import RunFailed
+
+
+def readme_example() -> str:
+    text = (ROOT / "README.md").read_text()
+    return re.search(r"<!-- python-api .*?```python\n(.*?)```", text, re.DOTALL).group(1)
+
+
+@pytest.fixture
+def workspace(tmp_path, stub, monkeypatch):
+    configs, _ = setup_workspace(tmp_path, TEST_CONFIG.replace("exp_id: t", "exp_id: my_practice"))
+    (configs / "practice" / "test.yaml").rename(configs / "practice" / "my_practice.yaml")
+    agent, learner = stub(agent_script()), stub(evolving_learner())
+    monkeypatch.chdir(tmp_path)
+    for key, value in {"UTU_CONFIG_DIR": str(configs), "UTU_LLM_BASE_URL": agent.base_url, "UTU_LLM_MODEL": "agent",
+                       "UTU_LLM_API_KEY": "k", "LEARNER_URL": learner.base_url}.items():  # fmt: skip
+        monkeypatch.setenv(key, value)
+    return tmp_path
+
+
+def test_the_readme_example_runs_verbatim(workspace, capsys):
+    upload(workspace, "my.db")
+    exec(compile(readme_example(), "README.md", "exec"), {})
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith("runs/my_run/enhanced_agent.yaml") and (workspace / out[0]).is_file()
+    assert out[1].startswith("0 ") and any(line.startswith("G0 When adding") for line in out)
+
+
+def test_the_class_from_a_config_object_and_a_run_that_learns_nothing(workspace, stub, monkeypatch):
+    import asyncio
+
+    from utu.practice import TrainingFreeGRPO, load_practice_config
+
+    upload(workspace, "p.db")
+    monkeypatch.setenv("UTU_LLM_BASE_URL", stub(agent_script(pattern=("right",))).base_url)  # no contrast
+    config = load_practice_config("my_practice", ["practice.epochs=1"])
+    practice = TrainingFreeGRPO(config, db_url="sqlite:///p.db")
+    with pytest.raises(RunFailed, match="none of 4 groups carried contrast"):
+        asyncio.run(practice.run())
+    assert not (workspace / "runs/my_practice/enhanced_agent.yaml").exists()
+
+
+def upload(workspace, db_file: str) -> None:
+    from tests.conftest import run_script
+
+    data = workspace / "arith.jsonl"
+    result = run_script("scripts/data/upload_dataset.py", "--file_path", str(data), "--dataset_name", "Arith",
+                        "--db_url", f"sqlite:///{workspace / db_file}", "--replace")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert len(data.read_text().splitlines()) == len(QUESTIONS)
