@@ -49,7 +49,10 @@ async def open_client(
 async def open_judge(stack: AsyncExitStack, config: EvalConfig, usage: UsageTracker | None = None) -> LLMClient | None:
     if config.judge_model is None:
         return None
-    return await open_client(stack, config.judge_model, usage, env_prefix="JUDGE_LLM")
+    judge = config.judge_model
+    if config.judge_concurrency:
+        judge = judge.model_copy(update={"concurrency": config.judge_concurrency})
+    return await open_client(stack, judge, usage, env_prefix="JUDGE_LLM")
 
 
 async def build_eval(stack: AsyncExitStack, config: EvalConfig, db: Database) -> EvalRunner:

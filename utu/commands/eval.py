@@ -38,12 +38,17 @@ log = logging.getLogger("run_eval")
 console = Console()
 
 
+EVAL_FLAGS = ["exp_id", "concurrency", "pass_k", "max_failed_share", "judge_concurrency"]
+
+
 def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config_name", help="eval config under configs/eval/, e.g. math/math_AIME24")
-    eval_flags = add_flags(parser, EvalConfig, ["exp_id", "concurrency", "pass_k", "max_failed_share"])
+    eval_flags = add_flags(parser, EvalConfig, EVAL_FLAGS)
     parser.set_defaults(eval_flags=eval_flags, data_flags=add_flags(parser, DataConfig, ["dataset", "limit", "offset"]))
+    parser.add_argument("--dataset_type", choices=["single", "mixed"], help="Youtu-Agent's data.type (same meaning)")
     parser.add_argument("--agent_config", help="agent config name under configs/agents/ or a YAML file path")
+    parser.add_argument("--agent_model", help="the agent's model name (agent.model.model_provider.model)")
     parser.add_argument("--step", choices=["all", "rollout", "judge"], default="all")
     parser.add_argument("--fresh", action="store_true", help="delete this exp_id's attempts and start over")
     parser.add_argument("--compare", nargs=2, metavar=("EXP_A", "EXP_B"), help="paired comparison of two runs")
@@ -59,10 +64,10 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
 def build_config(args: argparse.Namespace, overrides: list[str]) -> EvalConfig:
     """The eval config from YAML, with the command-line flags applied (and validated) on top."""
     config = load_config("eval", args.config_name, EvalConfig, overrides)
-    flags = {
-        k: v for k in ("exp_id", "concurrency", "pass_k", "max_failed_share") if (v := getattr(args, k)) is not None
-    }
+    flags = {k: v for k in EVAL_FLAGS if (v := getattr(args, k)) is not None}
     data = {k: v for k in ("dataset", "limit", "offset") if (v := getattr(args, k)) is not None}
+    if args.dataset_type:
+        data["type"] = args.dataset_type
     if "dataset" in data and data["dataset"] != config.data.dataset and "limit" not in data and config.data.limit:
         log.warning(
             "the config's limit (%d) was set for %s: not applied to %s; pass --limit N to cut it",
@@ -72,6 +77,8 @@ def build_config(args: argparse.Namespace, overrides: list[str]) -> EvalConfig:
     values = config.model_dump() | flags | {"data": config.data.model_dump() | data}
     if args.agent_config:
         values["agent"] = load_agent_config(args.agent_config).model_dump()
+    if args.agent_model:
+        values["agent"]["model"]["model_provider"]["model"] = args.agent_model
     return validate(values, EvalConfig, {"": "command line"})
 
 

@@ -118,6 +118,8 @@ async def run() -> int:
     print_summary(config, outcome)
     paths = practice.export(outcome)
     console.print(f"enhanced agent: {paths['agent']}")
+    if "practice_agent" in paths:
+        console.print(f"also written as {paths['practice_agent']}, the agent of the eval configs that name it")
     if "exported_eval" in paths:
         console.print(f"evaluate it: python scripts/run_eval.py --config_name practice/{paths['exported_eval'].stem}")
     else:

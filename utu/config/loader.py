@@ -4,8 +4,10 @@ Every error becomes a `ConfigError` whose message has one line per bad field, na
 field comes from, so a user knows exactly what to edit.
 """
 
+import contextlib
 import importlib.resources
 import os
+import re
 from pathlib import Path
 from typing import TypeVar
 
@@ -69,6 +71,10 @@ def compose_dict(
                 config_name=f"{group}/{name}", overrides=[*search, *(overrides or [])], return_hydra_config=True
             )
     except (HydraException, OmegaConfBaseException, yaml.YAMLError) as e:
+        missing = re.search(r"Could not find 'agents/practice/([\w.-]+)'", str(e))
+        hint = _practice_that_exports(missing.group(1)) if missing else None
+        if hint:
+            raise ConfigError(f"{primary}: its agent {hint}") from e
         raise ConfigError(f"{primary}: {_one_line(e)}") from e
     files = {"": primary}
     for key, option in cfg.hydra.runtime.choices.items():
@@ -76,6 +82,7 @@ def compose_dict(
             continue
         grp, _, package = key.partition("@")
         files[package] = find_config(grp.lstrip("/"), option)
+    files |= _path_defaults(primary)
     OmegaConf.set_struct(cfg, False)
     del cfg["hydra"]
     try:
@@ -121,9 +128,18 @@ def _agent_file(name_or_path: str) -> Path | None:
 
 
 def _read_agent_file(path: Path, resolve: bool) -> dict:
+    """An agent YAML file; a `defaults` list in it (`/model/base@model`, `/tools/...`) is composed against
+    the config folders, as for an agent under configs/agents/."""
     try:
-        data = OmegaConf.to_container(OmegaConf.load(path), resolve=resolve)
-    except (OmegaConfBaseException, yaml.YAMLError) as e:
+        data = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+        if isinstance(data, dict) and "defaults" in data:
+            search = f"hydra.searchpath=[{','.join(f'file://{d}' for d in config_dirs())}]"
+            with initialize_config_dir(config_dir=str(path.resolve().parent), version_base="1.3"):
+                cfg = compose(config_name=path.stem, overrides=[search])
+            data = OmegaConf.to_container(cfg, resolve=resolve)
+        elif resolve:
+            data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    except (HydraException, OmegaConfBaseException, yaml.YAMLError) as e:
         raise ConfigError(f"{path}: {_one_line(e)}") from e
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of agent settings")
@@ -138,7 +154,8 @@ def validate(data: dict, model: type[M], files: dict[str, Path | str]) -> M:
         lines = []
         for err in e.errors():
             key = ".".join(str(p) for p in err["loc"])
-            got = f" (got {err['input']!r})" if err["type"] != "missing" else ""
+            shown = err["type"] != "missing" and not isinstance(err["input"], dict | list)
+            got = f" (got {err['input']!r})" if shown else ""
             lines.append(f"{_file_of(files, key)}: {key}: {err['msg']}{got}")
         raise ConfigError("\n".join(lines)) from e
 
@@ -150,6 +167,34 @@ def _file_of(files: dict[str, Path | str], key: str) -> Path | str:
         if package and (key == package or key.startswith(package + ".")) and len(package) > len(best):
             best = package
     return files[best]
+
+
+def _path_defaults(primary: Path) -> dict[str, Path]:
+    """Package -> file for defaults written as a path (`- /agents/practice/my_agent@agent`, Youtu-Agent's form),
+    which Hydra does not list among its choices."""
+    try:
+        defaults = yaml.safe_load(primary.read_text()).get("defaults") or []
+    except (OSError, yaml.YAMLError, AttributeError):
+        return {}
+    files = {}
+    for entry in defaults:
+        if isinstance(entry, str) and entry.startswith("/") and "@" in entry:
+            where, _, package = entry.partition("@")
+            group, _, name = where.strip("/").rpartition("/")
+            with contextlib.suppress(ConfigError):
+                files[package] = find_config(group, name)
+    return files
+
+
+def _practice_that_exports(agent: str) -> str | None:
+    """'agents/practice/<agent>.yaml does not exist yet: <the practice command that writes it>', if one does."""
+    for root in config_dirs():
+        for path in sorted((root / "practice").rglob("*.yaml")):
+            if re.search(rf"^export_agent:\s*{re.escape(agent)}\s*$", path.read_text(), re.M):
+                name = path.relative_to(root / "practice").with_suffix("")
+                return (f"configs/agents/practice/{agent}.yaml does not exist yet: it is written by practice, "
+                        f"`python scripts/run_training_free_GRPO.py --config_name {name}`")  # fmt: skip
+    return None
 
 
 def _one_line(e: Exception) -> str:

@@ -1,9 +1,11 @@
 """Pydantic models of every config. Unknown keys are errors, so a typo never goes unnoticed."""
 
+import logging
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from utu.config import youtu
 from utu.config.names import NAME_PATTERN, NAME_RULE
 
 
@@ -84,6 +86,9 @@ class ModelSettings(StrictModel):
     top_p: float | None = knob(None, "Nucleus sampling; null: the endpoint's default.", gt=0, le=1)
     max_tokens: int | None = knob(None, "Cap on the reply's tokens; null: the endpoint's default.", gt=0)
     seed: int | None = knob(None, "Sampling seed, where the endpoint honours one.")
+    extra_body: dict[str, Any] = knob(
+        dict, "More request fields, sent as they are (top_k, min_p, parallel_tool_calls, ...)."
+    )
 
 
 class Pricing(StrictModel):
@@ -94,6 +99,16 @@ class Pricing(StrictModel):
 
 
 class ModelConfig(StrictModel):
+    @model_validator(mode="before")
+    @classmethod
+    def _youtu_format(cls, data: Any) -> Any:
+        settings = data.get("model_settings") if isinstance(data, dict) else None
+        youtu_keys = ("model_params", "termination_max_tokens")
+        if isinstance(data, dict) and (any(k in data for k in youtu_keys) or
+                                       (isinstance(settings, dict) and "extra_args" in settings)):  # fmt: skip
+            return youtu.model_from_youtu(data)
+        return data
+
     model_provider: ModelProvider = knob(ModelProvider, "Endpoint, model and key.")
     model_settings: ModelSettings = knob(ModelSettings, "Sampling settings sent with every request.")
     pricing: Pricing = knob(Pricing, "For cost accounting only.", shapes=False)
@@ -124,6 +139,11 @@ class ToolkitConfig(StrictModel):
 
 
 class AgentConfig(StrictModel):
+    @model_validator(mode="before")
+    @classmethod
+    def _youtu_format(cls, data: Any) -> Any:
+        return youtu.agent_from_youtu(data) if youtu.is_youtu_agent(data) else data
+
     name: str = knob("agent", "A name for the agent, shown in traces.")
     instructions: str = knob("You are a helpful assistant.", "The system prompt (the library goes after it).")
     model: ModelConfig = knob(ModelConfig, "The agent's LLM.")
@@ -139,6 +159,18 @@ class DataConfig(StrictModel):
     dataset: str = knob(description="A data set in the database (bundled sets load themselves).")
     limit: int | None = knob(None, "Only its first N questions (by index).", gt=0)
     offset: int = knob(0, "Skip its first N questions (by index) before taking `limit`.", ge=0)
+    type: Literal["single", "mixed"] = knob(
+        "single", "Youtu-Agent's data set type; a data set here is one name whatever its sources, so both mean the "
+        "same.", shapes=False,
+    )  # fmt: skip
+    question_field: Literal["question"] = knob(
+        "question", "Youtu-Agent's; questions are always the rows' `question` (rename the field in your JSONL).",
+        shapes=False,
+    )  # fmt: skip
+    gt_field: Literal["answer"] = knob(
+        "answer", "Youtu-Agent's; answers are always the rows' `answer` (rename the field in your JSONL).",
+        shapes=False,
+    )  # fmt: skip
 
 
 class EvalConfig(StrictModel):
@@ -152,6 +184,14 @@ class EvalConfig(StrictModel):
     verify_timeout: float = knob(30.0, "Seconds before a verifier is abandoned.", shapes=False, gt=0)
     timeout_score: float = knob(0.0, "Reward when the verifier fails or times out.", ge=0, le=1)
     judge_model: ModelConfig | None = knob(None, "The judge LLM of LLM-graded verifiers (env JUDGE_LLM_*).")
+    judge_concurrency: int | None = knob(
+        None, "Judge requests in flight at once (Youtu-Agent's key); none: judge_model.concurrency.", shapes=False,
+        gt=0,
+    )  # fmt: skip
+    eval_method: str | None = knob(
+        None, "Youtu-Agent's; accepted for compatibility: here the verify function decides how answers are judged "
+        "(a warning says so when it is set).", shapes=False,
+    )  # fmt: skip
     concurrency: int = knob(16, "Attempts in flight at once.", shapes=False, gt=0)
     pass_k: int = knob(1, "Attempts per question (K).", gt=0)
     task_timeout: float = knob(600.0, "Seconds before an attempt is abandoned (then retried).", shapes=False, gt=0)
@@ -162,6 +202,15 @@ class EvalConfig(StrictModel):
         0.0, "Share of attempts that may fail (after their retries) before the run counts as failed.",
         shapes=False, ge=0, le=1,
     )  # fmt: skip
+
+    @field_validator("eval_method")
+    @classmethod
+    def _say_eval_method_is_unused(cls, v: str | None) -> str | None:
+        if v:
+            logging.getLogger(__name__).warning(
+                "eval_method %r is Youtu-Agent's: utu judges answers with verify_filename/verify_func_name", v
+            )
+        return v
 
 
 PAPER = "Training-Free GRPO (arXiv 2510.08191)"
@@ -245,3 +294,8 @@ class TrainingFreeGRPOConfig(StrictModel):
     practice: PracticeArguments = knob(PracticeArguments, "The knobs of Training-Free GRPO.")
     data: DataArguments = knob(description="The practice data.")
     evaluation: EvalConfig = knob(description="The agent, its verifier and the eval set (an eval config).")
+    export_agent: ExpId | None = knob(
+        None, "Also write the enhanced agent as configs/agents/practice/<name>.yaml, the agent an eval config "
+        "names (math_reasoning: math_practice_agent); a file there that practice did not write is never replaced.",
+        shapes=False,
+    )  # fmt: skip

@@ -114,7 +114,8 @@ class LLMClient:
 
         When all `concurrency` slots are busy, waiting calls get the next free one by `priority`, lower first.
         """
-        params = self.config.model_settings.model_dump(exclude_none=True) | settings
+        params = self.config.model_settings.model_dump(exclude_none=True, exclude={"extra_body"})
+        params = params | self.config.model_settings.extra_body | settings
         if tools:
             params["tools"] = tools
         if response_format:

@@ -53,6 +53,21 @@ def check_export_target(configs: Path, name: str) -> None:
         raise ConfigError(f"--export_to {name}: {', '.join(taken)} already exists; choose another name")
 
 
+WRITTEN_BY_PRACTICE = "# Written by utu practice"  # the first line of an agent practice may replace
+
+
+def practice_agent_path(configs: Path, name: str) -> Path:
+    """configs/agents/practice/<name>.yaml, refusing (before any work) to replace a file practice did not write:
+    a shipped config, or one the user wrote by hand."""
+    check_name(name, "export_agent")
+    path = inside(configs, "agents", "practice", f"{name}.yaml")
+    for candidate in dict.fromkeys([path, packaged_configs() / "agents" / "practice" / f"{name}.yaml"]):
+        if candidate.exists() and not candidate.read_text().startswith(WRITTEN_BY_PRACTICE):
+            raise ConfigError(f"export_agent {name}: {candidate} exists and was not written by practice; "
+                              "refusing to replace it (rename it, or choose another export_agent)")  # fmt: skip
+    return path
+
+
 def write_outputs(
     evaluation: EvalConfig,
     library: Library,
@@ -61,13 +76,22 @@ def write_outputs(
     export_to: str | None,
     configs: Path,
     provider_source: dict | None = None,
+    export_agent: str | None = None,
 ) -> dict[str, Path]:
-    """The enhanced agent under the run's folder, and with `export_to` also into configs/ (never over a file)."""
+    """The enhanced agent under the run's folder, with `export_to` also into configs/ (never over a file), and
+    with `export_agent` as the agent config of that name (replacing only what practice wrote before)."""
     agent = enhanced_agent(evaluation.agent, library)
-    text = agent_yaml(agent, provider_source)
+    text = f"{WRITTEN_BY_PRACTICE} (exp_id {exp_id}); a later practice may replace it.\n" + agent_yaml(
+        agent, provider_source
+    )
     out = {"agent": output_dir / "enhanced_agent.yaml"}
     output_dir.mkdir(parents=True, exist_ok=True)
     out["agent"].write_text(text)
+    if export_agent:
+        path = practice_agent_path(configs, export_agent)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        out["practice_agent"] = path
     if export_to:
         check_export_target(configs, export_to)
         agent_path, eval_path = export_paths(configs, export_to)

@@ -26,7 +26,7 @@ from utu.db import Database
 from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
 from utu.errors import ConfigError, RunFailed
 from utu.practice.data_manager import PracticeData
-from utu.practice.export import check_export_target, write_outputs
+from utu.practice.export import check_export_target, practice_agent_path, write_outputs
 from utu.practice.initial import initial_library, pick_step
 from utu.practice.library import Library
 from utu.practice.loop import PracticeLoop, PracticeResult
@@ -79,6 +79,8 @@ class TrainingFreeGRPO:
         self.provider_source = provider_source
         if export_to is not None:
             check_export_target(config_root(), export_to)
+        if self.config.export_agent:
+            practice_agent_path(config_root(), self.config.export_agent)
         ev = self.config.evaluation
         load_verifier(ev.verify_filename, ev.verify_func_name)  # a verifier that cannot load fails now
 
@@ -118,7 +120,7 @@ class TrainingFreeGRPO:
         check_learned(outcome)
         outcome.files = write_outputs(
             self.config.evaluation, outcome.library, self.config.exp_id, self.run_dir, self.export_to,
-            config_root(), self.provider_source,
+            config_root(), self.provider_source, self.config.export_agent,
         )  # fmt: skip
         outcome.agent_path = outcome.files["agent"]
         return outcome.files

@@ -1,0 +1,90 @@
+"""Youtu-Agent's config formats, read as ours (so its users switch without editing their YAML files).
+
+An agent in Youtu-Agent's format:
+
+    type: simple
+    agent: {name: math_agent, instructions: "..."}
+    model: {model_provider: {...}, model_settings: {...}, model_params: {temperature: 0.3, top_p: 0.95}}
+    toolkits: {python_executor: {name: python_executor, mode: builtin, env_mode: local}}
+    max_turns: 50
+
+becomes `name`, `instructions`, `model` (with `model_params` applied over `model_settings`), `toolkits` as a
+list and `max_turns`. Keys that have no counterpart here are named in one warning, never dropped silently.
+"""
+
+import logging
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+AGENT_TYPES = ("simple",)
+TOOLKITS = ("python_executor", "search")
+# Youtu-Agent keys we accept without acting on them, and why (shown in the warning).
+UNUSED_AGENT_KEYS = {
+    "context_manager": "utu keeps the whole conversation",
+    "env": "tools run in utu's own sandbox",
+    "runner": "utu runs its own ReAct loop",
+}
+UNUSED_TOOLKIT_KEYS = ("mode", "env_mode", "activated_tools", "config", "customized_filepath", "customized_classname")
+SETTINGS = ("temperature", "top_p", "max_tokens", "seed")
+
+
+def is_youtu_agent(data: Any) -> bool:
+    return isinstance(data, dict) and (
+        isinstance(data.get("agent"), dict) or "type" in data or isinstance(data.get("toolkits"), dict)
+    )
+
+
+def agent_from_youtu(data: dict[str, Any]) -> dict[str, Any]:
+    """Our agent settings from a Youtu-Agent agent config (raises ValueError naming what cannot be used)."""
+    data = dict(data)
+    kind = data.pop("type", "simple")
+    if kind not in AGENT_TYPES:
+        raise ValueError(f"agent type {kind!r} is not supported: utu runs `simple` agents (tools in a ReAct loop)")
+    inner = data.pop("agent", None) or {}
+    if not isinstance(inner, dict):
+        raise ValueError("`agent` must be a mapping with name and instructions")
+    data |= {k: inner[k] for k in ("name", "instructions") if inner.get(k) is not None}
+    if isinstance(data.get("toolkits"), dict):
+        data["toolkits"] = [_toolkit(key, value) for key, value in data["toolkits"].items()]
+    ignored = [f"{k} ({why})" for k, why in UNUSED_AGENT_KEYS.items() if data.pop(k, None) is not None]
+    if ignored:
+        log.warning("Youtu-Agent agent keys without effect in utu: %s", "; ".join(ignored))
+    return data
+
+
+def model_from_youtu(data: dict[str, Any]) -> dict[str, Any]:
+    """`model_params` (Youtu-Agent's sampling settings, e.g. a judge's temperature) override `model_settings`;
+    other model_settings keys (tool_choice, parallel_tool_calls, ...) go with every request as they are;
+    `extra_args.timeout` becomes `timeout`; `termination_max_tokens` caps `max_tokens` when that is unset."""
+    data = dict(data)
+    settings = dict(data.get("model_settings") or {})
+    params = data.pop("model_params", None) or {}
+    extra = settings.pop("extra_args", None) or {}
+    if isinstance(extra, dict) and "timeout" in extra:
+        data["timeout"] = extra.pop("timeout")
+    budget = data.pop("termination_max_tokens", None)
+    if budget is not None:
+        settings.setdefault("max_tokens", budget)
+    unknown = {k: settings.pop(k) for k in list(settings) if k not in (*SETTINGS, "extra_body")}
+    for key, value in {**extra, **unknown, **params}.items():
+        if key in SETTINGS:
+            settings[key] = value
+        elif value is not None:  # e.g. parallel_tool_calls: sent with every request as it is
+            settings.setdefault("extra_body", {})[key] = value
+    if settings:
+        data["model_settings"] = settings
+    return data
+
+
+def _toolkit(key: str, value: Any) -> dict[str, Any]:
+    value = dict(value or {})
+    name = value.pop("name", None) or key
+    if name not in TOOLKITS:
+        raise ValueError(
+            f"toolkit {name!r} is not available: utu's toolkits are {', '.join(TOOLKITS)} (remove it, or use one)"
+        )
+    unused = [k for k in UNUSED_TOOLKIT_KEYS if value.pop(k, None) is not None]
+    if unused:
+        log.warning("toolkit %s: Youtu-Agent keys without effect in utu: %s", name, ", ".join(unused))
+    return {"name": name, **value}
