@@ -180,3 +180,21 @@ async def test_bundled_sizes(tmp_path):
     await db.create_tables()
     assert await dataset_size(db, "nothing") == 0
     await db.dispose()
+
+
+def test_youtu_agents_llamafactory_format_and_columns(tmp_path, db_url):
+    alpaca = write(tmp_path / "alpaca.jsonl", [
+        '{"instruction": "Add the numbers.", "input": "2 and 3", "output": "5", "source_index": 7}',
+        '{"instruction": "What is 10 minus 4?", "input": "", "output": 6, "file_name": "sheet.xlsx"}',
+    ])  # fmt: skip
+    result = run_script(UPLOAD, "--file_path", str(alpaca), "--dataset_name", "A", "--data_format", "llamafactory",
+                        "--db_url", db_url)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    first, second = rows(db_url, "A")
+    assert (first.question, first.answer, first.source_index) == ("Add the numbers.\n\n2 and 3", "5", 7)
+    assert (second.question, second.answer, second.file_name) == ("What is 10 minus 4?", "6", "sheet.xlsx")
+    assert first.source == "training_free_grpo"  # usable for practice (Youtu-Agent left it empty)
+    bad = write(tmp_path / "bad.jsonl", ['{"question": "q", "answer": "a"}'])
+    result = run_script(UPLOAD, "--file_path", str(bad), "--dataset_name", "B", "--data_format", "llamafactory",
+                        "--db_url", db_url)  # fmt: skip
+    assert result.returncode == 2 and f"{bad}:1: --data_format llamafactory: expected fields" in result.stderr

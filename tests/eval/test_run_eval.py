@@ -81,6 +81,11 @@ def test_metrics_equal_hand_computed_values(stub, tmp_path, db):
     with sqlite3.connect(db[0]) as conn:
         stored = json.loads(conn.execute("SELECT metrics FROM eval_results WHERE exp_id='e1'").fetchone()[0])
     assert stored["mean_at_k"] == metrics["mean_at_k"]
+    # Youtu-Agent's judgement columns, filled from the verdict
+    with sqlite3.connect(db[0]) as conn:
+        judged = set(conn.execute("SELECT judged_response, reward, extracted_final_answer FROM evaluation_data "
+                                  "WHERE exp_id='e1' AND dataset_index IN (2, 5)"))  # fmt: skip
+    assert judged == {("Incorrect", 0.0, "-1")}
     # Re-running a complete experiment does nothing new.
     again = run_script(*eval_args(db[1]), env=env_for(server), cwd=tmp_path)
     assert again.returncode == 0 and server.request_count == 12

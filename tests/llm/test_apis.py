@@ -88,3 +88,26 @@ def test_the_api_and_azure_version_are_knobs_from_the_environment(monkeypatch):
     config = ModelConfig.model_validate(compose_dict("model", "base")[0]["model"])
     assert config.model_provider.type == "responses" and config.model_provider.api_version == "2024-10-21"
     assert json.loads(ModelConfig.model_validate({}).model_dump_json())["model_provider"]["type"] == "chat.completions"
+
+
+async def test_a_youtu_verifier_calls_query_one_on_the_judge(stub, tmp_path):
+    from types import SimpleNamespace
+
+    from utu.verify import Verifier, load_verifier
+
+    youtu_verifier = tmp_path / "my_verify.py"
+    youtu_verifier.write_text(
+        "async def judge(sample, timeout_score=0, **kwargs):\n"
+        "    llm = kwargs['llm']\n"
+        "    up = [{'role': 'user', 'content': f'Is {sample.response} equal to {sample.correct_answer}?'}]\n"
+        "    verdict = await llm.query_one(messages=up, model='ignored', temperature=0)\n"
+        "    again = await llm.query_one(input='Say yes or no.')\n"
+        "    return {'reward': 1.0 if verdict == 'yes' else 0.0, 'reasoning': verdict + again, 'confidence': 90}\n"
+    )
+    server = stub(StubScript(replies=["yes", "no"]))
+    verifier = Verifier(load_verifier(str(youtu_verifier), "judge"), llm=client_for(server))
+    verdict = await verifier(SimpleNamespace(response="4", correct_answer="4", raw_question="2+2"))
+    assert (verdict.reward, verdict.reasoning, verdict.confidence, verdict.error) == (1.0, "yesno", 90, None)
+    first, second = server.requests
+    assert first["model"] == "stub-model" and first["temperature"] == 0 and "Is 4 equal to 4?" in str(first)
+    assert second["messages"] == [{"role": "user", "content": "Say yes or no."}]

@@ -9,6 +9,7 @@ import sys
 import time
 from collections import Counter
 
+import httpx
 import pytest
 
 from tests.practice.helpers import agent_script, evolving_learner, run_practice, setup_workspace, work_requests
@@ -101,6 +102,11 @@ def test_one_practice_step_gives_the_expected_span_tree(tmp_path, phoenix, stub)
     }
     assert from_spans == {(i, k): r for i, k, r, _ in rows}
     assert {t for *_, t in rows} == {run["context"]["trace_id"]}
+    with sqlite3.connect(db_url.removeprefix("sqlite:///")) as conn:
+        (url,) = {u for (u,) in conn.execute("SELECT trace_url FROM evaluation_data")}
+    assert url == f"{phoenix['ui'].rstrip('/')}/redirects/traces/{run['context']['trace_id']}"
+    page = httpx.get(url, timeout=10)  # a route of Phoenix's UI, which finds the trace's project in the browser
+    assert page.status_code == 200 and "<html" in page.text.lower()
     llm = [s for s in spans if s["span_kind"] == "LLM"]
     # 4 rollouts, 4 summaries, 2 advantages, 1 consolidation (no group update on the empty library); the learner's
     # one structured-output probe is not a model call of the run.

@@ -1,6 +1,7 @@
 """Upload a JSONL data set into the `data` table, all lines or none.
 
 python scripts/data/upload_dataset.py --file_path x.jsonl --dataset_name X [--replace | --append]
+    [--data_format llamafactory]
 """
 
 import argparse
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from utu import cli
 from utu.db import Database
-from utu.db.dataset_io import parse_dataset_file, store_dataset
+from utu.db.dataset_io import FORMATS, parse_dataset_file, store_dataset
 
 log = logging.getLogger("upload_dataset")
 
@@ -21,13 +22,17 @@ def parse_args() -> argparse.Namespace:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--replace", action="store_true", help="overwrite an existing data set of that name")
     mode.add_argument("--append", action="store_true", help="add the lines to an existing data set")
+    parser.add_argument(
+        "--data_format", choices=FORMATS, default="default",
+        help="default: question/answer lines; llamafactory: instruction/input/output lines",
+    )  # fmt: skip
     parser.add_argument("--db_url", help="SQLAlchemy URL (default: UTU_DB_URL, else ./utu.db)")
     return parser.parse_args()
 
 
 async def run() -> int:
     args = parse_args()
-    name, rows = parse_dataset_file(args.file_path, args.dataset_name)
+    name, rows = parse_dataset_file(args.file_path, args.dataset_name, args.data_format)
     renamed = sorted({row.dataset for row in rows if row.dataset and row.dataset != name})
     if renamed:
         log.info("lines naming data set %s are stored as %r (--dataset_name)", ", ".join(map(repr, renamed)), name)

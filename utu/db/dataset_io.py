@@ -21,7 +21,8 @@ from utu.db.models import DatasetSample
 from utu.errors import DataError
 
 DEFAULT_SOURCE = "training_free_grpo"
-KNOWN_KEYS = {"dataset", "source", "question", "answer", "level", "topic", "meta"}
+KNOWN_KEYS = {"dataset", "source", "question", "answer", "level", "topic", "meta", "source_index", "file_name"}
+FORMATS = ("default", "llamafactory")
 UNION_HINTS = {
     "answer": "must be a string, a number or null",
     "level": "must be a string, an integer or null",
@@ -38,6 +39,8 @@ class DatasetLine(BaseModel):
     level: StrictStr | int | None = None
     topic: StrictStr | None = None
     meta: dict[str, Any] | None = None
+    source_index: int | None = None  # the question's index in its original source (Youtu-Agent's column)
+    file_name: StrictStr | None = None  # a file the question comes with (Youtu-Agent's column)
 
     @field_validator("question")
     @classmethod
@@ -54,8 +57,14 @@ class DatasetLine(BaseModel):
         return v
 
 
-def parse_dataset_file(path: Path, dataset_name: str | None = None) -> tuple[str, list[DatasetLine]]:
+def parse_dataset_file(
+    path: Path, dataset_name: str | None = None, data_format: str = "default"
+) -> tuple[str, list[DatasetLine]]:
     """Validate every line. Raise `DataError` listing each bad line as `FILE:LINE: reason`.
+
+    `data_format` llamafactory: lines are `{"instruction", "input", "output"}` (Alpaca style, as LLaMA-Factory
+    and Youtu-Agent read them): instruction and input, joined by a blank line, are the question; output the
+    answer.
 
     Returns the data set name (the argument, else the lines' `dataset` field) and the rows. With a
     `dataset_name`, the lines' own `dataset` fields are ignored: the rows are stored under that name.
@@ -76,7 +85,7 @@ def parse_dataset_file(path: Path, dataset_name: str | None = None) -> tuple[str
             if not text.strip():
                 continue
             try:
-                row = _parse_line(text)
+                row = _parse_line(text, data_format)
             except ValueError as e:
                 problems.append(f"{path}:{number}: {e}")
                 continue
@@ -93,13 +102,15 @@ def parse_dataset_file(path: Path, dataset_name: str | None = None) -> tuple[str
     return dataset_name or rows[0].dataset or "", rows
 
 
-def _parse_line(text: str) -> DatasetLine:
+def _parse_line(text: str, data_format: str = "default") -> DatasetLine:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as e:
         raise ValueError(f"not valid JSON ({e.msg} at column {e.colno})") from None
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    if data_format == "llamafactory":
+        obj = _from_alpaca(obj)
     extra = {k: obj.pop(k) for k in list(obj) if k not in KNOWN_KEYS}
     if extra:
         meta = obj.get("meta")
@@ -115,6 +126,14 @@ def _parse_line(text: str) -> DatasetLine:
             message = err["msg"].removeprefix("Value error, ").lower()
         got = "" if err["type"] == "missing" else f" (got {obj.get(field)!r})"
         raise ValueError(f"field '{field}': {message}{got}") from None
+
+
+def _from_alpaca(obj: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(obj.get("instruction"), str) or "output" not in obj:
+        raise ValueError("--data_format llamafactory: expected fields 'instruction' (text), 'input' and 'output'")
+    parts = [obj.pop("instruction"), obj.pop("input", None) or ""]
+    question = "\n\n".join(p for p in parts if isinstance(p, str) and p.strip())
+    return {**obj, "question": question, "answer": obj.pop("output")}
 
 
 def answer_text(answer: str | int | float | None) -> str | None:
@@ -160,6 +179,8 @@ async def store_dataset(
                 level=None if row.level is None else str(row.level),
                 topic=row.topic,
                 meta=row.meta,
+                source_index=row.source_index,
+                file_name=row.file_name,
             )
             for i, row in enumerate(rows)
         )

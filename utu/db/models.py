@@ -34,6 +34,8 @@ class DatasetSample(Base):
     topic: Mapped[str | None] = mapped_column(String(200), nullable=True)
     level: Mapped[str | None] = mapped_column(String(50), nullable=True)
     meta: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    source_index: Mapped[int | None] = mapped_column(Integer, nullable=True)  # its index in the original source
+    file_name: Mapped[str | None] = mapped_column(Text, nullable=True)  # a file the question comes with
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
@@ -74,6 +76,11 @@ class EvaluationSample(Base):
     cost: Mapped[float | None] = mapped_column(Float, nullable=True)
     tool_calls: Mapped[int | None] = mapped_column(Integer, nullable=True)
     trace_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    trace_url: Mapped[str | None] = mapped_column(Text, nullable=True)  # the attempt's trace in Phoenix's UI
+    # Youtu-Agent's judgement columns: "Correct"/"Incorrect", and what a verifier reports, when it does
+    judged_response: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    extracted_final_answer: Mapped[str | None] = mapped_column(Text, nullable=True)
+    confidence: Mapped[int | None] = mapped_column(Integer, nullable=True)
     meta: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)

@@ -9,6 +9,7 @@ from typing import Any
 from utu.agents.agent import Agent, AgentResult
 from utu.db.attempts import AttemptWriter
 from utu.errors import EndpointError, LLMError
+from utu.tracing.setup import trace_url
 from utu.tracing.spans import AGENT, EVALUATOR, set_attributes, set_io, span, trace_id_of
 from utu.verify import Verdict, Verifier
 
@@ -73,7 +74,10 @@ def judged_values(verdict: Verdict) -> dict[str, Any]:
         "stage": "judged",
         "reward": verdict.reward,
         "correct": verdict.correct,
+        "judged_response": "Correct" if verdict.correct else "Incorrect",
         "reasoning": verdict.reasoning,
+        "extracted_final_answer": verdict.extracted_final_answer,
+        "confidence": verdict.confidence,
         "error": f"verify: {verdict.error}" if verdict.error else None,
     }
 
@@ -117,4 +121,5 @@ async def run_attempt(
         set_attributes(current, final)
         if values:
             values["trace_id"] = trace_id_of(current)
+            values["trace_url"] = trace_url(values["trace_id"])
             await writer.save(row, values)

@@ -157,6 +157,17 @@ class LLMClient:
             tool_calls=reply.tool_calls,
         )
 
+    async def query_one(
+        self, messages: list[dict[str, Any]] | None = None, *, input: str | list | None = None, **settings: Any
+    ) -> str:
+        """The reply's text: Youtu-Agent's `SimplifiedAsyncOpenAI.query_one`, so verify functions written for it
+        (`await llm.query_one(messages=...)` on the judge) work unchanged. `input` is the Responses API's
+        spelling of the messages; `model` is this client's (a verifier cannot switch it)."""
+        settings.pop("model", None)
+        if messages is None:
+            messages = [{"role": "user", "content": input}] if isinstance(input, str) else list(input or [])
+        return (await self.chat(messages, tag=settings.pop("tag", "judge"), **settings)).content
+
     async def structured(
         self, messages: list[dict[str, Any]], schema: type[M], *, tag: str = "default", priority: int = 0, **settings
     ) -> M:

@@ -91,6 +91,14 @@ def _redacted(s: ReadableSpan, redactor: Redactor) -> ReadableSpan:
     )  # fmt: skip
 
 
+def trace_url(trace_id: str | None) -> str | None:
+    """The trace in Phoenix's UI (its /redirects/traces route finds the project), when tracing is on."""
+    endpoint = os.environ.get("PHOENIX_ENDPOINT", "").strip().rstrip("/")
+    if _provider is None or not trace_id or not endpoint.endswith("/v1/traces"):
+        return None
+    return f"{endpoint.removesuffix('/v1/traces')}/redirects/traces/{trace_id}"
+
+
 def setup_tracing() -> bool:
     """Install the global tracer provider if PHOENIX_ENDPOINT is set (once per process). Returns whether on."""
     global _provider

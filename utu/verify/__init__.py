@@ -2,6 +2,7 @@
 
 Contract:
     def verify_func(sample, timeout_score: float = 0, **kwargs) -> {"reward": 0.0..1.0, "reasoning": str | None}
+(optionally also "extracted_final_answer" and an integer "confidence", stored with the attempt)
 `sample` has `raw_question`, `correct_answer`, `response` (and the other `EvaluationSample` fields);
 `kwargs["llm"]` is the judge client; `kwargs["timeout"]` the time budget. Sync or async.
 
@@ -74,6 +75,8 @@ class Verdict:
     reward: float
     reasoning: str | None = None
     error: str | None = None  # set when the verifier failed or timed out (reward is then timeout_score)
+    extracted_final_answer: str | None = None  # optional: the answer the verifier read from the response
+    confidence: int | None = None  # optional: a judge's confidence (Youtu-Agent's column)
 
     @property
     def correct(self) -> bool:
@@ -145,4 +148,9 @@ class Verifier:
             return Verdict(self.timeout_score, None, f"{self.name}: reward {reward!r} is not a number in [0, 1]")
         if result.get("timed_out"):
             return Verdict(float(reward), result.get("reasoning"), f"{self.name}: {result.get('reasoning')}")
-        return Verdict(float(reward), result.get("reasoning"))
+        extracted, confidence = result.get("extracted_final_answer"), result.get("confidence")
+        return Verdict(
+            float(reward), result.get("reasoning"),
+            extracted_final_answer=None if extracted is None else str(extracted),
+            confidence=confidence if isinstance(confidence, int) and not isinstance(confidence, bool) else None,
+        )  # fmt: skip

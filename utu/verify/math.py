@@ -21,7 +21,7 @@ _pool: ProcessPool | None = None
 _pool_lock = threading.Lock()
 
 
-def _grade(gold: str, response: str) -> tuple[bool, str]:
+def _grade(gold: str, response: str) -> tuple[bool, str, str | None]:
     """Runs in a worker process. Internal timeouts are off: the pool's hard timeout is the only one."""
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
@@ -30,9 +30,9 @@ def _grade(gold: str, response: str) -> tuple[bool, str]:
         gold_parsed = parse(gold, parsing_timeout=None)
     pred = parse(response, extraction_config=[LatexExtractionConfig(), ExprExtractionConfig()], parsing_timeout=None)
     if not pred:
-        return False, "no answer found in the response"
+        return False, "no answer found in the response", None
     ok = bool(gold_parsed) and verify(gold_parsed, pred, timeout_seconds=None)
-    return ok, f"extracted {pred[-1]!s}; gold {gold}"
+    return ok, f"extracted {pred[-1]!s}; gold {gold}", str(pred[-1])
 
 
 def _quiet_worker() -> None:
@@ -74,8 +74,8 @@ async def verify_func(sample, timeout_score: float = 0, timeout: float = DEFAULT
         workers = pool(broken)
         future = workers.submit(_grade, timeout, str(sample.correct_answer), sample.response or "")
         try:
-            ok, reasoning = await asyncio.wrap_future(future)
-            return {"reward": 1.0 if ok else 0.0, "reasoning": reasoning}
+            ok, reasoning, extracted = await asyncio.wrap_future(future)
+            return {"reward": 1.0 if ok else 0.0, "reasoning": reasoning, "extracted_final_answer": extracted}
         except (FutureTimeout, TimeoutError):
             return {
                 "reward": timeout_score,
