@@ -7,6 +7,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from utu.db import Database, DatasetSample, EvaluationSample, database_url
+from utu.errors import ConfigError
 
 
 @pytest.fixture
@@ -142,3 +143,19 @@ async def test_an_old_database_gets_row_owners(tmp_path):
     with sqlite3.connect(path) as conn:
         owners = dict(conn.execute("SELECT exp_id, owner FROM evaluation_data"))
     assert owners == {"P_epoch_0": "P", "P_eval_step1": "P", "E": "E", "Q_epoch_0": "Q_epoch_0"}
+
+
+async def test_a_knob_added_later_at_its_default_does_not_block_a_resume(tmp_path):
+    from utu.db.experiments import register_experiment
+
+    db = Database(f"sqlite:///{tmp_path / 'f.db'}")
+    await db.create_tables()
+    old = {"agent": {"model_settings": {"temperature": 0.3}}}
+    assert await register_experiment(db, "e", "eval", old) is False
+    upgraded = {"agent": {"model_settings": {"temperature": 0.3, "extra_body": {}}}, "init_library": None}
+    assert await register_experiment(db, "e", "eval", upgraded) is True  # the same experiment
+    assert await register_experiment(db, "e", "eval", upgraded) is True  # and recorded as such
+    changed = {"agent": {"model_settings": {"temperature": 0.3, "extra_body": {"top_k": 5}}}}
+    with pytest.raises(ConfigError, match=r"changed: agent.model_settings.extra_body"):
+        await register_experiment(db, "e", "eval", changed)
+    await db.dispose()

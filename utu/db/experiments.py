@@ -16,10 +16,13 @@ def fingerprint(config: dict[str, Any]) -> str:
 
 
 def changed_fields(old: Any, new: Any, prefix: str = "") -> list[str]:
-    """Dotted paths where two nested dicts differ."""
+    """Dotted paths where two nested dicts differ. A key the old one lacks and the new one leaves empty
+    (None, {}, []) is no change: a knob added by a later version of utu, at its neutral default."""
     if isinstance(old, dict) and isinstance(new, dict):
         out: list[str] = []
         for key in sorted(set(old) | set(new), key=str):
+            if key not in old and new[key] in (None, {}, []):
+                continue
             out += changed_fields(old.get(key), new.get(key), f"{prefix}{key}.")
         return out
     return [] if old == new else [prefix.rstrip(".")]
@@ -39,7 +42,12 @@ async def register_experiment(db: Database, exp_id: str, kind: str, shaping_conf
     if existing.kind != kind:
         raise ConfigError(f"exp_id {exp_id!r} is a {existing.kind} experiment; choose another --exp_id")
     if existing.fingerprint != print_:
-        fields = changed_fields(existing.config, shaping_config) or ["(config)"]
+        fields = changed_fields(existing.config, shaping_config)
+        if not fields:  # only knobs a later version added, at their defaults: the same experiment
+            async with db.transaction() as session:
+                stored = await session.get(Experiment, exp_id)
+                stored.fingerprint, stored.config = print_, shaping_config
+            return True
         raise ConfigError(
             f"exp_id {exp_id!r} was run with a different config (changed: {', '.join(fields)}); "
             "pass --fresh to start over, or use a new --exp_id"

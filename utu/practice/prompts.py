@@ -31,10 +31,14 @@ The learning objective: {learning_objective}
 2. For the worse ones, find the root cause of the failure; for the better ones, what made them work.
 3. Generalise into at most {num_experiences} experience(s), each one sentence of the form
    "When <condition>, <strategy>." that would help on other questions, not only this one.
-Name no person, object or number of this question, and not its answer: describe the kind of problem.
-A good experience: "When a problem gives a price per item and a number of items, multiply them before
-adding any other costs."
-A bad one: "When Claire makes a 3 egg omelet every morning, she uses 84 eggs." (it retells this question)"""
+Do not retell the question: name no person, object or number of it, and not its answer; describe the
+kind of problem and what to do about it. The shape, with an example you must not copy:
+{example}"""
+# Shown to the learner as the shape of an experience; the screening refuses a copy of it.
+EXPERIENCE_EXAMPLE = (
+    "When a problem gives a price per item and a number of items, multiply them before adding any other costs."
+)
+PROMPT_EXAMPLES = (EXPERIENCE_EXAMPLE,)
 
 ADVANTAGE_USER = """<question>
 {question}
