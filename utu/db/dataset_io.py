@@ -202,6 +202,10 @@ async def ensure_dataset(db: Database, name: str) -> int:
         return size
     path = bundled_datasets().get(name)
     if path is None:
+        from utu.db.hub import HUB_SETS, load_command
+
+        if name in HUB_SETS:
+            raise DataError(f"data set {name!r} is not in {db.describe()}: load it from the hub: {load_command(name)}")
         raise DataError(
             f"data set {name!r} is not in {db.describe()} and not bundled: upload it with "
             f"`python scripts/data/upload_dataset.py --file_path FILE --dataset_name {name}`"
