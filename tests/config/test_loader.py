@@ -1,5 +1,6 @@
 """Hydra compose + pydantic: shipped configs load, env vars resolve, bad fields name their file."""
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,27 @@ SHIPPED_EVALS = sorted(
 )
 
 
+# eval configs of an enhanced agent, whose agent config a practice writes (export_agent)
+WRITTEN_BY = {
+    "math_practice_agent": ("math_agent", "math_reasoning"),
+    "web_practice_agent": ("web_agent", "web_search"),
+}
+
+
 @pytest.mark.parametrize("name", SHIPPED_EVALS)
-def test_every_shipped_eval_config_loads(name):
+def test_every_shipped_eval_config_loads(name, tmp_path, monkeypatch):
+    text = (config_root() / "eval" / f"{name}.yaml").read_text()
+    agent = next((a for a in WRITTEN_BY if f"@agent: {a}" in text), None)
+    if agent:  # before practice: one line naming the command; after it: loads
+        base, practice = WRITTEN_BY[agent]
+        if not (config_root() / "agents/practice" / f"{agent}.yaml").exists():  # (a practice of yours wrote none)
+            with pytest.raises(ConfigError, match=f"--config_name {practice}`$"):
+                load_config("eval", name, EvalConfig)
+        configs = tmp_path / "configs"
+        shutil.copytree(config_root(), configs)
+        written = (configs / "agents/practice" / f"{base}.yaml").read_text()
+        (configs / "agents/practice" / f"{agent}.yaml").write_text("# Written by utu practice\n" + written)
+        monkeypatch.setenv("UTU_CONFIG_DIR", str(configs))
     config = load_config("eval", name, EvalConfig)
     assert config.agent.max_turns > 0 and config.data.dataset
 
