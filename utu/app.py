@@ -61,6 +61,7 @@ async def build_eval(stack: AsyncExitStack, config: EvalConfig, db: Database) ->
     client = await open_client(stack, config.agent.model)
     judge = await open_judge(stack, config)
     verifier = Verifier(verify, config.verify_timeout, config.timeout_score, llm=judge)
+    verifier.warm_up()  # overlaps the first rollouts
     agent = Agent(config.agent, client, build_toolkits(config.agent.toolkits, llm=client))
     return EvalRunner(config, db, agent, verifier)
 
@@ -83,6 +84,7 @@ async def build_practice(
         learner = await open_client(stack, config.practice.learner_model, usage)
     judge = await open_judge(stack, ev, usage)
     verifier = Verifier(verify, ev.verify_timeout, ev.timeout_score, llm=judge)
+    verifier.warm_up()  # overlaps the first rollouts
     agent = Agent(ev.agent, client, build_toolkits(ev.agent.toolkits, llm=client))
     updater = ExperienceUpdater(learner, config.practice)
     return PracticeLoop(config, db, agent, updater, verifier, usage, initial=initial, pipeline=pipeline)

@@ -57,8 +57,12 @@ def setup_workspace(tmp_path: Path, config: str = TEST_CONFIG) -> tuple[Path, st
     return configs, db_url
 
 
-def agent_script(pattern=("right", "wrong")) -> StubScript:
-    """Each question's attempts answer right, wrong, right, ... in order of arrival."""
+# Longer than a summary may be (utu.practice.schemas.SUMMARY_MAX_CHARS), so the learner summarises it.
+WORKING = "I add the two numbers, checking each digit and the carry, then check the sum again. " * 13
+
+
+def agent_script(pattern=("right", "wrong"), working: str = WORKING) -> StubScript:
+    """Each question's attempts answer right, wrong, right, ... in order of arrival, after `working`."""
     served = defaultdict(int)
 
     def reply(body):
@@ -66,7 +70,7 @@ def agent_script(pattern=("right", "wrong")) -> StubScript:
         kind = pattern[served[question] % len(pattern)]
         served[question] += 1
         answer = QUESTIONS[question] if kind == "right" else "0"
-        return f"The answer is \\boxed{{{answer}}}."
+        return f"{working}The answer is \\boxed{{{answer}}}."
 
     return StubScript(reply_fn=reply)
 

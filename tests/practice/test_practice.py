@@ -356,3 +356,16 @@ def test_a_truncation_set_for_one_practice_set_is_not_applied_to_another_silentl
     assert result.returncode == 0, result.stderr
     assert "rollout_data_truncate (2) was set for Arith: not applied to Arith2" in " ".join(result.stderr.split())
     assert query(db_url, "SELECT count(DISTINCT dataset_index) FROM evaluation_data") == [(4,)]  # all of Arith2
+
+
+def test_an_attempt_shorter_than_its_summary_goes_on_as_it_is(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    learner = stub(evolving_learner())
+    short = stub(agent_script(working="2 and 1 make 3. "))  # far shorter than a summary may be
+    result = run_practice(tmp_path, configs, db_url, short, learner, "--epochs", "1")
+    assert result.returncode == 0, result.stderr
+    assert not [r for r in learner.requests if schema_of(r) == "AttemptSummary"]  # no call spent on it
+    advantage = next(r for r in learner.requests if schema_of(r) == "GroupAdvantage")
+    assert "[assistant] 2 and 1 make 3. The answer is" in advantage["messages"][1]["content"]
+    stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps")]
+    assert all("learner.summary" not in s["usage"] for s in stats) and all(s["groups_used"] == 2 for s in stats)

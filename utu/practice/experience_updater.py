@@ -1,7 +1,8 @@
 """The learner: four LLM stages that turn a batch of judged groups into library operations.
 
 Per group (stages 1–3 run as soon as the group is judged, overlapping other groups' rollouts):
-  1. summarise each attempt (its trajectory cut to a token budget);
+  1. summarise each attempt (its trajectory cut to a token budget); an attempt no longer than a summary
+     may be goes on as it is, without a call;
   2. compare the group's attempts (against the ground truth, if given) and extract at most
      `num_experiences_per_query` experiences "When <condition>, <strategy>." — the semantic advantage;
   3. propose ADD / UPDATE / DELETE / NONE operations against the current library.
@@ -22,7 +23,13 @@ from utu.errors import LLMError, StructuredOutputError
 from utu.llm.client import LLMClient
 from utu.practice import prompts
 from utu.practice.library import Library, Operation, ProposedOp
-from utu.practice.schemas import AttemptSummary, ConsolidatedList, GroupAdvantage, OperationList
+from utu.practice.schemas import (
+    SUMMARY_MAX_CHARS,
+    AttemptSummary,
+    ConsolidatedList,
+    GroupAdvantage,
+    OperationList,
+)
 from utu.practice.types import Attempt, GroupOutcome, LearnerFailure
 from utu.tracing.spans import CHAIN, set_io, span
 
@@ -121,6 +128,9 @@ class ExperienceUpdater:
         return await self.llm.structured(messages, schema, tag=f"learner.{stage}", priority=LEARNER_PRIORITY)
 
     async def _summarise(self, attempt: Attempt, outcome: GroupOutcome) -> str | None:
+        own = render_trajectory(agent_part(attempt.trajectory), self.p.summary_token_budget)
+        if len(own) <= SUMMARY_MAX_CHARS:  # no shorter than what a summary may be: the attempt itself, no call
+            return own
         gt = self.p.given_ground_truth
         messages = self._messages(
             prompts.SUMMARY_SYSTEM,
@@ -189,6 +199,12 @@ class ExperienceUpdater:
 def _failure(stage: str, index: int | None, e: LLMError) -> LearnerFailure:
     raw = e.raw if isinstance(e, StructuredOutputError) else None
     return LearnerFailure(stage=stage, dataset_index=index, error=str(e), raw_reply=raw)
+
+
+def agent_part(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the agent did: the messages after the question (its replies, tool calls and their results)."""
+    first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), -1)
+    return messages[first_user + 1 :]
 
 
 def render_trajectory(messages: list[dict[str, Any]], token_budget: int) -> str:

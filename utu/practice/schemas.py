@@ -47,8 +47,11 @@ Rationale = _bounded(200, "why, in one short sentence")
 ExperienceId = Annotated[str, BeforeValidator(clean_id), Field(description="an id of the existing library")]
 
 
+SUMMARY_MAX_CHARS = 1000
+
+
 class AttemptSummary(BaseModel):
-    summary: _bounded(1000, "step-by-step summary of the attempt, brief")
+    summary: _bounded(SUMMARY_MAX_CHARS, "step-by-step summary of the attempt, brief")
 
 
 class GroupAdvantage(BaseModel):

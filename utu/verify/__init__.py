@@ -94,6 +94,13 @@ class Verifier:
         self.name = f"{getattr(func, '__module__', '?')}.{getattr(func, '__name__', '?')}"
         self._running = 0  # sync calls whose thread has not returned (finished, pending or hung)
 
+    def warm_up(self) -> None:
+        """Let the verifier's module get ready in the background (its optional `warm_up()`: e.g. the math
+        verifier starts its worker processes), so the first judgement of a run does not wait for it."""
+        hook = getattr(inspect.getmodule(self.func), "warm_up", None)
+        if callable(hook):
+            hook()
+
     async def __call__(self, sample: Any) -> Verdict:
         kwargs = {"timeout": self.timeout, "llm": self.llm}
         try:

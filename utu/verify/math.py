@@ -41,6 +41,18 @@ def _quiet_worker() -> None:
     logging.getLogger("math_verify").setLevel(logging.ERROR)
 
 
+def _import_grader() -> None:
+    import math_verify  # noqa: F401  (sympy and the LaTeX parser: the slow part of a worker's first task)
+
+
+def warm_up() -> None:
+    """Start the worker processes and their imports now, in the background, so the first judgement of a
+    run does not wait for them (spawn + importing math-verify take about a second each on 2 cores)."""
+    workers = pool()
+    for _ in range(max(1, os.cpu_count() or 1)):
+        workers.schedule(_import_grader)
+
+
 def pool(broken: ProcessPool | None = None) -> ProcessPool:
     """The shared worker pool, replacing `broken` if it is still the current one (a worker killed by the OS
     can break a pebble pool; concurrent callers that saw the same breakage replace it once)."""
