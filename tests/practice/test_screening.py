@@ -48,12 +48,3 @@ def test_a_near_duplicate_of_an_existing_experience_is_refused():
     assert "near-duplicate" in screen(again, SOURCE, [existing])
     other = "When the question asks for a total of several groups, add the amounts of all groups."
     assert screen(other, SOURCE, [existing]) is None
-
-
-def test_a_copy_of_the_learner_prompts_example_is_refused():
-    from utu.practice.prompts import EXPERIENCE_EXAMPLE
-
-    why = screen(EXPERIENCE_EXAMPLE, Source(["What is 2 plus 3?"]), [])
-    assert why and why.startswith("copies the learner prompt's example")
-    reworded = "When a problem gives a price per item and a number of items, multiply them first."
-    assert screen(reworded, Source([]), []).startswith("copies the learner prompt's example")

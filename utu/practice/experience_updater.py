@@ -158,7 +158,6 @@ class ExperienceUpdater:
             **self.objectives,
             num_experiences=self.p.num_experiences_per_query,
             against_truth=" against the ground truth and their rewards" if gt else "",
-            example=prompts.EXPERIENCE_EXAMPLE,
         )
         user = prompts.ADVANTAGE_USER.format(
             question=first.question, ground_truth=first.answer if gt else "[hidden]", attempts="\n\n".join(blocks)

@@ -31,14 +31,11 @@ The learning objective: {learning_objective}
 2. For the worse ones, find the root cause of the failure; for the better ones, what made them work.
 3. Generalise into at most {num_experiences} experience(s), each one sentence of the form
    "When <condition>, <strategy>." that would help on other questions, not only this one.
-Do not retell the question: name no person, object or number of it, and not its answer; describe the
-kind of problem and what to do about it. The shape, with an example you must not copy:
-{example}"""
-# Shown to the learner as the shape of an experience; the screening refuses a copy of it.
-EXPERIENCE_EXAMPLE = (
-    "When a problem gives a price per item and a number of items, multiply them before adding any other costs."
-)
-PROMPT_EXAMPLES = (EXPERIENCE_EXAMPLE,)
+Do not retell the question: name no person, object or number of it, and not its answer. The condition
+describes a kind of problem or situation; the strategy says what to do in it, in words that would help on a
+different question of that kind."""
+# No example experience here: small learners copied one verbatim at every step (Qwen2.5-Coder-0.5B and 1.5B
+# in benchmarks/learning_gain.py: "When a problem gives a price per item and a number of items, ...").
 
 ADVANTAGE_USER = """<question>
 {question}

@@ -1,17 +1,15 @@
 """The library refuses junk: every experience a learner proposes is checked before it is applied.
 
 An experience must be one sentence of the documented shape "When <condition>, <strategy>.", free of JSON
-or template fragments, must not copy its source question (or the example in the learner's prompt), must
-not carry that question's numbers, names or its answer, and must not say again what an experience already
-in the library says. `screen` gives the reason
-for a refusal (recorded in the operation log), or None.
+or template fragments, must not copy its source question, must not carry that question's numbers, names
+or its answer, and must not say again what an experience already in the library says. `screen` gives the
+reason for a refusal (recorded in the operation log), or None.
 """
 
 import re
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 
-from utu.practice.prompts import PROMPT_EXAMPLES
 from utu.practice.schemas import MAX_EXPERIENCE_CHARS
 
 MIN_CHARS = 15
@@ -57,10 +55,6 @@ def screen(text: str, source: Source, others: list[str]) -> str | None:
     copied = _copied_words(text, source)
     if copied:
         return f"copies its question ({copied!r})"
-    example = next((e for e in PROMPT_EXAMPLES if similarity(text, e) >= NEAR_DUPLICATE or
-                    _copied_words(text, Source([e]))), None)  # fmt: skip
-    if example:
-        return f"copies the learner prompt's example ({example[:60]!r}), not learned from the attempts"
     names = [w for w in _CAPITALISED.findall(text)[1:] if w in source.names]
     if names:
         return f"names {names[0]!r} from its question: an experience must hold for other questions"
