@@ -34,7 +34,11 @@ def run(*args: str, env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
-async def summarise(db_url: str, tag: str) -> dict:
+def baseline_id(args) -> str:
+    return f"lg_baseline_{args.dataset}_{args.heldout}_k{args.k}"
+
+
+async def summarise(db_url: str, tag: str, baseline: str) -> dict:
     from utu.db import Database
     from utu.db.models import EvaluationSample
     from utu.eval.metrics import Attempt, compare, compute_metrics
@@ -43,8 +47,8 @@ async def summarise(db_url: str, tag: str) -> dict:
     db = Database(db_url)
     try:
         rows = {}
-        for name in ("baseline", "enhanced"):
-            rows[name] = [Attempt.from_row(r) for r in await _rows(db, EvaluationSample, f"{tag}_{name}")]
+        for name, exp_id in (("baseline", baseline), ("enhanced", f"{tag}_enhanced")):
+            rows[name] = [Attempt.from_row(r) for r in await _rows(db, EvaluationSample, exp_id)]
         store = PracticeStore(db, f"{tag}_practice")
         steps = [await store.step_stats(s) for s in range(await _steps(db, f"{tag}_practice"))]
         library = await store.snapshot(steps[-1].step) if steps else None
@@ -90,7 +94,7 @@ def main() -> int:
     parser.add_argument("--tag", default=None)
     args = parser.parse_args()
     tag = args.tag or f"lg_{args.learner.replace('.', '').replace('-', '_')}"
-    db_path = ROOT / "runs" / f"{tag}.db"
+    db_path = ROOT / "runs" / "learning_gain.db"  # one baseline serves every learner
     db_path.parent.mkdir(exist_ok=True)
     db_url = f"sqlite:///{db_path}"
     env = {**os.environ, "UTU_LOCAL_MODEL": "qwen2.5-coder-0.5b", "UTU_LEARNER_LOCAL_MODEL": args.learner}
@@ -103,7 +107,7 @@ def main() -> int:
         "--validation_pass_k", "2", "--validation_max_drop", "0",
     ]  # fmt: skip
     times = {
-        "baseline": run(*evaluate, "--exp_id", f"{tag}_baseline", env=env),
+        "baseline": run(*evaluate, "--exp_id", baseline_id(args), env=env),
         "practice": run(
             "scripts/run_training_free_GRPO.py",
             "--config_name",
@@ -131,7 +135,7 @@ def main() -> int:
     }
     agent = ROOT / "runs" / f"{tag}_practice" / "enhanced_agent.yaml"
     times["enhanced"] = run(*evaluate, "--exp_id", f"{tag}_enhanced", "--agent_config", str(agent), env=env)
-    summary = asyncio.run(summarise(db_url, tag))
+    summary = asyncio.run(summarise(db_url, tag, baseline_id(args)))
     low, high = summary["paired_ci95"]
     write_result(
         f"learning_gain_{tag}",
