@@ -67,12 +67,16 @@ async def recorded_steps(db: Database, exp_id: str) -> list[StepStats]:
 
 
 async def _from_experiment(db: Database, exp_id: str, which: str) -> Library:
-    what = f"practice.init_library {exp_id}@{which}"
+    return (await library_at(db, exp_id, which, f"practice.init_library {exp_id}@{which}"))[0]
+
+
+async def library_at(db: Database, exp_id: str, which: str | int, what: str) -> tuple[Library, int]:
+    """Experiment `exp_id`'s library after step `which` (a number, best or last), and that step's number."""
     step = pick_step(await recorded_steps(db, exp_id), which, what)
     library = await PracticeStore(db, exp_id).snapshot(step)
     if library is None:
         raise ConfigError(f"{what}: experiment {exp_id!r} has no library at step {step} (is --db_url the same?)")
-    return library
+    return library, step
 
 
 def _from_file(path: Path) -> dict[str, str]:

@@ -133,3 +133,9 @@ def _apply_one(
         lib.experiences[op.id] = content
         record.status = "applied"
     return record
+
+
+if __name__ == "__main__":  # python -m utu.practice.library show|diff|export (utu/commands/library.py)
+    from utu.commands.library import main
+
+    main()

@@ -1,0 +1,98 @@
+"""python -m utu.practice.library show|diff|export on a practice whose operations are known (stub learner):
+provenance, diffs with the operation log's reasons, exports that --init_library reads back."""
+
+import json
+
+import pytest
+import yaml
+
+from tests.conftest import run_script
+from tests.practice.helpers import agent_script, evolving_learner, run_practice, setup_workspace
+
+
+@pytest.fixture(scope="module")
+def practised(tmp_path_factory):
+    from utu.llm.stub import StubServer
+
+    tmp_path = tmp_path_factory.mktemp("library")
+    configs, db_url = setup_workspace(tmp_path)
+    with StubServer(agent_script()) as agent, StubServer(evolving_learner()) as learner:
+        result = run_practice(tmp_path, configs, db_url, agent, learner)  # 4 steps: ADD, UPDATE, DELETE+ADD, ADD
+    assert result.returncode == 0, result.stderr
+    return tmp_path, db_url
+
+
+def library(db_url, *args):
+    return run_script("-m", "utu.practice.library", "--db_url", db_url, *args)
+
+
+def test_show_gives_each_experience_its_provenance(practised):
+    _, db_url = practised
+    result = library(db_url, "show", "--exp_id", "t", "--json")
+    assert result.returncode == 0, result.stderr
+    shown = json.loads(result.stdout)
+    assert shown["step"] == 3 and [e["id"] for e in shown["experiences"]] == ["G1", "G2"]
+    g1 = shown["experiences"][0]
+    assert g1["text"] == "When unsure, recompute." and g1["origin"]["step"] == 2 and g1["origin"]["kind"] == "ADD"
+    early = json.loads(library(db_url, "show", "--exp_id", "t", "--step", "1", "--json").stdout)
+    (g0,) = early["experiences"]
+    assert g0["text"] == "When adding, line up digits and carry." and [u["step"] for u in g0["updates"]] == [1]
+    table = library(db_url, "show", "--exp_id", "t")
+    assert table.returncode == 0 and "When unsure, recompute." in table.stdout and "step 2" in table.stdout
+
+
+def test_diff_between_steps_and_between_references(practised):
+    _, db_url = practised
+    result = library(db_url, "diff", "--exp_id", "t", "--from", "0", "--to", "3", "--json")
+    assert result.returncode == 0, result.stderr
+    changes = json.loads(result.stdout)
+    assert changes["added"] == {"G1": "When unsure, recompute.", "G2": "When done, box it."}
+    assert changes["deleted"] == {"G0": "When adding, line up the digits."} and changes["updated"] == {}
+    assert [c["kind"] for c in changes["reasons"]["G0"]] == ["UPDATE", "DELETE"]  # what happened to it, and when
+    one_step = json.loads(library(db_url, "diff", "t@0", "t@1", "--json").stdout)
+    assert one_step["updated"] == {"G0": ["When adding, line up the digits.", "When adding, line up digits and carry."]}
+    same = library(db_url, "diff", "t@3", "t@last")
+    assert same.returncode == 0 and "hold the same experiences" in same.stdout
+
+
+def test_export_writes_what_init_library_reads(practised):
+    tmp_path, db_url = practised
+    for suffix in ("yaml", "json", "md"):
+        result = library(db_url, "export", "--exp_id", "t", "--step", "last", "--to", str(tmp_path / f"lib.{suffix}"))
+        assert result.returncode == 0, result.stderr
+    assert yaml.safe_load((tmp_path / "lib.yaml").read_text())["experiences"] == {
+        "G1": "When unsure, recompute.", "G2": "When done, box it.",
+    }  # fmt: skip
+    assert json.loads((tmp_path / "lib.json").read_text())["step"] == 3
+    assert "- **[G2]** When done, box it." in (tmp_path / "lib.md").read_text()
+
+    import asyncio
+
+    from utu.db import Database
+    from utu.practice.initial import initial_library
+
+    async def read_back():
+        db = Database(db_url)
+        try:
+            return await initial_library(db, str(tmp_path / "lib.yaml"), {})
+        finally:
+            await db.dispose()
+
+    start = asyncio.run(read_back())
+    assert start.experiences == {"G1": "When unsure, recompute.", "G2": "When done, box it."} and start.next_id == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["show", "--exp_id", "nobody"], "no practice step has been recorded"),
+        (["show", "--exp_id", "t", "--step", "9"], "has no library at step 9"),
+        (["diff", "t@0"], "expected two EXP@STEP references"),
+        (["diff", "t@0", "t/../x@1"], "expected EXP_ID@STEP"),
+        (["export", "--exp_id", "t", "--to", "lib.txt"], "must end in .yaml, .json or .md"),
+    ],
+)
+def test_bad_requests_get_one_line(practised, args, message):
+    _, db_url = practised
+    result = library(db_url, *args)
+    assert result.returncode == 2 and message in result.stderr, result.stderr

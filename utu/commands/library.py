@@ -1,0 +1,153 @@
+"""Inspect, compare and export the experience libraries practice learned.
+
+    python -m utu.practice.library show --exp_id P [--step N|best|last] [--json]
+    python -m utu.practice.library diff --exp_id P --from 0 --to 3 [--json]
+    python -m utu.practice.library diff P@last Q@best                # two experiments
+    python -m utu.practice.library export --exp_id P --step best --to library.yaml|.json|.md
+
+A step is a number, `best` (highest validation or in-step eval score) or `last`. Exported YAML/JSON files
+are what `practice.init_library` and `--init_library` read.
+"""
+
+import argparse
+import dataclasses
+import json
+import re
+import sys
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from utu import cli
+from utu.db import Database
+from utu.errors import ConfigError
+from utu.practice.history import applied_operations, diff, provenance
+from utu.practice.initial import REFERENCE, library_at
+
+console = Console(width=max(Console().width, 120))
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m utu.practice.library", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--db_url", help="SQLAlchemy URL (default: UTU_DB_URL, else ./utu.db)")
+    commands = parser.add_subparsers(dest="command", required=True)
+    show = commands.add_parser("show", help="the library with each experience's provenance")
+    show.add_argument("--exp_id", required=True)
+    show.add_argument("--step", default="last", help="a step number, best or last (default)")
+    show.add_argument("--json", action="store_true", help="machine-readable output")
+    compare = commands.add_parser("diff", help="what changed between two libraries")
+    compare.add_argument("refs", nargs="*", metavar="EXP@STEP", help="two libraries, e.g. P@0 P@last")
+    compare.add_argument("--exp_id")
+    compare.add_argument("--from", dest="from_step")
+    compare.add_argument("--to", dest="to_step", default="last")
+    compare.add_argument("--json", action="store_true", help="machine-readable output")
+    export = commands.add_parser("export", help="write a library to a YAML, JSON or Markdown file")
+    export.add_argument("--exp_id", required=True)
+    export.add_argument("--step", default="last", help="a step number, best or last (default)")
+    export.add_argument("--to", required=True, type=Path, help="file.yaml, file.json or file.md")
+    args = parser.parse_args()
+    if args.command == "diff":
+        if args.refs and (args.exp_id or args.from_step):
+            parser.error("diff: give either two EXP@STEP references or --exp_id with --from/--to")
+        if not args.refs and not (args.exp_id and args.from_step is not None):
+            parser.error("diff: give two EXP@STEP references, or --exp_id P --from N [--to M]")
+        if args.refs and len(args.refs) != 2:
+            parser.error(f"diff: expected two EXP@STEP references, got {len(args.refs)}")
+    if args.command == "export" and args.to.suffix not in (".yaml", ".yml", ".json", ".md"):
+        parser.error(f"export --to {args.to}: the file must end in .yaml, .json or .md")
+    return args
+
+
+def _step(text: str) -> str | int:
+    return int(text) if re.fullmatch(r"\d+", text) else text
+
+
+def _ref(text: str) -> tuple[str, str | int]:
+    match = REFERENCE.match(text)
+    if not match:
+        raise ConfigError(f"{text!r}: expected EXP_ID@STEP, e.g. my_practice@last or my_practice@3")
+    return match["exp_id"], _step(match["step"])
+
+
+async def show(db: Database, args) -> None:
+    library, step = await library_at(db, args.exp_id, _step(args.step), f"show --exp_id {args.exp_id}")
+    entries = provenance(library, await applied_operations(db, args.exp_id, up_to=step))
+    if args.json:
+        print(json.dumps({"exp_id": args.exp_id, "step": step, "experiences": [dataclasses.asdict(e) for e in entries]},
+                         ensure_ascii=False, indent=2))  # fmt: skip
+        return
+    table = Table(title=f"{args.exp_id}, library after step {step} ({len(entries)} experiences)", show_lines=True)
+    for column in ("id", "experience", "added", "from questions", "rationale", "updated at steps"):
+        table.add_column(column)
+    for e in entries:
+        origin = e.origin
+        table.add_row(
+            e.id, e.text, f"step {origin.step}" if origin else "before step 0",
+            ", ".join(map(str, origin.source_questions)) if origin else "", (origin.rationale or "") if origin else "",
+            ", ".join(str(u.step) for u in e.updates),
+        )  # fmt: skip
+    console.print(table)
+
+
+async def compare(db: Database, args) -> None:
+    if args.refs:
+        (a, a_step), (b, b_step) = map(_ref, args.refs)
+    else:
+        a, a_step, b, b_step = args.exp_id, _step(args.from_step), args.exp_id, _step(args.to_step)
+    before, first = await library_at(db, a, a_step, f"diff {a}@{a_step}")
+    after, last = await library_at(db, b, b_step, f"diff {b}@{b_step}")
+    operations = await applied_operations(db, b) if a == b else []
+    result = diff(before, after, operations, range(first + 1, last + 1))
+    if args.json:
+        print(json.dumps({"from": f"{a}@{first}", "to": f"{b}@{last}", **dataclasses.asdict(result)},
+                         ensure_ascii=False, indent=2))  # fmt: skip
+        return
+    table = Table(title=f"{a}@{first} -> {b}@{last}", show_lines=True)
+    for column in ("id", "change", "text", "why (the operation log)"):
+        table.add_column(column)
+    for key, text in result.added.items():
+        table.add_row(key, "added", text, _why(result, key))
+    for key, (old, new) in result.updated.items():
+        table.add_row(key, "updated", f"{old}\n-> {new}", _why(result, key))
+    for key, text in result.deleted.items():
+        table.add_row(key, "deleted", text, _why(result, key))
+    console.print(table if table.row_count else f"{a}@{first} and {b}@{last} hold the same experiences")
+
+
+def _why(result, key: str) -> str:
+    return "\n".join(f"step {c.step} {c.kind}: {c.rationale or '-'} (questions {c.source_questions})"
+                     for c in result.reasons.get(key, []))  # fmt: skip
+
+
+async def export(db: Database, args) -> None:
+    library, step = await library_at(db, args.exp_id, _step(args.step), f"export --exp_id {args.exp_id}")
+    data = {"exp_id": args.exp_id, "step": step, "experiences": dict(library.experiences)}
+    if args.to.suffix == ".json":
+        text = json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+    elif args.to.suffix == ".md":
+        lines = [f"# Experiences of {args.exp_id}, step {step}", ""]
+        lines += [f"- **[{key}]** {value}" for key, value in library.experiences.items()]
+        text = "\n".join(lines) + "\n"
+    else:
+        text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
+    args.to.parent.mkdir(parents=True, exist_ok=True)
+    args.to.write_text(text)
+    print(f"{len(library.experiences)} experiences of {args.exp_id}@{step} written to {args.to}", file=sys.stderr)
+
+
+async def run() -> int:
+    args = parse_args()
+    db = Database(args.db_url)
+    try:
+        await db.create_tables()
+        await {"show": show, "diff": compare, "export": export}[args.command](db, args)
+    finally:
+        await db.dispose()
+    return 0
+
+
+def main() -> None:
+    cli.setup()
+    cli.run(run)
