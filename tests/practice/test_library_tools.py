@@ -96,3 +96,29 @@ def test_bad_requests_get_one_line(practised, args, message):
     _, db_url = practised
     result = library(db_url, *args)
     assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+def test_serve_an_experiment_with_the_library_of_a_step(practised, stub):
+    import os
+    import subprocess
+    import sys
+
+    import openai
+
+    from utu.llm.stub import StubScript
+
+    tmp_path, db_url = practised
+    model = stub(StubScript(replies=["4"]))
+    env = {**os.environ, "UTU_LLM_BASE_URL": model.base_url, "UTU_LLM_MODEL": "stub", "UTU_LLM_API_KEY": "k"}
+    proc = subprocess.Popen([sys.executable, "-m", "utu.serve", "--exp_id", "t", "--step", "1", "--db_url", db_url,
+                             "--port", "0"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        url = proc.stdout.readline().split(" at ")[1].strip()
+        reply = openai.OpenAI(base_url=url, api_key="x").chat.completions.create(
+            model="t", messages=[{"role": "user", "content": "What is 2 plus 2?"}]
+        )
+        assert reply.choices[0].message.content == "4"
+        assert "When adding, line up digits and carry." in model.requests[-1]["messages"][0]["content"]  # step 1's
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

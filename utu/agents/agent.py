@@ -42,7 +42,13 @@ class Agent:
         self, question: str, *, experiences: dict[str, str] | None = None, tag: str = "rollout", **settings: Any
     ) -> AgentResult:
         """Answer one question. LLM failures raise `LLMError` (the caller decides about retries)."""
-        messages = build_messages(self.config, question, experiences)
+        return await self.run_messages(build_messages(self.config, question, experiences), tag=tag, **settings)
+
+    async def run_messages(
+        self, messages: list[dict[str, Any]], *, tag: str = "rollout", **settings: Any
+    ) -> AgentResult:
+        """Continue a conversation whose system prompt and library are in place (`place_library`)."""
+        messages = list(messages)
         usage, tool_calls, response = Usage(), 0, ""
         for turn in range(1, self.config.max_turns + 1):
             reply = await self.llm.chat(messages, tag=tag, tools=self._schemas, **settings)

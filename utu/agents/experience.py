@@ -22,12 +22,26 @@ def build_messages(
     config: AgentConfig, question: str, experiences: dict[str, str] | None = None
 ) -> list[dict[str, Any]]:
     """System and user messages for one question. `experiences=None` uses the agent's own library."""
+    return place_library(config, [{"role": "user", "content": question}], experiences)
+
+
+def place_library(
+    config: AgentConfig, conversation: list[dict[str, Any]], experiences: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """The agent's system prompt and library put into a conversation (for one question: its user message).
+    The library goes after the system prompt, or (placement `user`) after the last user message, the
+    question; a system message of the conversation's own follows the agent's system prompt."""
     library = config.experiences if experiences is None else experiences
-    system, user = config.instructions.rstrip(), question
+    system = config.instructions.rstrip()
+    rest = [m for m in conversation if m.get("role") != "system"]
+    own = [m["content"] for m in conversation if m.get("role") == "system" and isinstance(m.get("content"), str)]
     if library:
         block = f"{EXPERIENCE_HEADER}\n{format_experiences(library)}"
-        if config.experience_placement == "system":
+        last_user = max((i for i, m in enumerate(rest) if m.get("role") == "user"), default=None)
+        if config.experience_placement == "system" or last_user is None:
             system = f"{system}\n\n{block}"
         else:
-            user = f"{question}\n\n{block}"
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+            question = rest[last_user]
+            rest[last_user] = {**question, "content": f"{question.get('content') or ''}\n\n{block}"}
+    system = "\n\n".join([system, *own])
+    return [{"role": "system", "content": system}, *rest]

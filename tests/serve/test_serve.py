@@ -1,0 +1,128 @@
+"""python -m utu.serve as a user runs it, with the openai SDK as the client and the stub as the agents' model:
+the library placed as in practice, streaming, a tool-using agent, several agents, keys and errors."""
+
+import json
+import os
+import subprocess
+import sys
+
+import httpx
+import openai
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+from utu.llm.stub import StubScript
+
+LIBRARY = {"G0": "When adding, line up the digits.", "G1": "When done, box the answer."}
+CALL = {"id": "c1", "type": "function",
+        "function": {"name": "execute_python_code", "arguments": json.dumps({"code": "print(2 + 2)"})}}  # fmt: skip
+
+
+def agent_file(tmp_path, name, **fields):
+    data = {"name": name, "instructions": f"You are {name}.", "toolkits": [], "max_turns": 4,
+            "model": {"model_provider": {"base_url": "${oc.env:UTU_LLM_BASE_URL}", "model": "stub", "api_key": "k"}},
+            **fields}  # fmt: skip
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def model_reply(body):
+    last = body["messages"][-1]
+    if last["role"] == "tool":
+        return f"The tool said {last['content'].strip()[-40:]}"
+    if "use the tool" in str(last.get("content")):
+        return {"tool_calls": [CALL]}
+    return "The answer is \\boxed{4}."
+
+
+@pytest.fixture
+def serve(tmp_path, stub):
+    servers = []
+
+    def start(*args, key=None, script=None):
+        model = stub(script or StubScript(reply_fn=model_reply))
+        env = {**os.environ, "UTU_LLM_BASE_URL": model.base_url, "UTU_LLM_MODEL": "stub", "UTU_LLM_API_KEY": "k"}
+        env.pop("UTU_SERVE_API_KEY", None)
+        if key:
+            env["UTU_SERVE_API_KEY"] = key
+        proc = subprocess.Popen([sys.executable, "-m", "utu.serve", "--port", "0", *args], cwd=tmp_path, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        servers.append(proc)
+        line = proc.stdout.readline()
+        assert line.startswith("serving "), proc.stderr.read() if proc.poll() is not None else line
+        return line.split(" at ")[1].strip(), model, proc
+
+    yield start
+    for proc in servers:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_the_openai_sdk_talks_to_an_enhanced_agent(tmp_path, serve):
+    enhanced = agent_file(tmp_path, "math", experiences=LIBRARY)
+    plain = agent_file(tmp_path, "plain")
+    url, model, _ = serve("--agent_config", str(enhanced), "--agent_config", f"baseline={plain}")
+    client = openai.OpenAI(base_url=url, api_key="unused")
+    assert sorted(m.id for m in client.models.list()) == ["baseline", "math"]
+    reply = client.chat.completions.create(
+        model="math", messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}],
+        temperature=0.1,
+    )  # fmt: skip
+    assert reply.choices[0].message.content == "The answer is \\boxed{4}." and reply.choices[0].finish_reason == "stop"
+    assert reply.usage.total_tokens > 0
+    sent = model.requests[-1]
+    system = sent["messages"][0]["content"]
+    assert system.startswith("You are math.") and "[G0]. When adding, line up the digits." in system
+    assert system.endswith("Be brief.") and sent["temperature"] == 0.1  # the client's system prompt follows ours
+    client.chat.completions.create(model="baseline", messages=[{"role": "user", "content": "2+2?"}])
+    assert "line up" not in model.requests[-1]["messages"][0]["content"]  # each agent its own library
+    chunks = list(client.chat.completions.create(model="math", messages=[{"role": "user", "content": "2+2?"}],
+                                                 stream=True, stream_options={"include_usage": True}))  # fmt: skip
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "The answer is \\boxed{4}." and chunks[-1].usage.total_tokens > 0
+    assert httpx.get(url.removesuffix("/v1") + "/health").json()["status"] == "ok"
+
+
+def test_a_tool_using_agent_runs_its_tools_in_the_sandbox(tmp_path, serve):
+    path = agent_file(tmp_path, "coder", toolkits=[{"name": "python_executor", "timeout": 20}])
+    url, model, _ = serve("--agent_config", str(path))
+    reply = openai.OpenAI(base_url=url, api_key="x").chat.completions.create(
+        model="coder", messages=[{"role": "user", "content": "Please use the tool."}]
+    )
+    assert reply.choices[0].message.content.startswith("The tool said") and "4" in reply.choices[0].message.content
+    assert model.requests[-1]["messages"][-1]["role"] == "tool" and model.requests[0]["tools"]
+
+
+def test_keys_and_bad_requests_get_openais_errors(tmp_path, serve):
+    url, _, _ = serve("--agent_config", str(agent_file(tmp_path, "math")), key="s3cret")
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=url, api_key="wrong").models.list()
+    client = openai.OpenAI(base_url=url, api_key="s3cret")
+    with pytest.raises(openai.NotFoundError, match="does not exist"):
+        client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "hi"}])
+    with pytest.raises(openai.BadRequestError, match="messages"):
+        client.chat.completions.create(model="math", messages=[])
+    garbage = httpx.post(f"{url}/chat/completions", content=b"{not json", headers={"Authorization": "Bearer s3cret"})
+    assert garbage.status_code == 400 and garbage.json()["error"]["type"] == "invalid_request_error"
+    assert httpx.get(url.removesuffix("/v1") + "/health").status_code == 200  # no key needed to check liveness
+
+
+def test_a_failing_model_is_a_502_not_a_traceback(tmp_path, serve):
+    script = StubScript(reply_fn=model_reply, fault_fn=lambda body: "http400" if "fail" in str(body) else None)
+    url, _, proc = serve("--agent_config", str(agent_file(tmp_path, "math")), script=script)
+    with pytest.raises(openai.APIStatusError) as raised:
+        openai.OpenAI(base_url=url, api_key="x", max_retries=0).chat.completions.create(
+            model="math", messages=[{"role": "user", "content": "please fail"}]
+        )
+    assert raised.value.status_code == 502 and "the agent's model failed" in raised.value.message
+    assert proc.poll() is None  # still serving
+
+
+def test_bad_setups_are_one_line(tmp_path):
+    for args, message in ((["--agent_config", "missing.yaml"], "no such file"), ([], "give --agent_config"),
+                          (["--exp_id", "p"], "no enhanced agent there")):  # fmt: skip
+        result = subprocess.run([sys.executable, "-m", "utu.serve", *args], cwd=tmp_path, capture_output=True,
+                                text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+        assert result.returncode == 2 and message in result.stderr, result.stderr

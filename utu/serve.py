@@ -1,0 +1,244 @@
+"""Serve enhanced agents as an OpenAI-compatible endpoint, so any OpenAI client benefits from a learned library.
+
+    python -m utu.serve --agent_config runs/P/enhanced_agent.yaml [--agent_config other.yaml] [--port 8000]
+    python -m utu.serve --exp_id P --step best          # the experiment's agent with the library of that step
+
+`POST /v1/chat/completions` (also `"stream": true`), `GET /v1/models`, `GET /health`. Each request is
+answered by the agent: its system prompt and library placed by the same function as in practice and
+evaluation, its tools run in the sandbox, its model called through utu's client; the reply is the agent's
+final message, with the usage of all its turns. Several agents are served side by side, one model name
+each (`--agent_config NAME=PATH`, else the agent's `name`). Loopback by default; with `UTU_SERVE_API_KEY`
+set, requests need `Authorization: Bearer <key>`. A bad request gets OpenAI's error shape and status.
+"""
+
+import argparse
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+import os
+import signal
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from utu import cli
+from utu.agents import Agent
+from utu.agents.experience import place_library
+from utu.app import open_client
+from utu.config import load_agent_config
+from utu.config.models import AgentConfig
+from utu.errors import ConfigError, EndpointError, LLMError
+from utu.tools import build_toolkits
+from utu.tracing import setup_tracing
+from utu.tracing.spans import AGENT, set_io, span
+
+log = logging.getLogger("serve")
+SETTINGS = ("temperature", "top_p", "max_tokens", "seed")  # request fields passed on to the agent's model
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[Any] | None = None
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")  # OpenAI clients send more fields (user, n=1, ...)
+    model: str
+    messages: list[Message] = Field(min_length=1)
+    stream: bool = False
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, gt=0, le=1)
+    max_tokens: int | None = Field(None, gt=0)
+    seed: int | None = None
+
+
+@dataclass
+class Served:
+    name: str
+    agent: Agent
+
+
+def openai_error(status: int, message: str, kind: str = "invalid_request_error", code: str | None = None,
+                 param: str | None = None) -> web.Response:  # fmt: skip
+    body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
+    return web.json_response(body, status=status)
+
+
+def make_app(agents: dict[str, Served], api_key: str | None = None) -> web.Application:
+    @web.middleware
+    async def guard(request: web.Request, handler):
+        if api_key and request.path != "/health":
+            given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+            if not hmac.compare_digest(given.encode(), api_key.encode()):
+                return openai_error(401, "invalid API key", "invalid_request_error", "invalid_api_key")
+        try:
+            return await handler(request)
+        except web.HTTPException as e:
+            return openai_error(e.status, e.reason, code="not_found" if e.status == 404 else None)
+        except Exception:  # never a traceback to the client
+            log.exception("serving %s failed", request.path)
+            return openai_error(500, "internal error (see the server log)", "server_error")
+
+    async def health(request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "models": sorted(agents)})
+
+    async def models(request: web.Request) -> web.Response:
+        data = [{"id": name, "object": "model", "created": 0, "owned_by": "utu"} for name in agents]
+        return web.json_response({"object": "list", "data": data})
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        try:
+            body = ChatRequest.model_validate_json(await request.read())
+        except ValidationError as e:
+            err = e.errors()[0]
+            param = ".".join(map(str, err["loc"])) or None
+            return openai_error(400, f"{param or 'body'}: {err['msg']}", param=param)
+        served = agents.get(body.model)
+        if served is None:
+            return openai_error(404, f"The model {body.model!r} does not exist; served: {', '.join(agents)}",
+                                code="model_not_found", param="model")  # fmt: skip
+        conversation = [m.model_dump(exclude_none=True) for m in body.messages]
+        for m in conversation:
+            if m["role"] == "developer":
+                m["role"] = "system"
+        settings = {k: getattr(body, k) for k in SETTINGS if getattr(body, k) is not None}
+        messages = place_library(served.agent.config, conversation)
+        try:
+            with span(
+                f"serve {served.name}", AGENT, input=conversation[-1].get("content"), **{"model": body.model}
+            ) as s:
+                result = await served.agent.run_messages(messages, tag="serve", **settings)
+                set_io(s, "output", result.response)
+        except (LLMError, EndpointError) as e:
+            return openai_error(502, f"the agent's model failed: {e}", "server_error", "upstream_error")
+        reply = completion(body.model, result)
+        if not body.stream:
+            return web.json_response(reply)
+        return await stream(request, reply)
+
+    app = web.Application(middlewares=[guard], client_max_size=16 * 2**20)
+    app.router.add_get("/health", health)
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/chat/completions", chat)
+    return app
+
+
+def completion(model: str, result) -> dict[str, Any]:
+    usage = result.usage
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": result.response},
+                     "finish_reason": "length" if result.stop_reason == "max_turns" else "stop"}],
+        "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                  "total_tokens": usage.prompt_tokens + usage.completion_tokens},
+    }  # fmt: skip
+
+
+async def stream(request: web.Request, reply: dict[str, Any]) -> web.StreamResponse:
+    """The finished reply as server-sent chunks (the agent's tool loop runs before its final message exists)."""
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    choice = reply["choices"][0]
+    base = {k: reply[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    deltas = [
+        ({"role": "assistant", "content": ""}, None),
+        ({"content": choice["message"]["content"]}, None),
+        ({}, choice["finish_reason"]),
+    ]
+    for delta, finish in deltas:
+        chunk = base | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        await response.write(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode())
+    usage = base | {"choices": [], "usage": reply["usage"]}
+    await response.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+    await response.write_eof()
+    return response
+
+
+async def load_agents(args, stack: contextlib.AsyncExitStack) -> dict[str, Served]:
+    configs: list[tuple[str | None, AgentConfig]] = []
+    for spec in args.agent_config or []:
+        name, _, path = spec.rpartition("=") if "=" in spec else (None, "", spec)
+        configs.append((name or None, load_agent_config(path)))
+    if args.exp_id:
+        configs.append((None, await experiment_agent(args)))
+    if not configs:
+        raise ConfigError("give --agent_config PATH (repeatable) or --exp_id P [--step best|last|N]")
+    agents: dict[str, Served] = {}
+    for name, config in configs:
+        name = name or config.name
+        if name in agents:
+            raise ConfigError(f"two agents are named {name!r}: serve them as --agent_config NAME=PATH")
+        client = await open_client(stack, config.model)
+        agents[name] = Served(name, Agent(config, client, build_toolkits(config.toolkits, llm=client)))
+    return agents
+
+
+async def experiment_agent(args) -> AgentConfig:
+    """runs/<exp_id>/enhanced_agent.yaml with the library of `--step`."""
+    from utu.db import Database
+    from utu.practice.initial import library_at
+
+    path = args.output_dir / args.exp_id / "enhanced_agent.yaml"
+    if not path.is_file():
+        raise ConfigError(f"{path}: no enhanced agent there; run the practice first (or give --agent_config)")
+    config = load_agent_config(str(path))
+    db = Database(args.db_url)
+    try:
+        step = int(args.step) if args.step.isdigit() else args.step
+        library, step = await library_at(db, args.exp_id, step, f"--exp_id {args.exp_id} --step {args.step}")
+    finally:
+        await db.dispose()
+    log.info("%s: the library of step %d (%d experiences)", args.exp_id, step, len(library.experiences))
+    return config.model_copy(update={"experiences": dict(library.experiences), "name": args.exp_id})
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m utu.serve", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agent_config", action="append", metavar="[NAME=]PATH", help="an agent (repeatable)")
+    parser.add_argument("--exp_id", help="serve this practice's enhanced agent")
+    parser.add_argument("--step", default="last", help="with --exp_id: the library of step N, best or last")
+    parser.add_argument("--output_dir", type=Path, default=Path("runs"))
+    parser.add_argument("--db_url", help="with --exp_id: SQLAlchemy URL (default: UTU_DB_URL, else ./utu.db)")
+    parser.add_argument("--host", default="127.0.0.1", help="127.0.0.1 (default): this machine only")
+    parser.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    return parser.parse_args()
+
+
+async def run() -> int:
+    args = parse_args()
+    setup_tracing()
+    api_key = os.environ.get("UTU_SERVE_API_KEY") or None
+    if args.host not in ("127.0.0.1", "localhost", "::1") and not api_key:
+        log.warning("serving on %s without UTU_SERVE_API_KEY: anyone who reaches it can use your model", args.host)
+    async with contextlib.AsyncExitStack() as stack:
+        agents = await load_agents(args, stack)
+        runner = web.AppRunner(make_app(agents, api_key), access_log=None)
+        await runner.setup()
+        stack.push_async_callback(runner.cleanup)
+        site = web.TCPSite(runner, args.host, args.port)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # the chosen one, with --port 0
+        print(f"serving {', '.join(agents)} at http://{args.host}:{port}/v1", flush=True)
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        await stop.wait()
+    return 0
+
+
+def main() -> None:
+    cli.setup()
+    cli.run(run)
+
+
+if __name__ == "__main__":
+    main()
