@@ -83,9 +83,9 @@ async def test_fields_the_sdk_does_not_name_are_sent_as_they_are(stub):
 def test_the_api_and_azure_version_are_knobs_from_the_environment(monkeypatch):
     monkeypatch.setenv("UTU_LLM_TYPE", "responses")
     monkeypatch.setenv("UTU_LLM_API_VERSION", "2024-10-21")
-    from utu.config.loader import compose_dict
+    from utu.config.loader import load_model_config
 
-    config = ModelConfig.model_validate(compose_dict("model", "base")[0]["model"])
+    config = load_model_config("base")
     assert config.model_provider.type == "responses" and config.model_provider.api_version == "2024-10-21"
     assert json.loads(ModelConfig.model_validate({}).model_dump_json())["model_provider"]["type"] == "chat.completions"
 

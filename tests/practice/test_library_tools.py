@@ -122,3 +122,38 @@ def test_serve_an_experiment_with_the_library_of_a_step(practised, stub):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_merge_combines_libraries_into_a_new_experiment(practised, stub):
+    import os
+
+    from tests.conftest import run_script as run
+    from utu.llm.stub import StubScript
+
+    tmp_path, db_url = practised
+
+    def consolidate(body):  # the learner merges what says the same thing: here ops 0 and 2 (same text twice)
+        if '{"ok": true}' in body["messages"][-1]["content"]:
+            return '{"ok": true}'
+        lines = [line for line in body["messages"][1]["content"].splitlines() if line[:1].isdigit()]
+        ops = [json.loads(line.split(". ", 1)[1]) for line in lines]
+        merged = [ops[0] | {"merged_from": [0, 2]}, ops[1] | {"merged_from": [1]}, ops[3] | {"merged_from": [3]}]
+        return json.dumps({"operations": merged})
+
+    learner = stub(StubScript(reply_fn=consolidate))
+    env = {**os.environ, "UTU_LLM_BASE_URL": learner.base_url, "UTU_LLM_MODEL": "learner", "UTU_LLM_API_KEY": "k"}
+    # t@3 and t@2 share "When unsure, recompute."; t@1 brings G0 (line up digits and carry)
+    result = run("-m", "utu.practice.library", "--db_url", db_url, "merge", "t@3", "t@2", "t@1", "--to", "tm",
+                 env=env)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    merged = json.loads(library(db_url, "show", "--exp_id", "tm", "--json").stdout)
+    texts = [e["text"] for e in merged["experiences"]]
+    assert texts == ["When unsure, recompute.", "When done, box it.", "When adding, line up digits and carry."]
+    assert [e["id"] for e in merged["experiences"]] == ["G0", "G1", "G2"]  # ids remapped
+    assert merged["experiences"][0]["origin"]["rationale"] == "from t@3 G1 + t@2 G1"  # provenance to both
+    rule_only = run("-m", "utu.practice.library", "--db_url", db_url, "merge", "t@3", "t@2", "--to", "tr", "--no_llm")
+    assert rule_only.returncode == 0, rule_only.stderr
+    kept = json.loads(library(db_url, "show", "--exp_id", "tr", "--json").stdout)["experiences"]
+    assert [e["text"] for e in kept] == ["When unsure, recompute.", "When done, box it."]  # the copy refused
+    again = run("-m", "utu.practice.library", "--db_url", db_url, "merge", "t@3", "t@2", "--to", "tr", "--no_llm")
+    assert again.returncode == 2 and "exists already" in again.stderr

@@ -4,12 +4,14 @@
     python -m utu.practice.library diff --exp_id P --from 0 --to 3 [--json]
     python -m utu.practice.library diff P@last Q@best                # two experiments
     python -m utu.practice.library export --exp_id P --step best --to library.yaml|.json|.md
+    python -m utu.practice.library merge P@best Q@last --to PQ [--no_llm]   # a new experiment PQ
 
 A step is a number, `best` (highest validation or in-step eval score) or `last`. Exported YAML/JSON files
 are what `practice.init_library` and `--init_library` read.
 """
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import re
@@ -21,10 +23,14 @@ from rich.console import Console
 from rich.table import Table
 
 from utu import cli
+from utu.app import open_client
+from utu.config.loader import load_model_config
+from utu.config.names import check_name
 from utu.db import Database
 from utu.errors import ConfigError
 from utu.practice.history import applied_operations, diff, provenance
 from utu.practice.initial import REFERENCE, library_at
+from utu.practice.merge import merge
 
 console = Console(width=max(Console().width, 120))
 
@@ -47,7 +53,13 @@ def parse_args() -> argparse.Namespace:
     export.add_argument("--exp_id", required=True)
     export.add_argument("--step", default="last", help="a step number, best or last (default)")
     export.add_argument("--to", required=True, type=Path, help="file.yaml, file.json or file.md")
+    combine = commands.add_parser("merge", help="combine libraries into a new experiment (near duplicates merged)")
+    combine.add_argument("refs", nargs="+", metavar="EXP[@STEP]", help="libraries to combine (default step: last)")
+    combine.add_argument("--to", required=True, dest="name", help="the new experiment's id")
+    combine.add_argument("--no_llm", action="store_true", help="no learner: drop near-duplicates by rule only")
     args = parser.parse_args()
+    if args.command == "merge" and len(args.refs) < 2:
+        parser.error("merge: give at least two libraries")
     if args.command == "diff":
         if args.refs and (args.exp_id or args.from_step):
             parser.error("diff: give either two EXP@STEP references or --exp_id with --from/--to")
@@ -137,12 +149,24 @@ async def export(db: Database, args) -> None:
     print(f"{len(library.experiences)} experiences of {args.exp_id}@{step} written to {args.to}", file=sys.stderr)
 
 
+async def combine(db: Database, args) -> None:
+    check_name(args.name, "merge --to")
+    refs = [_ref(ref if "@" in ref else f"{ref}@last") for ref in args.refs]
+    async with contextlib.AsyncExitStack() as stack:
+        learner = None
+        if not args.no_llm:
+            learner = await open_client(stack, load_model_config("base"))
+        library, dropped = await merge(db, refs, args.name, learner, stack)
+    print(f"{args.name}: {len(library.experiences)} experiences from {len(args.refs)} libraries "
+          f"({dropped} merged or dropped as duplicates); see: show --exp_id {args.name}", file=sys.stderr)  # fmt: skip
+
+
 async def run() -> int:
     args = parse_args()
     db = Database(args.db_url)
     try:
         await db.create_tables()
-        await {"show": show, "diff": compare, "export": export}[args.command](db, args)
+        await {"show": show, "diff": compare, "export": export, "merge": combine}[args.command](db, args)
     finally:
         await db.dispose()
     return 0

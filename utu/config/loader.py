@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ValidationError
 
-from utu.config.models import AgentConfig
+from utu.config.models import AgentConfig, ModelConfig
 from utu.errors import ConfigError
 
 M = TypeVar("M", bound=BaseModel)
@@ -97,6 +97,12 @@ def load_config(group: str, name: str, model: type[M], overrides: list[str] | No
     """Compose and validate a config; raise `ConfigError` with one line per bad field."""
     data, files = compose_dict(group, name, overrides)
     return validate(data, model, files)
+
+
+def load_model_config(name: str = "base") -> ModelConfig:
+    """`configs/model/<name>.yaml` (its settings sit under the `model` package)."""
+    data, files = compose_dict("model", name)
+    return validate(data.get("model", {}), ModelConfig, files)
 
 
 def load_agent_config(name_or_path: str) -> AgentConfig:

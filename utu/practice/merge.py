@@ -1,0 +1,65 @@
+"""Combine libraries learned on different data into one, stored as a new experiment.
+
+Every experience of the given libraries becomes an ADD (its provenance: experiment, step, old id); the
+learner consolidates them as it consolidates a practice step's operations (same prompt and schema: ADDs that
+say the same thing become one); then the screening applies them to an empty library, so a near-duplicate the
+learner kept is still refused. New ids are G0, G1, ... The result is stored as step 0 of experiment `name`,
+with one operation row per experience saying where it came from.
+"""
+
+import time
+
+from utu.app import claim_experiment
+from utu.config.models import PracticeArguments
+from utu.db import Database
+from utu.errors import ConfigError
+from utu.llm.client import LLMClient
+from utu.practice.experience_updater import ExperienceUpdater
+from utu.practice.initial import library_at, recorded_steps
+from utu.practice.library import Library, Operation, ProposedOp, apply_operations
+from utu.practice.screening import Source, screen
+from utu.practice.store import PracticeStore
+from utu.practice.types import GroupOutcome, StepStats
+
+MERGE_OBJECTIVES = PracticeArguments(
+    agent_objective="Answer the questions of both source tasks correctly.",
+    learning_objective="Keep every distinct strategy; merge the ones that say the same thing into one.",
+)
+
+
+async def merge(
+    db: Database, refs: list[tuple[str, str | int]], name: str, learner: LLMClient | None, stack
+) -> tuple[Library, int]:
+    """The merged library and how many of the sources' experiences it dropped as duplicates."""
+    if await recorded_steps(db, name):
+        raise ConfigError(f"merge --to {name}: experiment {name!r} exists already; choose another name")
+    await claim_experiment(stack, db, name, "practice", {"merge": [f"{e}@{s}" for e, s in refs]}, [], fresh=False)
+    origins, proposed = [], []
+    for exp_id, which in refs:
+        library, step = await library_at(db, exp_id, which, f"merge {exp_id}@{which}")
+        for key, text in library.experiences.items():
+            origins.append(f"{exp_id}@{step} {key}")
+            op = Operation(operation="ADD", content=text, rationale=f"from {origins[-1]}")
+            proposed.append(ProposedOp(op, [len(origins) - 1]))  # the index of its origin
+    start, failures = time.perf_counter(), []  # learner failures: the sources' ADDs are then applied unmerged
+    if learner is not None and len(proposed) > 1:
+        updater = ExperienceUpdater(learner, MERGE_OBJECTIVES)
+        groups = [GroupOutcome(dataset_index=i, used=True, proposed=[p]) for i, p in enumerate(proposed)]
+        proposed = await updater.consolidate(Library(), groups, failures)
+    for p in proposed:  # provenance from the origins each (possibly merged) ADD came from
+        p.op.rationale = "from " + " + ".join(origins[i] for i in p.source_questions if 0 <= i < len(origins))
+        p.source_questions = []
+
+    def check(text: str, sources: list[int], others: list[str]) -> str | None:
+        return screen(text, Source([]), others)
+
+    merged, records = apply_operations(Library(), proposed, screen=check)
+    stats = StepStats(
+        step=0, epoch=0, batch=0, group_size=0, questions=0, attempts=0, attempts_failed=0, mean_at_g=0.0,
+        pass_at_g=0.0, groups_used=0, groups_skipped=0, library_size=len(merged.experiences),
+        operations={"ADD": len(merged.experiences), "UPDATE": 0, "DELETE": 0},
+        operations_refused=sum(r.status == "refused" for r in records), learner_errors=len(failures),
+        usage={}, wall_time=time.perf_counter() - start,
+    )  # fmt: skip
+    await PracticeStore(db, name).save_step(0, 0, 0, merged, records, failures, stats)
+    return merged, len(origins) - len(merged.experiences)
