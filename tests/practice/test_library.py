@@ -79,3 +79,24 @@ def test_empty_and_duplicate_adds_are_refused_and_none_is_ignored():
     ]
     assert records[0].source_questions == [0]
     assert lib.experiences == {"G0": "a"}  # the input library is not modified
+
+
+async def test_consolidation_merges_but_never_drops_a_proposal(stub):
+    import json
+
+    from tests.conftest import client_for
+    from utu.config.models import PracticeArguments
+    from utu.llm.stub import StubScript
+    from utu.practice.experience_updater import ExperienceUpdater
+    from utu.practice.library import Operation, ProposedOp
+    from utu.practice.types import GroupOutcome
+
+    texts = ["When adding, carry the tens.", "When adding, carry tens over.", "When dividing, check the remainder."]
+    # the learner merges 0 and 1 and says nothing of 2
+    merged = {"operations": [{"operation": "ADD", "content": texts[0], "merged_from": [0, 1]}]}
+    server = stub(StubScript(replies=['{"ok": true}', json.dumps(merged)]))
+    updater = ExperienceUpdater(client_for(server), PracticeArguments())
+    proposals = [ProposedOp(Operation(operation="ADD", content=t), [i]) for i, t in enumerate(texts)]
+    groups = [GroupOutcome(dataset_index=i, used=True, proposed=[p]) for i, p in enumerate(proposals)]
+    out = await updater.consolidate(Library(), groups, [])
+    assert [(p.op.content, p.source_questions) for p in out] == [(texts[0], [0, 1]), (texts[2], [2])]

@@ -7,7 +7,8 @@ Per group (stages 1–3 run as soon as the group is judged, overlapping other gr
      `num_experiences_per_query` experiences "When <condition>, <strategy>." — the semantic advantage;
   3. propose ADD / UPDATE / DELETE / NONE operations against the current library.
 Per batch:
-  4. consolidate all groups' operations (merge similar ADDs; DELETE wins over UPDATE).
+  4. consolidate all groups' operations (merge similar ADDs; DELETE wins over UPDATE); a proposal the
+     consolidation neither kept nor merged is kept as it was.
 Every stage asks for JSON matching a pydantic schema. A reply that stays invalid after one retry is
 recorded as a `LearnerFailure` and the step goes on without it.
 """
@@ -116,13 +117,15 @@ class ExperienceUpdater:
         except LLMError as e:
             step_failures.append(_failure("batch_update", None, e))
             return proposed  # apply the groups' operations unmerged rather than lose the step's learning
-        out = []
+        out, covered = [], set()
         for op in result.operations:
-            sources = sorted(
-                {q for i in op.merged_from if 0 <= i < len(proposed) for q in proposed[i].source_questions}
-            )
-            out.append(ProposedOp(op.to_operation(), sources))
-        return out
+            merged = {i for i in op.merged_from if 0 <= i < len(proposed)}
+            covered |= merged
+            out.append(ProposedOp(op.to_operation(), sorted({q for i in merged for q in proposed[i].source_questions})))
+        # Consolidation merges; it does not get to drop: a proposal it merged into nothing is kept as it was
+        # (small learners collapsed a step's five distinct ADDs into one). Duplicates of what is kept, or of
+        # the library, are refused by the screening.
+        return out + [p for i, p in enumerate(proposed) if i not in covered]
 
     async def _ask(self, messages: list[dict[str, str]], schema: type[M], stage: str) -> M:
         return await self.llm.structured(messages, schema, tag=f"learner.{stage}", priority=LEARNER_PRIORITY)
