@@ -126,3 +126,23 @@ def test_bad_setups_are_one_line(tmp_path):
         result = subprocess.run([sys.executable, "-m", "utu.serve", *args], cwd=tmp_path, capture_output=True,
                                 text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
         assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+@pytest.mark.integration
+def test_an_agent_on_the_embedded_model_is_served(local_model, tmp_path):
+    path = tmp_path / "agent.yaml"
+    path.write_text(yaml.safe_dump({"name": "tiny", "toolkits": [], "max_turns": 1,
+                                    "model": {"model_settings": {"max_tokens": 16}},
+                                    "experiences": {"G0": "When asked to greet, say hello."}}))  # fmt: skip
+    env = {**os.environ, "UTU_LLM_BASE_URL": ""}  # the embedded model (the session's, SmolLM2)
+    proc = subprocess.Popen([sys.executable, "-m", "utu.serve", "--agent_config", str(path), "--port", "0"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        url = proc.stdout.readline().split(" at ")[1].strip()
+        reply = openai.OpenAI(base_url=url, api_key="x").chat.completions.create(
+            model="tiny", messages=[{"role": "user", "content": "Greet me."}]
+        )
+        assert reply.choices[0].message.content and reply.usage.completion_tokens > 0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
