@@ -226,7 +226,7 @@ async def run() -> int:
         stack.push_async_callback(runner.cleanup)
         site = web.TCPSite(runner, args.host, args.port)
         await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # the chosen one, with --port 0
+        port = runner.addresses[0][1]  # the chosen one, with --port 0
         print(f"serving {', '.join(agents)} at http://{args.host}:{port}/v1", flush=True)
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
