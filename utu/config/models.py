@@ -125,7 +125,13 @@ class ModelConfig(StrictModel):
 
 
 class ToolkitConfig(StrictModel):
-    name: Literal["python_executor", "search"] = knob(description="The toolkit.")
+    name: Literal["python_executor", "search", "function"] = knob(
+        description="The toolkit: python_executor, search, or function (your own Python, see `function`)."
+    )
+    function: str | None = knob(
+        None, "With name function: 'module.path:function' or 'module.path:Class' (its public methods), run in the "
+        "agent's process: name only code you trust.",
+    )  # fmt: skip
     timeout: float = knob(30.0, "Seconds per tool call.", gt=0)
     memory_mb: int = knob(1024, "python_executor: address space per process, in MB.", gt=0)
     max_output_chars: int = knob(4000, "Tool output longer than this is cut in the middle.", gt=0)
@@ -136,6 +142,12 @@ class ToolkitConfig(StrictModel):
     )
     max_processes: int = knob(64, "python_executor: processes one call may run (needs cgroups).", gt=0)
     disk_mb: int = knob(64, "python_executor: size of its private working directory and /tmp, in MB.", gt=0)
+
+    @model_validator(mode="after")
+    def _function_named(self) -> "ToolkitConfig":
+        if (self.name == "function") != (self.function is not None):
+            raise ValueError("a toolkit of name function needs `function: module.path:name`, and only it takes one")
+        return self
 
 
 class AgentConfig(StrictModel):

@@ -18,7 +18,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 AGENT_TYPES = ("simple",)
-TOOLKITS = ("python_executor", "search")
+TOOLKITS = ("python_executor", "search", "function")
 # Youtu-Agent keys we accept without acting on them, and why (shown in the warning).
 UNUSED_AGENT_KEYS = {
     "context_manager": "utu keeps the whole conversation",

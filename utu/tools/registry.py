@@ -3,7 +3,9 @@
 from typing import Any
 
 from utu.config.models import ToolkitConfig
+from utu.errors import ConfigError
 from utu.tools.base import Toolkit
+from utu.tools.functions import FunctionToolkit
 from utu.tools.python_executor import PythonExecutorToolkit
 from utu.tools.web import SearchToolkit
 
@@ -16,4 +18,10 @@ def build_toolkits(configs: list[ToolkitConfig], llm: Any = None) -> list[Toolki
             toolkits.append(PythonExecutorToolkit(config))
         elif config.name == "search":
             toolkits.append(SearchToolkit.from_env(config, llm))
+        elif config.name == "function":
+            toolkits.append(FunctionToolkit(config))
+    names = [s["function"]["name"] for toolkit in toolkits for s in toolkit.schemas()]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ConfigError(f"toolkits: two tools are named {', '.join(twice)}; the model could not tell them apart")
     return toolkits
