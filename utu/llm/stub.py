@@ -57,8 +57,10 @@ class StubServer:
     benchmark.
     """
 
-    def __init__(self, script: StubScript | None = None, host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, script: StubScript | None = None, host: str = "127.0.0.1", port: int = 0,
+                 timing_log: str | None = None):  # fmt: skip
         self.script = script or StubScript()
+        self.timing_log = open(timing_log, "a", buffering=1) if timing_log else None  # noqa: SIM115  (one line each)
         self.requests: list[dict[str, Any]] = []  # every chat request body received, in order
         self.faults_served: list[str] = []
         self.in_flight = 0
@@ -163,10 +165,14 @@ class StubServer:
             body = _as_chat_request(body)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        start = time.time()
         try:
             return await self._answer(request, body)
         finally:
             self.in_flight -= 1
+            if self.timing_log:  # when each request was served: what benchmarks call the LLM's own time
+                schema = (body.get("response_format") or {}).get("json_schema", {}).get("name") or "chat"
+                self.timing_log.write(json.dumps({"start": start, "end": time.time(), "schema": schema}) + "\n")
 
     async def _answer(self, request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
         script = self.script
@@ -321,6 +327,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--retry-after", type=float, default=1.0)
     parser.add_argument("--hang-seconds", type=float, default=60.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timing-log", metavar="FILE", help="append one JSON line per request: start, end, schema")
     args = parser.parse_args(argv)
     rates = {}
     for item in args.fault:
@@ -343,7 +350,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     except ValueError as e:
         parser.error(str(e))
-    server = StubServer(script, args.host, args.port)
+    server = StubServer(script, args.host, args.port, args.timing_log)
     print(f"stub LLM listening on {server.base_url}", flush=True)
     try:
         asyncio.run(server.serve())
