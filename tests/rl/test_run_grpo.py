@@ -78,3 +78,26 @@ def test_embedded_smollm2_trains_a_lora_step_on_mawps(tmp_path):
     steps = records(tmp_path, "grpo_smollm2_mawps")
     assert [r["step"] for r in steps] == [1, 2] and all(r["completions"] == 2 for r in steps)
     assert set(json.loads((out / "test.json").read_text())) == {"before", "after", "steps"}
+
+
+def test_an_llm_judged_verifier_is_a_reward(tmp_path, stub, monkeypatch):
+    from utu.llm.stub import StubScript
+
+    judge = stub(StubScript(reply_fn=lambda body: "yes" if "say" in str(body["messages"]) else "no"))
+    verifier = tmp_path / "judged.py"
+    verifier.write_text(
+        "async def verify_func(sample, timeout_score=0, **kwargs):\n"
+        "    verdict = await kwargs['llm'].query_one(messages=[{'role': 'user', 'content':\n"
+        "        f'Did the reply to {sample.raw_question!r} say a? {sample.response!r}'}])\n"
+        "    return {'reward': 1.0 if verdict == 'yes' else 0.0, 'reasoning': verdict}\n"
+    )
+    for key, value in {
+        "JUDGE_LLM_BASE_URL": judge.base_url,
+        "JUDGE_LLM_MODEL": "judge",
+        "JUDGE_LLM_API_KEY": "k",
+    }.items():
+        monkeypatch.setenv(key, value)
+    result = run_grpo(tmp_path, "--config_name", "toy", "--steps", "2", f"verify_filename={verifier}")
+    assert result.returncode == 0, result.stderr
+    assert judge.request_count > 0 and all(r["model"] == "judge" for r in judge.requests)
+    assert [r["reward"] for r in records(tmp_path, "grpo_toy")] == [1.0, 1.0]  # every completion judged "yes"

@@ -11,8 +11,10 @@ Multi-GPU: `accelerate launch scripts/run_grpo.py ...` (Accelerate's config pick
 """
 
 import argparse
+import contextlib
 import json
 import logging
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -22,8 +24,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from utu import cli
+from utu.app import open_client
 from utu.cli import refuse_unknown_flags
-from utu.config.loader import load_config, validate
+from utu.config.loader import load_config, load_model_config, validate
 from utu.config.names import inside
 from utu.config.rl import RLConfig
 from utu.db import Database
@@ -125,7 +128,22 @@ async def run() -> int:
     if args.fresh:
         shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
-    verifier = Verifier(load_verifier(config.verify_filename, config.verify_func_name), timeout=config.verify_timeout)
+    async with contextlib.AsyncExitStack() as stack:
+        judge = await open_judge_for(config, stack)
+        verify = load_verifier(config.verify_filename, config.verify_func_name)
+        await train_and_test(args, config, out, Verifier(verify, timeout=config.verify_timeout, llm=judge))
+    return 0
+
+
+async def open_judge_for(config: RLConfig, stack: contextlib.AsyncExitStack):
+    """The judge client LLM-graded verifiers get (as in evaluation and practice), or None."""
+    judge = config.judge_model
+    if judge is None and os.environ.get("JUDGE_LLM_BASE_URL"):
+        judge = load_model_config("judge")
+    return None if judge is None else await open_client(stack, judge, env_prefix="JUDGE_LLM")
+
+
+async def train_and_test(args, config: RLConfig, out: Path, verifier: Verifier) -> None:
     train_questions, test_questions = split(await load_questions(config, args.db_url), config)
 
     from utu.rl.env import GRPOEnv, PromptTemplate
@@ -158,7 +176,6 @@ async def run() -> int:
     results["steps"] = agent.step
     results_file.write_text(json.dumps(results, indent=2))
     show(results, config.test_k, out)
-    return 0
 
 
 def show(results: dict[str, Any], k: int, out: Path) -> None:

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from utu.config.models import ExpId
+from utu.config.models import ExpId, ModelConfig
 
 LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo"]
 ScaleRewards = Literal["group", "batch", "none"]
@@ -132,6 +132,10 @@ class RLConfig(BaseModel):
     verify_filename: str = Field("math.py", description="The reward's verify function: as in eval configs.")
     verify_func_name: str = Field("verify_func", description="The function in that file.")
     verify_timeout: float = Field(10.0, gt=0, description="Seconds before a verifier is abandoned (reward 0).")
+    judge_model: ModelConfig | None = Field(
+        None, description="The judge LLM of LLM-graded verifiers (as in eval configs); none: JUDGE_LLM_* when "
+        "JUDGE_LLM_BASE_URL is set, else no judge.",
+    )  # fmt: skip
     trainer: GRPOSettings = Field(default_factory=GRPOSettings, description="The GRPO trainer's knobs.")
     prompts_per_step: int = Field(4, ge=1, description="Prompts per step; each gets trainer.group_size completions.")
     steps: int = Field(10, ge=0, description="Training steps (one update each).")
