@@ -90,6 +90,13 @@ def main() -> int:
     parser.add_argument("--practice", type=int, default=24, help="practice questions (0..N-1 of --dataset)")
     parser.add_argument("--heldout", type=int, default=100)
     parser.add_argument("--k", type=int, default=2)
+    parser.add_argument("--batch_size", type=int, default=8, help="practice questions per step")
+    parser.add_argument(
+        "--max_drop",
+        type=float,
+        default=0.05,
+        help="validation: the largest paired drop an update may bring (0.05: 3 of 60 attempts)",
+    )
     parser.add_argument("--no_validation", action="store_true")
     parser.add_argument("--tag", default=None)
     args = parser.parse_args()
@@ -104,7 +111,7 @@ def main() -> int:
     ]  # fmt: skip
     validation = [] if args.no_validation else [
         "--validation_dataset", args.dataset, "--validation_offset", "100", "--validation_size", "30",
-        "--validation_pass_k", "2", "--validation_max_drop", "0",
+        "--validation_pass_k", "2", "--validation_max_drop", str(args.max_drop),
     ]  # fmt: skip
     times = {
         "baseline": run(*evaluate, "--exp_id", baseline_id(args), env=env),
@@ -117,7 +124,7 @@ def main() -> int:
             "--rollout_data_truncate",
             str(args.practice),
             "--batch_size",
-            "8",
+            str(args.batch_size),
             "--grpo_n",
             "4",
             "--rollout_concurrency",
@@ -140,7 +147,8 @@ def main() -> int:
     write_result(
         f"learning_gain_{tag}",
         {"agent": "qwen2.5-coder-0.5b", "learner": args.learner, "practice_set": f"{args.dataset}[0:{args.practice}]",
-         "validation": None if args.no_validation else f"{args.dataset}[100:130], K=2, max_drop 0",
+         "validation": None if args.no_validation else f"{args.dataset}[100:130], K=2, max_drop {args.max_drop}",
+         "batch_size": args.batch_size,
          "heldout_set": f"{args.dataset}[200:{200 + args.heldout}]", "k": args.k, "wall_time_s": times, **summary,
          "ci_excludes_zero": low > 0 or high < 0},
     )  # fmt: skip
