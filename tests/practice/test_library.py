@@ -1,5 +1,7 @@
 """Applying learner operations: stable ids, refusals, DELETE over UPDATE, the size cap, id normalisation."""
 
+import pytest
+
 from utu.practice.library import Library, Operation, ProposedOp, apply_operations
 
 
@@ -81,7 +83,8 @@ def test_empty_and_duplicate_adds_are_refused_and_none_is_ignored():
     assert lib.experiences == {"G0": "a"}  # the input library is not modified
 
 
-async def test_consolidation_merges_but_never_drops_a_proposal(stub):
+@pytest.mark.parametrize("claimed", [[0, 1], [0, 1, 2]])  # silent about 2, or "merging" it into an unlike text
+async def test_consolidation_merges_but_never_drops_a_proposal(stub, claimed):
     import json
 
     from tests.conftest import client_for
@@ -92,8 +95,7 @@ async def test_consolidation_merges_but_never_drops_a_proposal(stub):
     from utu.practice.types import GroupOutcome
 
     texts = ["When adding, carry the tens.", "When adding, carry tens over.", "When dividing, check the remainder."]
-    # the learner merges 0 and 1 and says nothing of 2
-    merged = {"operations": [{"operation": "ADD", "content": texts[0], "merged_from": [0, 1]}]}
+    merged = {"operations": [{"operation": "ADD", "content": texts[0], "merged_from": claimed}]}
     server = stub(StubScript(replies=['{"ok": true}', json.dumps(merged)]))
     updater = ExperienceUpdater(client_for(server), PracticeArguments())
     proposals = [ProposedOp(Operation(operation="ADD", content=t), [i]) for i, t in enumerate(texts)]

@@ -31,6 +31,7 @@ from utu.practice.schemas import (
     GroupAdvantage,
     OperationList,
 )
+from utu.practice.screening import similarity
 from utu.practice.types import Attempt, GroupOutcome, LearnerFailure
 from utu.tracing.spans import CHAIN, set_io, span
 
@@ -119,12 +120,13 @@ class ExperienceUpdater:
             return proposed  # apply the groups' operations unmerged rather than lose the step's learning
         out, covered = [], set()
         for op in result.operations:
-            merged = {i for i in op.merged_from if 0 <= i < len(proposed)}
+            operation = op.to_operation()
+            merged = {i for i in op.merged_from if 0 <= i < len(proposed) and _merged_into(proposed[i], operation)}
             covered |= merged
-            out.append(ProposedOp(op.to_operation(), sorted({q for i in merged for q in proposed[i].source_questions})))
-        # Consolidation merges; it does not get to drop: a proposal it merged into nothing is kept as it was
-        # (small learners collapsed a step's five distinct ADDs into one). Duplicates of what is kept, or of
-        # the library, are refused by the screening.
+            out.append(ProposedOp(operation, sorted({q for i in merged for q in proposed[i].source_questions})))
+        # Consolidation merges; it does not get to drop: a proposal it merged into nothing, or into a text
+        # that does not resemble it, is kept as it was (the 1.5B learner collapsed a step's five distinct ADDs
+        # into one). Duplicates of what is kept, or of the library, are refused by the screening.
         return out + [p for i, p in enumerate(proposed) if i not in covered]
 
     async def _ask(self, messages: list[dict[str, str]], schema: type[M], stage: str) -> M:
@@ -196,6 +198,18 @@ class ExperienceUpdater:
             {"role": "system", "content": system.format(**self.objectives)},
             {"role": "user", "content": user.format(**values)},
         ]
+
+
+MERGE_SIMILARITY = 0.5  # word-sequence similarity a source must keep with the text it was merged into
+
+
+def _merged_into(source: ProposedOp, merged: Operation) -> bool:
+    """Whether `merged` really carries `source` on: same kind and id, and a text resembling the source's."""
+    if source.op.operation != merged.operation or (source.op.id and source.op.id != merged.id):
+        return False
+    if not source.op.content or not merged.content:
+        return source.op.content == merged.content
+    return similarity(source.op.content, merged.content) >= MERGE_SIMILARITY
 
 
 def _failure(stage: str, index: int | None, e: LLMError) -> LearnerFailure:
