@@ -86,3 +86,15 @@ def test_experiences_are_placed_by_one_function():
     # An explicit library (as in practice) replaces the agent's own; an empty one adds nothing.
     assert "[G9]. x" in build_messages(system, "Q?", {"G9": "x"})[0]["content"]
     assert build_messages(system, "Q?", {})[0]["content"] == "Solve."
+
+
+def test_the_library_joins_a_conversation_as_in_practice():
+    from utu.agents.experience import place_library
+
+    agent = AgentConfig(instructions="Be exact.", experiences={"G0": "When adding, carry."})
+    parts = [{"type": "text", "text": "Q?"}]
+    placed = place_library(agent.model_copy(update={"experience_placement": "user"}),
+                           [{"role": "system", "content": "Mine."}, {"role": "user", "content": parts}])  # fmt: skip
+    assert placed[0] == {"role": "system", "content": "Be exact.\n\nMine."}
+    assert placed[1]["content"][0] == parts[0] and "[G0]. When adding, carry." in placed[1]["content"][1]["text"]
+    assert place_library(agent, [{"role": "user", "content": "Q?"}]) == build_messages(agent, "Q?")

@@ -41,7 +41,10 @@ def place_library(
         if config.experience_placement == "system" or last_user is None:
             system = f"{system}\n\n{block}"
         else:
-            question = rest[last_user]
-            rest[last_user] = {**question, "content": f"{question.get('content') or ''}\n\n{block}"}
+            question, content = rest[last_user], rest[last_user].get("content")
+            if isinstance(content, list):  # content parts (text, images): the library is one more text part
+                rest[last_user] = {**question, "content": [*content, {"type": "text", "text": block}]}
+            else:
+                rest[last_user] = {**question, "content": f"{content or ''}\n\n{block}"}
     system = "\n\n".join([system, *own])
     return [{"role": "system", "content": system}, *rest]
