@@ -213,3 +213,33 @@ def test_phoenix_dies_during_the_run(tmp_path, stub, tmp_path_factory):
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     assert len([line for line in err.splitlines() if "unreachable" in line]) == 1, err
+
+
+def test_a_served_request_is_traced(tmp_path, phoenix, stub):
+    import openai
+    import yaml
+
+    from utu.llm.stub import StubScript
+
+    model = stub(StubScript(replies=["4"]))
+    agent = tmp_path / "agent.yaml"
+    provider = {"base_url": model.base_url, "model": "stub"}
+    library = {"G0": "When adding, carry."}
+    agent.write_text(yaml.safe_dump({"name": "math", "toolkits": [], "experiences": library,
+                                     "model": {"model_provider": provider}}))  # fmt: skip
+    env = {**os.environ, "PHOENIX_ENDPOINT": phoenix["endpoint"], "PHOENIX_PROJECT_NAME": "served"}
+    proc = subprocess.Popen([sys.executable, "-m", "utu.serve", "--agent_config", str(agent), "--port", "0"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        url = proc.stdout.readline().split(" at ")[1].strip()
+        openai.OpenAI(base_url=url, api_key="x").chat.completions.create(
+            model="math", messages=[{"role": "user", "content": "2+2?"}]
+        )
+    finally:
+        proc.terminate()  # SIGTERM: a clean stop, which flushes the last spans
+        proc.wait(timeout=30)
+    spans = spans_of(phoenix["ui"], "served", expected=2)
+    kinds = {(s["name"], s["span_kind"]) for s in spans}
+    assert ("serve math", "AGENT") in kinds and ("ChatCompletion", "LLM") in kinds
+    (llm,) = [s for s in spans if s["span_kind"] == "LLM"]
+    assert "When adding, carry." in llm["attributes"]["llm.input_messages.0.message.content"]
