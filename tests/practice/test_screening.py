@@ -48,3 +48,11 @@ def test_a_near_duplicate_of_an_existing_experience_is_refused():
     assert "near-duplicate" in screen(again, SOURCE, [existing])
     other = "When the question asks for a total of several groups, add the amounts of all groups."
     assert screen(other, SOURCE, [existing]) is None
+
+
+def test_several_single_digit_numbers_of_the_question_make_a_worked_example():
+    question = Source(["A candle melts 2 cm every hour. How much shorter is it after 4 hours?", "8"])
+    worked = "When the melting rate is 2 cm/hour and the time range is 4 hours, the total length of the flame is 8 cm."
+    assert screen(worked, question, []).startswith("names numbers of its question (2, 4")
+    assert screen("When a rate is given per hour, multiply it by the hours.", question, []) is None
+    assert screen("When a quantity halves, divide it by 2.", question, []) is None  # one digit: a rule

@@ -49,7 +49,11 @@ def screen(text: str, source: Source, others: list[str]) -> str | None:
     shape = _shape_problem(text)
     if shape:
         return shape
-    specific = sorted({n for n in _NUMBER.findall(text) if _is_specific(n, source)}, key=len)
+    numbers = set(_NUMBER.findall(text))
+    specific = sorted({n for n in numbers if _is_specific(n, source)}, key=len)
+    shared = sorted(n for n in numbers if n.replace(",", "") in source.numbers)
+    if not specific and len(shared) >= 2:  # single digits, but several of its question's: a worked example
+        specific = shared
     if specific:
         return f"names numbers of its question ({', '.join(specific[:3])}): an experience must hold for other questions"
     copied = _copied_words(text, source)
