@@ -50,7 +50,7 @@ async def summarise(db_url: str, tag: str, baseline: str) -> dict:
         for name, exp_id in (("baseline", baseline), ("enhanced", f"{tag}_enhanced")):
             rows[name] = [Attempt.from_row(r) for r in await _rows(db, EvaluationSample, exp_id)]
         store = PracticeStore(db, f"{tag}_practice")
-        steps = [await store.step_stats(s) for s in range(await _steps(db, f"{tag}_practice"))]
+        steps = await store.steps()
         library = await store.snapshot(steps[-1].step) if steps else None
     finally:
         await db.dispose()
@@ -72,15 +72,6 @@ async def _rows(db, model, exp_id):
 
     async with db.sessions() as s:
         return list(await s.scalars(select(model).where(model.exp_id == exp_id)))
-
-
-async def _steps(db, exp_id) -> int:
-    from sqlalchemy import func, select
-
-    from utu.db.models import PracticeStep
-
-    async with db.sessions() as s:
-        return await s.scalar(select(func.count()).select_from(PracticeStep).where(PracticeStep.exp_id == exp_id))
 
 
 def main() -> int:

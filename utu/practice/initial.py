@@ -13,10 +13,8 @@ import re
 from pathlib import Path
 
 import yaml
-from sqlalchemy import select
 
 from utu.db import Database
-from utu.db.models import PracticeStep
 from utu.errors import ConfigError
 from utu.practice.library import Library
 from utu.practice.store import PracticeStore
@@ -60,20 +58,15 @@ def pick_step(steps: list[StepStats], which: str | int, what: str) -> int:
     return int(which)
 
 
-async def recorded_steps(db: Database, exp_id: str) -> list[StepStats]:
-    async with db.sessions() as s:
-        rows = await s.scalars(select(PracticeStep).where(PracticeStep.exp_id == exp_id).order_by(PracticeStep.step))
-        return [StepStats.model_validate(row.stats) for row in rows]
-
-
 async def _from_experiment(db: Database, exp_id: str, which: str) -> Library:
     return (await library_at(db, exp_id, which, f"practice.init_library {exp_id}@{which}"))[0]
 
 
 async def library_at(db: Database, exp_id: str, which: str | int, what: str) -> tuple[Library, int]:
     """Experiment `exp_id`'s library after step `which` (a number, best or last), and that step's number."""
-    step = pick_step(await recorded_steps(db, exp_id), which, what)
-    library = await PracticeStore(db, exp_id).snapshot(step)
+    store = PracticeStore(db, exp_id)
+    step = pick_step(await store.steps(), which, what)
+    library = await store.snapshot(step)
     if library is None:
         raise ConfigError(f"{what}: experiment {exp_id!r} has no library at step {step} (is --db_url the same?)")
     return library, step

@@ -15,7 +15,7 @@ from utu.db import Database
 from utu.errors import ConfigError
 from utu.llm.client import LLMClient
 from utu.practice.experience_updater import ExperienceUpdater
-from utu.practice.initial import library_at, recorded_steps
+from utu.practice.initial import library_at
 from utu.practice.library import Library, Operation, ProposedOp, apply_operations
 from utu.practice.screening import Source, screen
 from utu.practice.store import PracticeStore
@@ -31,7 +31,7 @@ async def merge(
     db: Database, refs: list[tuple[str, str | int]], name: str, learner: LLMClient | None, stack
 ) -> tuple[Library, int]:
     """The merged library and how many of the sources' experiences it dropped as duplicates."""
-    if await recorded_steps(db, name):
+    if await PracticeStore(db, name).steps():
         raise ConfigError(f"merge --to {name}: experiment {name!r} exists already; choose another name")
     await claim_experiment(stack, db, name, "practice", {"merge": [f"{e}@{s}" for e, s in refs]}, [], fresh=False)
     origins, proposed = [], []

@@ -13,17 +13,16 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from utu.db import Database, EvaluationSample, ExperienceSnapshot, PracticeStep
+from utu.db import Database, EvaluationSample, ExperienceSnapshot
 from utu.errors import ConfigError
 from utu.eval.metrics import Attempt, compare, compute_metrics
+from utu.practice.store import PracticeStore
 from utu.practice.types import StepStats
 
 
 async def load(db: Database, exp_id: str) -> tuple[list[StepStats], dict[str, str]]:
+    steps = await PracticeStore(db, exp_id).steps()
     async with db.sessions() as s:
-        steps = [StepStats.model_validate(r.stats) for r in await s.scalars(
-            select(PracticeStep).where(PracticeStep.exp_id == exp_id).order_by(PracticeStep.step)
-        )]  # fmt: skip
         last = await s.scalar(
             select(ExperienceSnapshot)
             .where(ExperienceSnapshot.exp_id == exp_id)

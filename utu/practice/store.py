@@ -49,6 +49,14 @@ class PracticeStore:
                 )
             )  # fmt: skip
 
+    async def steps(self) -> list[StepStats]:
+        """The statistics of every recorded step, in step order."""
+        async with self.db.sessions() as s:
+            rows = await s.scalars(
+                select(PracticeStep).where(PracticeStep.exp_id == self.exp_id).order_by(PracticeStep.step)
+            )
+            return [StepStats.model_validate(row.stats) for row in rows]
+
     async def step_stats(self, step: int) -> StepStats | None:
         async with self.db.sessions() as s:
             row = await s.scalar(
