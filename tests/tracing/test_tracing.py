@@ -1,11 +1,13 @@
 """Tracing against a real Phoenix server (started here): the span tree, redaction, Phoenix dying mid-run."""
 
 import contextlib
+import itertools
 import json
 import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 
@@ -183,10 +185,18 @@ def test_phoenix_dies_during_the_run(tmp_path, stub, tmp_path_factory):
         server, _ = ph.serve()
     ui, endpoint = ph.endpoints(server)
     configs, db_url = setup_workspace(tmp_path)
-    slow = agent_script()
-    slow.latency = 1.0
+    script = agent_script()
+    phoenix_dead, answers = threading.Event(), script.reply_fn
+    answered = itertools.count()
+
+    def reply(body):  # step 0 (4 attempts) runs; step 1 waits until Phoenix is dead, so its spans must fail
+        if next(answered) >= 4:
+            phoenix_dead.wait(timeout=120)
+        return answers(body)
+
+    script.reply_fn = reply
     env = {**os.environ, "PHOENIX_ENDPOINT": endpoint, "PHOENIX_PROJECT_NAME": "dying", "UTU_CONFIG_DIR": str(configs)}
-    agent, learner = stub(slow), stub(evolving_learner())
+    agent, learner = stub(script), stub(evolving_learner())
     env |= {
         "UTU_LLM_BASE_URL": agent.base_url,
         "UTU_LLM_MODEL": "agent",
@@ -210,6 +220,7 @@ def test_phoenix_dies_during_the_run(tmp_path, stub, tmp_path_factory):
     assert proc.poll() is None, "the run ended before Phoenix could be killed mid-run"
     with state_dir(state):
         ph.SERVER.stop()
+    phoenix_dead.set()
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     assert len([line for line in err.splitlines() if "unreachable" in line]) == 1, err
