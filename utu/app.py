@@ -19,7 +19,7 @@ from utu.llm.usage import UsageTracker
 from utu.practice.experience_updater import ExperienceUpdater
 from utu.practice.library import Library
 from utu.practice.loop import PracticeLoop
-from utu.tools import build_toolkits
+from utu.tools import open_toolkits
 from utu.verify import Verifier, load_verifier
 
 
@@ -62,7 +62,7 @@ async def build_eval(stack: AsyncExitStack, config: EvalConfig, db: Database) ->
     judge = await open_judge(stack, config)
     verifier = Verifier(verify, config.verify_timeout, config.timeout_score, llm=judge)
     verifier.warm_up()  # overlaps the first rollouts
-    agent = Agent(config.agent, client, build_toolkits(config.agent.toolkits, llm=client))
+    agent = Agent(config.agent, client, await open_toolkits(stack, config.agent.toolkits, llm=client))
     return EvalRunner(config, db, agent, verifier)
 
 
@@ -85,6 +85,6 @@ async def build_practice(
     judge = await open_judge(stack, ev, usage)
     verifier = Verifier(verify, ev.verify_timeout, ev.timeout_score, llm=judge)
     verifier.warm_up()  # overlaps the first rollouts
-    agent = Agent(ev.agent, client, build_toolkits(ev.agent.toolkits, llm=client))
+    agent = Agent(ev.agent, client, await open_toolkits(stack, ev.agent.toolkits, llm=client))
     updater = ExperienceUpdater(learner, config.practice)
     return PracticeLoop(config, db, agent, updater, verifier, usage, initial=initial, pipeline=pipeline)

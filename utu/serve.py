@@ -35,7 +35,7 @@ from utu.app import open_client
 from utu.config import load_agent_config
 from utu.config.models import AgentConfig
 from utu.errors import ConfigError, EndpointError, LLMError
-from utu.tools import build_toolkits
+from utu.tools import open_toolkits
 from utu.tracing import setup_tracing
 from utu.tracing.spans import AGENT, set_io, span
 
@@ -178,7 +178,7 @@ async def load_agents(args, stack: contextlib.AsyncExitStack) -> dict[str, Serve
         if name in agents:
             raise ConfigError(f"two agents are named {name!r}: serve them as --agent_config NAME=PATH")
         client = await open_client(stack, config.model)
-        agents[name] = Served(name, Agent(config, client, build_toolkits(config.toolkits, llm=client)))
+        agents[name] = Served(name, Agent(config, client, await open_toolkits(stack, config.toolkits, llm=client)))
     return agents
 
 

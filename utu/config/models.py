@@ -125,13 +125,25 @@ class ModelConfig(StrictModel):
 
 
 class ToolkitConfig(StrictModel):
-    name: Literal["python_executor", "search", "function"] = knob(
-        description="The toolkit: python_executor, search, or function (your own Python, see `function`)."
-    )
+    name: Literal["python_executor", "search", "function", "mcp"] = knob(
+        description="The toolkit: python_executor, search, function (your own Python, see `function`) or mcp (an "
+        "MCP server, see `command`/`url`).",
+    )  # fmt: skip
     function: str | None = knob(
         None, "With name function: 'module.path:function' or 'module.path:Class' (its public methods), run in the "
         "agent's process: name only code you trust.",
     )  # fmt: skip
+    command: list[str] | None = knob(
+        None, "With name mcp: the stdio server to start with the run, e.g. [python, -m, my_server]; it gets PATH, "
+        "HOME and the like, plus `env`, never your API keys.",
+    )  # fmt: skip
+    url: str | None = knob(None, "With name mcp: a streamable-HTTP server's endpoint, e.g. http://127.0.0.1:8000/mcp.")
+    env: dict[str, str] = knob(dict, "mcp command: extra environment variables for the server.")
+    headers: dict[str, str] = knob(
+        dict, "mcp url: HTTP headers, e.g. {Authorization: 'Bearer ${oc.env:MCP_TOKEN}'} (the key from your env)."
+    )
+    include: list[str] | None = knob(None, "mcp: offer only these of the server's tools (a missing one is an error).")
+    exclude: list[str] = knob(list, "mcp: never offer these of the server's tools.")
     timeout: float = knob(30.0, "Seconds per tool call.", gt=0)
     memory_mb: int = knob(1024, "python_executor: address space per process, in MB.", gt=0)
     max_output_chars: int = knob(4000, "Tool output longer than this is cut in the middle.", gt=0)
@@ -147,6 +159,13 @@ class ToolkitConfig(StrictModel):
     def _function_named(self) -> "ToolkitConfig":
         if (self.name == "function") != (self.function is not None):
             raise ValueError("a toolkit of name function needs `function: module.path:name`, and only it takes one")
+        if self.name == "mcp" and (self.command is None) == (self.url is None):
+            raise ValueError("a toolkit of name mcp needs one of `command: [program, args...]` (stdio) or `url:`")
+        mcp_only = (self.command, self.url, self.env, self.headers, self.include, self.exclude)
+        if self.name != "mcp" and any(mcp_only):
+            raise ValueError("command, url, env, headers, include and exclude belong to toolkits of name mcp")
+        if self.command is not None and not self.command:
+            raise ValueError("mcp `command` is empty: give the program and its arguments, e.g. [python, server.py]")
         return self
 
 

@@ -18,7 +18,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 AGENT_TYPES = ("simple",)
-TOOLKITS = ("python_executor", "search", "function")
+TOOLKITS = ("python_executor", "search", "function", "mcp")
 # Youtu-Agent keys we accept without acting on them, and why (shown in the warning).
 UNUSED_AGENT_KEYS = {
     "context_manager": "utu keeps the whole conversation",
@@ -79,6 +79,8 @@ def model_from_youtu(data: dict[str, Any]) -> dict[str, Any]:
 
 def _toolkit(key: str, value: Any) -> dict[str, Any]:
     value = dict(value or {})
+    if value.get("mode") == "mcp":
+        return _mcp_toolkit(key, value)
     name = value.pop("name", None) or key
     if name not in TOOLKITS:
         raise ValueError(
@@ -88,3 +90,20 @@ def _toolkit(key: str, value: Any) -> dict[str, Any]:
     if unused:
         log.warning("toolkit %s: Youtu-Agent keys without effect in utu: %s", name, ", ".join(unused))
     return {"name": name, **value}
+
+
+def _mcp_toolkit(key: str, value: dict[str, Any]) -> dict[str, Any]:
+    """`mode: mcp` with `config: {command, args, env}` (stdio) or `config: {url, headers}`; `activated_tools`
+    becomes `include`."""
+    server = dict(value.get("config") or {})
+    out: dict[str, Any] = {"name": "mcp"}
+    if server.get("command"):
+        out["command"] = [server["command"], *(server.get("args") or [])]
+        out["env"] = server.get("env") or {}
+    elif server.get("url"):
+        out |= {"url": server["url"], "headers": server.get("headers") or {}}
+    else:
+        raise ValueError(f"toolkit {key!r} (mode mcp): its `config` needs `command` (with `args`) or `url`")
+    if value.get("activated_tools"):
+        out["include"] = list(value["activated_tools"])
+    return out

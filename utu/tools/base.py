@@ -25,3 +25,8 @@ def function_schema(name: str, description: str, properties: dict[str, Any], req
 
 def as_text(result: dict[str, Any]) -> str:
     return json.dumps(result, ensure_ascii=False)
+
+
+def cut_middle(text: str, limit: int) -> str:
+    """`text`, cut in the middle to about `limit` characters (the start and the end say most)."""
+    return text if len(text) <= limit else f"{text[: limit // 2]}\n... [cut] ...\n{text[-limit // 2 :]}"

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from utu.config.models import ToolkitConfig
 from utu.errors import ConfigError
-from utu.tools.base import as_text
+from utu.tools.base import as_text, cut_middle
 
 
 class FunctionToolkit:
@@ -56,8 +56,7 @@ class FunctionToolkit:
         except Exception as e:  # the tool's own failure is the model's to see and handle
             return as_text({"error": f"{name} failed: {type(e).__name__}: {e}"})
         text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
-        limit = self.config.max_output_chars
-        return text if len(text) <= limit else f"{text[: limit // 2]}\n... [cut] ...\n{text[-limit // 2 :]}"
+        return cut_middle(text, self.config.max_output_chars)
 
 
 def _load(path: str) -> list[Callable[..., Any]]:
