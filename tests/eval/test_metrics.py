@@ -70,3 +70,25 @@ def test_paired_comparison():
     assert result.mean_diff == pytest.approx((1 + 0.5 + 0) / 3)
     assert (result.only_a, result.only_b) == (1, 1)
     assert result.ci95[0] <= result.mean_diff <= result.ci95[1]
+
+
+def test_tool_stats_per_tool_with_rewards_with_and_without_it():
+    from utu.eval.metrics import tool_stats
+
+    def call(tool, seconds, error=None):
+        return {"tool": tool, "arguments_chars": 10, "seconds": seconds, "error": error}
+
+    attempts = [
+        Attempt(("d", 0), "judged", reward=1.0, tools=[call("convert", 0.1), call("convert", 0.3)]),
+        Attempt(("d", 1), "judged", reward=0.0, tools=[call("search", 2.0, "timed out after 2s")]),
+        Attempt(("d", 2), "judged", reward=0.5, tools=[]),
+        Attempt(("d", 3), "failed", tools=[call("convert", 0.2, "boom")]),  # counted as calls, not as a reward
+    ]
+    stats = tool_stats(attempts)
+    assert list(stats) == ["convert", "search"]
+    c, s = stats["convert"], stats["search"]
+    assert (c.calls, c.errors, c.attempts_using) == (3, 1, 1)
+    assert c.mean_seconds == pytest.approx(0.2) and c.max_seconds == 0.3
+    assert c.reward_using == 1.0 and c.reward_not_using == pytest.approx(0.25)
+    assert (s.calls, s.errors, s.reward_using, s.reward_not_using) == (1, 1, 0.0, 0.75)
+    assert compute_metrics(attempts, 1).tools == stats

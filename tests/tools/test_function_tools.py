@@ -109,3 +109,18 @@ async def test_an_agent_calls_your_tool(my_tools, stub):
     result = await agent.run("How far is 1.5 km in metres?")
     assert result.response == "1500 metres" and result.tool_calls == 1
     assert server.requests[1]["messages"][-1] == {"role": "tool", "tool_call_id": "c1", "content": '{"metres": 1500.0}'}
+
+
+async def test_each_tool_call_is_logged_with_its_duration_and_error(my_tools, stub):
+    calls = [{"id": "c1", "type": "function", "function": {"name": "convert_units", "arguments": '{"value": 2}'}},
+             {"id": "c2", "type": "function", "function": {"name": "broken", "arguments": ""}},
+             {"id": "c3", "type": "function", "function": {"name": "nope", "arguments": "{}"}}]  # fmt: skip
+    server = stub(StubScript(replies=[{"tool_calls": calls}, "done"]))
+    toolkits = [ToolkitConfig(name="function", function=f"{my_tools}:{name}") for name in ("convert_units", "broken")]
+    config = AgentConfig(name="a", toolkits=toolkits)
+    result = await Agent(config, client_for(server), build_toolkits(config.toolkits)).run("q")
+    log = {entry["tool"]: entry for entry in result.tool_log}
+    assert result.tool_calls == 3 and list(log) == ["convert_units", "broken", "nope"]
+    assert log["convert_units"]["error"] is None and log["convert_units"]["arguments_chars"] == len('{"value": 2}')
+    assert "the database is down" in log["broken"]["error"] and log["nope"]["error"].startswith("unknown tool")
+    assert all(0 <= entry["seconds"] < 10 for entry in result.tool_log)

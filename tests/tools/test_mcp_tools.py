@@ -158,4 +158,8 @@ def test_run_eval_starts_and_stops_the_server(stub, tmp_path):
     assert result.returncode == 0, result.stderr
     assert [t["function"]["name"] for t in served[0]["tools"]] == ["convert_units"]
     assert served[1]["messages"][-1]["content"] == "4.0"
+    metrics = json.loads((tmp_path / "runs/mcp/eval_metrics.json").read_text())
+    convert = metrics["tools"]["convert_units"]
+    assert (convert["calls"], convert["errors"], convert["attempts_using"]) == (1, 0, 1)
+    assert "tool convert_units" in result.stdout
     assert not alive(int(pid_file.read_text())), "the MCP server outlived the run"

@@ -9,6 +9,7 @@ function calling).
 
 import asyncio
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -28,6 +29,8 @@ class AgentResult:
     tool_calls: int
     stop_reason: Literal["final", "max_turns"]
     usage: Usage = field(default_factory=Usage)
+    # One entry per tool call, in order: {"tool", "arguments_chars", "seconds", "error"} (error None when it worked)
+    tool_log: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Agent:
@@ -49,22 +52,24 @@ class Agent:
     ) -> AgentResult:
         """Continue a conversation whose system prompt and library are in place (`place_library`)."""
         messages = list(messages)
-        usage, tool_calls, response = Usage(), 0, ""
+        usage, tool_log, response = Usage(), [], ""
         for turn in range(1, self.config.max_turns + 1):
             reply = await self.llm.chat(messages, tag=tag, tools=self._schemas, **settings)
             usage.add(reply.usage)
             messages.append(reply.message)
             response = reply.content
             if not reply.tool_calls:
-                return AgentResult(response, messages, turn, tool_calls, "final", usage)
-            tool_calls += len(reply.tool_calls)
+                return AgentResult(response, messages, turn, len(tool_log), "final", usage, tool_log)
             results = await asyncio.gather(*(self._call_tool(call) for call in reply.tool_calls))
-            messages.extend(results)
-        return AgentResult(response, messages, self.config.max_turns, tool_calls, "max_turns", usage)
+            messages.extend(message for message, _ in results)
+            tool_log.extend(entry for _, entry in results)  # in call order, not in order of completion
+        return AgentResult(response, messages, self.config.max_turns, len(tool_log), "max_turns", usage, tool_log)
 
-    async def _call_tool(self, call: dict[str, Any]) -> dict[str, Any]:
+    async def _call_tool(self, call: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The `tool` message for one call, and its tool-log entry."""
         function = call.get("function", {})
         name = function.get("name", "")
+        start = time.perf_counter()
         try:
             arguments = json.loads(function.get("arguments") or "{}")
             if not isinstance(arguments, dict):
@@ -79,4 +84,17 @@ class Agent:
                 with span(f"tool {name}", TOOL, input=arguments, **{"tool.name": name}) as current:
                     content = await toolkit.call(name, arguments)
                     set_io(current, "output", content)
-        return {"role": "tool", "tool_call_id": call.get("id", ""), "content": content}
+        entry = {"tool": name, "arguments_chars": len(function.get("arguments") or ""),
+                 "seconds": round(time.perf_counter() - start, 4), "error": _error_of(content)}  # fmt: skip
+        return {"role": "tool", "tool_call_id": call.get("id", ""), "content": content}, entry
+
+
+def _error_of(content: str) -> str | None:
+    """A tool result's error: every toolkit reports failures as a JSON object with a non-empty "error"."""
+    if not content.startswith("{"):
+        return None
+    try:
+        error = json.loads(content).get("error")
+    except (json.JSONDecodeError, AttributeError):
+        return None
+    return str(error)[:300] if error else None

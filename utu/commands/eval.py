@@ -136,6 +136,11 @@ def print_metrics(m: EvalMetrics) -> None:
     for key in ("questions", "attempts", "attempts_judged", "attempts_failed", "verifier_errors"):
         table.add_row(key, str(getattr(m, key)))
     table.add_row("avg tool calls", f"{m.avg_tool_calls:.2f}")
+    for tool, t in m.tools.items():
+        with_, without = t.rewards_text()
+        usage = f"{t.calls} calls, {t.errors} errors, {t.mean_seconds:.2f}s avg"
+        rewards = f"reward {with_} with it ({t.attempts_using} attempts), {without} without"
+        table.add_row(f"tool {tool}", f"{usage}; {rewards}")
     table.add_row("tokens (total / avg per attempt)", f"{m.total_tokens} / {m.avg_tokens:.0f}")
     table.add_row("cost", f"${m.total_cost:.4f}")
     table.add_row("wall time", f"{m.wall_time:.1f}s")

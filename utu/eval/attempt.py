@@ -36,7 +36,7 @@ class RolloutOutcome:
             "tool_calls": r.tool_calls,
             "time_cost": self.time_cost,
             "augmented_question": r.trajectory[1]["content"] if len(r.trajectory) > 1 else None,
-            "meta": {"stop_reason": r.stop_reason, "turns": r.turns, "tries": self.tries},
+            "meta": {"stop_reason": r.stop_reason, "turns": r.turns, "tries": self.tries, "tools": r.tool_log},
         }
 
 

@@ -10,7 +10,7 @@ import random
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import comb
 from typing import Any
 
@@ -33,13 +33,14 @@ class Attempt:
     tool_calls: int | None = None
     time_cost: float | None = None
     verify_error: bool = False
+    tools: list[dict[str, Any]] = field(default_factory=list)  # the agent's tool log (utu.agents.AgentResult)
 
     @classmethod
     def from_row(cls, row: Any) -> "Attempt":
         return cls(
             question=(row.dataset, row.dataset_index), stage=row.stage, reward=row.reward, correct=row.correct,
             level=row.level, tokens=row.tokens, cost=row.cost, tool_calls=row.tool_calls, time_cost=row.time_cost,
-            verify_error=row.stage == "judged" and row.error is not None,
+            verify_error=row.stage == "judged" and row.error is not None, tools=(row.meta or {}).get("tools") or [],
         )  # fmt: skip
 
 
@@ -78,6 +79,44 @@ def mean_and_pass(groups: Iterable[list[Attempt]]) -> tuple[list[float], float]:
     return means, statistics.fmean(any(a.correct for a in g) for g in judged) if judged else 0.0
 
 
+class ToolStats(BaseModel):
+    """One tool's calls, and how the attempts that called it fared against those that did not."""
+
+    calls: int
+    errors: int  # calls whose result was an error (the tool's failure, a timeout, bad arguments)
+    mean_seconds: float
+    max_seconds: float
+    attempts_using: int  # judged attempts that called it at least once
+    reward_using: float | None  # their mean reward
+    reward_not_using: float | None  # the mean reward of the other judged attempts
+
+    def rewards_text(self) -> tuple[str, str]:
+        """The two mean rewards for a table ("-" when no attempt is on that side)."""
+        return tuple(f"{r:.3f}" if r is not None else "-" for r in (self.reward_using, self.reward_not_using))
+
+
+def tool_stats(attempts: Iterable[Attempt]) -> dict[str, ToolStats]:
+    """Per tool, over all attempts' tool logs; rewards over judged attempts."""
+    attempts = list(attempts)
+    calls: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for a in attempts:
+        for call in a.tools:
+            calls[call["tool"]].append(call)
+    judged = [a for a in attempts if a.stage == "judged"]
+    out = {}
+    for tool, log in sorted(calls.items()):
+        using = [a.reward for a in judged if any(c["tool"] == tool for c in a.tools)]
+        others = [a.reward for a in judged if all(c["tool"] != tool for c in a.tools)]
+        seconds = [c["seconds"] for c in log]
+        out[tool] = ToolStats(
+            calls=len(log), errors=sum(c["error"] is not None for c in log),
+            mean_seconds=statistics.fmean(seconds), max_seconds=max(seconds), attempts_using=len(using),
+            reward_using=statistics.fmean(using) if using else None,
+            reward_not_using=statistics.fmean(others) if others else None,
+        )  # fmt: skip
+    return out
+
+
 class LevelMetrics(BaseModel):
     questions: int
     mean_at_k: float
@@ -100,6 +139,7 @@ class EvalMetrics(BaseModel):
     unbiased_pass_at: dict[int, float]  # pass@k for k = 1, 2, 4, ... K (Chen et al. 2021)
     by_level: dict[str, LevelMetrics]
     avg_tool_calls: float
+    tools: dict[str, ToolStats] = {}  # by tool name
     avg_tokens: float
     total_tokens: int
     total_cost: float
@@ -140,7 +180,8 @@ def compute_metrics(attempts: Iterable[Attempt], pass_k: int, seed: int = 0) -> 
         mean_at_k=statistics.fmean(means) if means else 0.0, mean_at_k_ci95=bootstrap_ci(means, seed),
         pass_at_k=pass_share, unbiased_pass_at=unbiased,
         by_level=by_level,
-        avg_tool_calls=_avg(a.tool_calls for a in done), avg_tokens=_avg(a.tokens for a in done),
+        avg_tool_calls=_avg(a.tool_calls for a in done), tools=tool_stats(attempts),
+        avg_tokens=_avg(a.tokens for a in done),
         total_tokens=sum(a.tokens or 0 for a in attempts), total_cost=sum(a.cost or 0.0 for a in attempts),
         avg_time_per_attempt=_avg(a.time_cost for a in done),
     )  # fmt: skip

@@ -154,15 +154,18 @@ class ExperienceUpdater:
 
     async def _advantage(self, kept: list[tuple[Attempt, str]], outcome: GroupOutcome) -> GroupAdvantage | None:
         gt = self.p.given_ground_truth
+        with_tools = any(a.tools for a, _ in kept)
         blocks = [
-            f"Attempt {i + 1}" + (f" (reward {a.reward:g})" if gt else "") + f":\n{summary}"
+            f"Attempt {i + 1}" + (f" (reward {a.reward:g})" if gt else "")
+            + (f"\nTools called: {tool_usage(a.tools)}" if with_tools else "") + f":\n{summary}"
             for i, (a, summary) in enumerate(kept)
-        ]
+        ]  # fmt: skip
         first = kept[0][0]
         system = prompts.ADVANTAGE_SYSTEM.format(
             **self.objectives,
             num_experiences=self.p.num_experiences_per_query,
             against_truth=" against the ground truth and their rewards" if gt else "",
+            tool_note=prompts.ADVANTAGE_TOOL_NOTE if with_tools else "",
         )
         user = prompts.ADVANTAGE_USER.format(
             question=first.question, ground_truth=first.answer if gt else "[hidden]", attempts="\n\n".join(blocks)
@@ -201,6 +204,21 @@ class ExperienceUpdater:
 
 
 MERGE_SIMILARITY = 0.5  # word-sequence similarity a source must keep with the text it was merged into
+
+
+def tool_usage(log: list[dict[str, Any]]) -> str:
+    """An attempt's tool calls in one line: "convert_units x2 (ok); search x1 (1 failed: timed out after 30s)"."""
+    if not log:
+        return "none"
+    by_tool: dict[str, list[str | None]] = {}
+    for call in log:
+        by_tool.setdefault(call["tool"], []).append(call["error"])
+    parts = []
+    for tool, errors in by_tool.items():
+        failed = [e for e in errors if e]
+        outcome = f"{len(failed)} failed: {failed[0][:120]}" if failed else "ok"
+        parts.append(f"{tool} x{len(errors)} ({outcome})")
+    return "; ".join(parts)
 
 
 def _merged_into(source: ProposedOp, merged: Operation) -> bool:

@@ -26,7 +26,7 @@ from utu.db.models import EvaluationSample
 from utu.errors import RunFailed
 from utu.eval.attempt import run_attempt
 from utu.eval.metrics import Attempt as MetricAttempt
-from utu.eval.metrics import compare, compute_metrics, mean_and_pass
+from utu.eval.metrics import compare, compute_metrics, mean_and_pass, tool_stats
 from utu.eval.outcome import RERUN, check_attempts
 from utu.eval.runner import EvalRunner
 from utu.llm.usage import Usage, UsageTracker
@@ -273,6 +273,7 @@ def _as_attempt(row: EvaluationSample) -> Attempt:
     return Attempt(
         dataset_index=row.dataset_index, question=row.raw_question, answer=row.correct_answer, response=row.response,
         trajectory=row.trajectories or [], reward=row.reward if row.stage == "judged" else None, critique=row.reasoning,
+        tools=(row.meta or {}).get("tools") or [],
     )  # fmt: skip
 
 
@@ -285,6 +286,7 @@ def _rollout_stats(rows: list[EvaluationSample]) -> dict[str, Any]:
     return {
         "questions": len(by_question), "attempts": len(rows), "attempts_failed": sum(r.stage == "failed" for r in rows),
         "mean_at_g": statistics.fmean(means) if means else 0.0, "pass_at_g": pass_share,
+        "tools": tool_stats(a for group in by_question.values() for a in group),
     }  # fmt: skip
 
 

@@ -33,7 +33,12 @@ The learning objective: {learning_objective}
    "When <condition>, <strategy>." that would help on other questions, not only this one.
 Do not retell the question: name no person, object or number of it, and not its answer. The condition
 describes a kind of problem or situation; the strategy says what to do in it, in words that would help on a
-different question of that kind."""
+different question of that kind.{tool_note}"""
+# Added only when an attempt of the group called a tool (so tool-free prompts stay as they were measured).
+ADVANTAGE_TOOL_NOTE = """
+Each attempt lists the tools it called, how often, and whether they failed. When the better and the worse
+attempts differ in which tool they called (or in calling one at all), the experience says which tool to
+call, or to avoid, for which kind of request, by the tool's name."""
 # No example experience here: small learners copied one verbatim at every step (Qwen2.5-Coder-0.5B and 1.5B
 # in benchmarks/learning_gain.py: "When a problem gives a price per item and a number of items, ...").
 

@@ -83,6 +83,16 @@ def plot(steps: list[StepStats], out: Path, group_size: int) -> list[str]:
         bottom = [a + b for a, b in zip(bottom, values, strict=True)]
     plt.legend(fontsize=7)
     save("tokens_per_stage.png", "Tokens per stage", "tokens")
+
+    tools = sorted({tool for s in steps for tool in s.tools})
+    if tools:  # calls per step (solid) and the failed ones (dashed), per tool
+        plt.figure(figsize=(6, 3.5))
+        for tool in tools:
+            line = plt.plot(x, [s.tools[tool].calls if tool in s.tools else 0 for s in steps], marker="o", label=tool)
+            errors = [s.tools[tool].errors if tool in s.tools else 0 for s in steps]
+            plt.plot(x, errors, linestyle="--", color=line[0].get_color(), label=f"{tool} errors")
+        plt.legend(fontsize=7)
+        save("tool_calls_per_step.png", "Tool calls per step", "calls")
     return files
 
 
@@ -97,6 +107,20 @@ def meaning(ci95: tuple[float, float], questions: int) -> str:
         f"The interval includes zero: on {questions} questions no difference can be claimed either way "
         "(more questions, or a larger K, narrow it)."
     )
+
+
+def tool_lines(steps: list[StepStats]) -> list[str]:
+    """Per step and tool: calls, errors, latency, and the mean reward of attempts with and without the tool."""
+    rows = [(s.step, tool, t) for s in steps for tool, t in s.tools.items()]
+    if not rows:
+        return []
+    lines = ["", "## Tools", "", "| step | tool | calls | errors | mean s | reward with (attempts) | reward without |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for step, tool, t in rows:
+        with_, without = t.rewards_text()
+        lines.append(f"| {step} | {tool} | {t.calls} | {t.errors} | {t.mean_seconds:.2f} | {with_} "
+                     f"({t.attempts_using}) | {without} |")  # fmt: skip
+    return lines
 
 
 async def write_report(
@@ -134,6 +158,7 @@ async def write_report(
             f"| {s.step} | {s.epoch} | {s.mean_at_g:.3f} | {s.groups_used}/{s.groups_skipped} | {s.library_size} | "
             f"{ops['ADD']}/{ops['UPDATE']}/{ops['DELETE']} | {s.operations_refused} | {s.tokens} |"
         )
+    lines += tool_lines(steps)
     lines += ["", "## Learned library", ""]
     lines += [f"- **{key}** {text}" for key, text in library.items()] or ["(empty)"]
     lines += ["", "## Plots", ""] + [f"![{name}]({name})" for name in images]

@@ -5,6 +5,7 @@ from typing import Any
 
 from pydantic import BaseModel, model_validator
 
+from utu.eval.metrics import ToolStats
 from utu.practice.library import ProposedOp
 
 
@@ -18,6 +19,7 @@ class Attempt(BaseModel):
     trajectory: list[dict[str, Any]]
     reward: float | None  # None: the attempt failed (no response)
     critique: str | None = None
+    tools: list[dict[str, Any]] = []  # the agent's tool log: {"tool", "arguments_chars", "seconds", "error"}
 
 
 class LearnerFailure(BaseModel):
@@ -82,6 +84,7 @@ class StepStats(BaseModel):
     attempts_failed: int
     mean_at_g: float  # Mean@G of the step's rollouts
     pass_at_g: float  # Pass@G: share of questions with a correct attempt
+    tools: dict[str, ToolStats] = {}  # per tool: calls, errors, latency, reward with and without it
     groups_used: int
     groups_skipped: int
     library_size: int

@@ -1,0 +1,51 @@
+"""Learning tool choice: the learner sees which tools the better and the worse attempts called."""
+
+import json
+
+from tests.conftest import client_for
+from utu.config.models import PracticeArguments
+from utu.llm.stub import StubScript
+from utu.practice.experience_updater import ExperienceUpdater, tool_usage
+from utu.practice.library import Library
+from utu.practice.types import Attempt
+
+RULE = "When a question converts units, call convert_units instead of computing by hand."
+
+
+def attempt(reward: float, tools: list[dict]) -> Attempt:
+    trajectory = [{"role": "system", "content": "s"}, {"role": "user", "content": "5 km in m?"},
+                  {"role": "assistant", "content": "The answer is 5000."}]  # fmt: skip
+    return Attempt(dataset_index=0, question="5 km in m?", answer="5000", response="5000", trajectory=trajectory,
+                   reward=reward, tools=tools)  # fmt: skip
+
+
+def call(tool: str, error: str | None = None) -> dict:
+    return {"tool": tool, "arguments_chars": 20, "seconds": 0.01, "error": error}
+
+
+def test_tool_usage_names_each_tool_with_its_calls_and_failures():
+    assert tool_usage([]) == "none"
+    log = [call("convert_units"), call("convert_units"), call("python_executor", "timed out after 30s")]
+    assert tool_usage(log) == "convert_units x2 (ok); python_executor x1 (1 failed: timed out after 30s)"
+
+
+async def test_the_learner_sees_each_attempts_tools_next_to_its_reward(stub):
+    advantage = {"analysis": "The tool call was right; computing by hand slipped.", "experiences": [RULE]}
+    server = stub(StubScript(replies=['{"ok": true}', json.dumps(advantage)]))  # the probe, then the call
+    updater = ExperienceUpdater(client_for(server), PracticeArguments())
+    group = [attempt(1.0, [call("convert_units")]), attempt(0.0, []), attempt(0.0, [call("python_executor", "boom")])]
+    outcome = await updater.learn_from_group(group, library=Library())
+    system, user = (m["content"] for m in server.requests[1]["messages"])
+    assert "which tool to\ncall, or to avoid" in system
+    assert "Attempt 1 (reward 1)\nTools called: convert_units x1 (ok):" in user
+    assert "Attempt 2 (reward 0)\nTools called: none:" in user
+    assert "Attempt 3 (reward 0)\nTools called: python_executor x1 (1 failed: boom):" in user
+    assert [p.op.content for p in outcome.proposed] == [RULE]
+
+
+async def test_groups_without_tool_calls_get_the_prompt_as_before(stub):
+    server = stub(StubScript(replies=['{"ok": true}', json.dumps({"analysis": "a", "experiences": []})]))
+    updater = ExperienceUpdater(client_for(server), PracticeArguments())
+    await updater.learn_from_group([attempt(1.0, []), attempt(0.0, [])], library=Library())
+    system, user = (m["content"] for m in server.requests[1]["messages"])
+    assert "Tools called" not in user and "tool" not in system
