@@ -123,3 +123,21 @@ async def stub_practice(base_url: str, db, dataset: str, questions: int, group: 
     )  # fmt: skip
     stack = AsyncExitStack()
     return await build_practice(stack, config, db, pipeline=pipeline), stack
+
+
+def run_command(*args: str, env: dict[str, str]) -> float:
+    """Run one of the project's scripts as a user would (from the checkout); exit on failure. Returns seconds."""
+    start = time.perf_counter()
+    print("$ python " + " ".join(args), flush=True)
+    result = subprocess.run([sys.executable, *args], cwd=Path(__file__).resolve().parents[1], env=env)
+    if result.returncode != 0:
+        raise SystemExit(f"failed (exit {result.returncode}): {' '.join(args)}")
+    return time.perf_counter() - start
+
+
+async def exp_rows(db, model, exp_id: str) -> list:
+    """All rows of one experiment in a table with an `exp_id` column."""
+    from sqlalchemy import select
+
+    async with db.sessions() as s:
+        return list(await s.scalars(select(model).where(model.exp_id == exp_id)))

@@ -14,24 +14,13 @@ same per-question means `run_eval.py --compare` prints. Runs for 30-60 minutes o
 import argparse
 import asyncio
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import write_result  # noqa: E402
+from _common import exp_rows, run_command, write_result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def run(*args: str, env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    print("$ python " + " ".join(args), flush=True)
-    result = subprocess.run([sys.executable, *args], cwd=ROOT, env=env)
-    if result.returncode != 0:
-        raise SystemExit(f"failed (exit {result.returncode}): {' '.join(args)}")
-    return time.perf_counter() - start
 
 
 def baseline_id(args) -> str:
@@ -48,7 +37,7 @@ async def summarise(db_url: str, tag: str, baseline: str) -> dict:
     try:
         rows = {}
         for name, exp_id in (("baseline", baseline), ("enhanced", f"{tag}_enhanced")):
-            rows[name] = [Attempt.from_row(r) for r in await _rows(db, EvaluationSample, exp_id)]
+            rows[name] = [Attempt.from_row(r) for r in await exp_rows(db, EvaluationSample, exp_id)]
         store = PracticeStore(db, f"{tag}_practice")
         steps = await store.steps()
         library = await store.snapshot(steps[-1].step) if steps else None
@@ -65,13 +54,6 @@ async def summarise(db_url: str, tag: str, baseline: str) -> dict:
         "steps": [s.model_dump(mode="json") for s in steps],
         "practice_tokens": sum(s.tokens for s in steps), "learner_tokens": learner_tokens,
     }  # fmt: skip
-
-
-async def _rows(db, model, exp_id):
-    from sqlalchemy import select
-
-    async with db.sessions() as s:
-        return list(await s.scalars(select(model).where(model.exp_id == exp_id)))
 
 
 def main() -> int:
@@ -105,8 +87,8 @@ def main() -> int:
         "--validation_pass_k", "2", "--validation_max_drop", str(args.max_drop),
     ]  # fmt: skip
     times = {
-        "baseline": run(*evaluate, "--exp_id", baseline_id(args), env=env),
-        "practice": run(
+        "baseline": run_command(*evaluate, "--exp_id", baseline_id(args), env=env),
+        "practice": run_command(
             "scripts/run_training_free_GRPO.py",
             "--config_name",
             "local_mawps",
@@ -132,8 +114,8 @@ def main() -> int:
         ),  # fmt: skip
     }
     agent = ROOT / "runs" / f"{tag}_practice" / "enhanced_agent.yaml"
-    times["enhanced"] = run(*evaluate, "--exp_id", f"{tag}_enhanced", "--agent_config", str(agent), env=env)
-    summary = asyncio.run(summarise(db_url, tag, baseline_id(args)))
+    times["enhanced"] = run_command(*evaluate, "--exp_id", f"{tag}_enhanced", "--agent_config", str(agent), env=env)
+    summary = asyncio.run_command(summarise(db_url, tag, baseline_id(args)))
     low, high = summary["paired_ci95"]
     write_result(
         f"learning_gain_{tag}",

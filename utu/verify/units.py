@@ -1,0 +1,27 @@
+"""Numeric match for the bundled unit-conversion task: the last \\boxed{...} (else the last number of the
+response) within 0.2% (or 0.01) of the gold answer. Tight enough that the task's trap tool, whose rounded
+factors are 0.5% or more off, fails; loose enough for rounding to two decimals.
+"""
+
+import re
+
+from utu.verify.str_match import final_answer
+
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
+RELATIVE, ABSOLUTE = 0.002, 0.01
+
+
+def last_number(text: str) -> float | None:
+    numbers = _NUMBER.findall(final_answer(text))
+    return float(numbers[-1].replace(",", "")) if numbers else None
+
+
+async def verify_func(sample, timeout_score: float = 0, **kwargs) -> dict:
+    if sample.correct_answer is None:
+        raise ValueError("the unit-conversion verifier needs a gold answer (the question has answer: null)")
+    gold, got = float(sample.correct_answer), last_number(sample.response or "")
+    if got is None:
+        return {"reward": 0.0, "reasoning": "no number in the response", "extracted_final_answer": None}
+    ok = abs(got - gold) <= max(ABSOLUTE, RELATIVE * abs(gold))
+    return {"reward": 1.0 if ok else 0.0, "reasoning": None if ok else f"got {got:g}, gold {gold:g}",
+            "extracted_final_answer": f"{got:g}"}  # fmt: skip
