@@ -141,3 +141,10 @@ async def exp_rows(db, model, exp_id: str) -> list:
 
     async with db.sessions() as s:
         return list(await s.scalars(select(model).where(model.exp_id == exp_id)))
+
+
+def practise(config_name: str, exp_id: str, db_url: str, env: dict[str, str], *extra: str) -> tuple[float, Path]:
+    """A fresh practice run that exports its last step; returns its seconds and its enhanced agent's YAML."""
+    args = ["--config_name", config_name, "--exp_id", exp_id, "--db_url", db_url, "--export_step", "last", "--fresh"]
+    seconds = run_command("scripts/run_training_free_GRPO.py", *args, *extra, env=env)
+    return seconds, Path(__file__).resolve().parents[1] / "runs" / exp_id / "enhanced_agent.yaml"

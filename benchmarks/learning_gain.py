@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import exp_rows, run_command, write_result  # noqa: E402
+from _common import exp_rows, practise, run_command, write_result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -86,36 +86,14 @@ def main() -> int:
         "--validation_dataset", args.dataset, "--validation_offset", "100", "--validation_size", "30",
         "--validation_pass_k", "2", "--validation_max_drop", str(args.max_drop),
     ]  # fmt: skip
-    times = {
-        "baseline": run_command(*evaluate, "--exp_id", baseline_id(args), env=env),
-        "practice": run_command(
-            "scripts/run_training_free_GRPO.py",
-            "--config_name",
-            "local_mawps",
-            "--practice_dataset_name",
-            args.dataset,
-            "--rollout_data_truncate",
-            str(args.practice),
-            "--batch_size",
-            str(args.batch_size),
-            "--grpo_n",
-            "4",
-            "--rollout_concurrency",
-            "8",
-            "--exp_id",
-            f"{tag}_practice",
-            "--db_url",
-            db_url,
-            *validation,
-            "--export_step",
-            "last",
-            "--fresh",
-            env=env,
-        ),  # fmt: skip
-    }
-    agent = ROOT / "runs" / f"{tag}_practice" / "enhanced_agent.yaml"
+    times = {"baseline": run_command(*evaluate, "--exp_id", baseline_id(args), env=env)}
+    practice = [
+        "--practice_dataset_name", args.dataset, "--rollout_data_truncate", str(args.practice),
+        "--batch_size", str(args.batch_size), "--grpo_n", "4", "--rollout_concurrency", "8", *validation,
+    ]  # fmt: skip
+    times["practice"], agent = practise("local_mawps", f"{tag}_practice", db_url, env, *practice)
     times["enhanced"] = run_command(*evaluate, "--exp_id", f"{tag}_enhanced", "--agent_config", str(agent), env=env)
-    summary = asyncio.run_command(summarise(db_url, tag, baseline_id(args)))
+    summary = asyncio.run(summarise(db_url, tag, baseline_id(args)))
     low, high = summary["paired_ci95"]
     write_result(
         f"learning_gain_{tag}",

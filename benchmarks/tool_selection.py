@@ -19,7 +19,7 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import exp_rows, run_command, write_result  # noqa: E402
+from _common import exp_rows, practise, run_command, write_result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RIGHT, TRAP = "convert_units", "quick_convert"
@@ -95,23 +95,8 @@ def main() -> int:
                 "--concurrency", "4", "--db_url", db_url]  # fmt: skip
     exp_ids = {"baseline": f"ts_baseline_k{args.k}", "enhanced": f"{tag}_enhanced"}
     practice = f"{tag}_practice"
-    times = {
-        "baseline": run_command(*evaluate, "--exp_id", exp_ids["baseline"], env=env),
-        "practice": run_command(
-            "scripts/run_training_free_GRPO.py",
-            "--config_name",
-            "local_unit_tools",
-            "--exp_id",
-            practice,
-            "--db_url",
-            db_url,
-            "--export_step",
-            "last",
-            "--fresh",
-            env=env,
-        ),  # fmt: skip
-    }
-    agent = ROOT / "runs" / practice / "enhanced_agent.yaml"
+    times = {"baseline": run_command(*evaluate, "--exp_id", exp_ids["baseline"], env=env)}
+    times["practice"], agent = practise("local_unit_tools", practice, db_url, env)
     times["enhanced"] = run_command(*evaluate, "--exp_id", exp_ids["enhanced"], "--agent_config", str(agent),
                                     "--fresh", env=env)  # fmt: skip
     summary = asyncio.run(summarise(db_url, exp_ids, practice, args.k))
