@@ -17,6 +17,7 @@ from typing import Any
 from utu.config.models import ToolkitConfig
 from utu.errors import ConfigError
 from utu.tools.base import as_text, cut_middle
+from utu.tracing.redact import register_secret
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,9 @@ class MCPToolkit:
         if self.config.command:
             program, *args = self.config.command
             return Client(StdioServerParameters(command=program, args=args, env=self.config.env or None))
+        for value in self.config.headers.values():  # e.g. "Bearer <token>": masked in traces like an API key
+            register_secret(value)
+            register_secret(value.split()[-1] if value.split() else None)
         http = create_mcp_http_client(headers=self.config.headers or None)
         self._stack.push_async_callback(http.aclose)
         return Client(streamable_http_client(str(self.config.url), http_client=http))
