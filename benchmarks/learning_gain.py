@@ -92,7 +92,8 @@ def main() -> int:
         "--batch_size", str(args.batch_size), "--grpo_n", "4", "--rollout_concurrency", "8", *validation,
     ]  # fmt: skip
     times["practice"], agent = practise("local_mawps", f"{tag}_practice", db_url, env, *practice)
-    times["enhanced"] = run_command(*evaluate, "--exp_id", f"{tag}_enhanced", "--agent_config", str(agent), env=env)
+    enhanced = ["--exp_id", f"{tag}_enhanced", "--agent_config", str(agent), "--fresh"]  # a rerun replaces it
+    times["enhanced"] = run_command(*evaluate, *enhanced, env=env)
     summary = asyncio.run(summarise(db_url, tag, baseline_id(args)))
     low, high = summary["paired_ci95"]
     write_result(
