@@ -35,6 +35,12 @@ def environment(name: str) -> str:
     return os.environ.get(name, "unset")
 
 
+@server.tool(name="files.read")
+def files_read(path: str) -> str:
+    """A name the OpenAI API refuses (a dot in it)."""
+    return path
+
+
 if __name__ == "__main__":
     if os.environ.get("PID_FILE"):  # lets a test check that the run stopped the server
         Path(os.environ["PID_FILE"]).write_text(str(os.getpid()))

@@ -41,7 +41,7 @@ def alive(pid: int) -> bool:
 
 async def test_a_stdio_server_offers_its_tools_and_answers_calls(tmp_path):
     pid_file = tmp_path / "pid"
-    stack, tools = await opened(command=STDIO, env={"PID_FILE": str(pid_file)}, exclude=["environment"])
+    stack, tools = await opened(command=STDIO, env={"PID_FILE": str(pid_file)}, exclude=["environment", "files.read"])
     async with stack:
         names = [s["function"]["name"] for s in tools.schemas()]
         assert names == ["convert_units", "slow", "broken"]
@@ -58,7 +58,7 @@ async def test_a_stdio_server_offers_its_tools_and_answers_calls(tmp_path):
 
 
 async def test_failures_and_timeouts_are_results_the_model_sees():
-    stack, tools = await opened(command=STDIO, timeout=0.5)
+    stack, tools = await opened(command=STDIO, timeout=0.5, exclude=["files.read"])
     async with stack:
         assert json.loads(await tools.call("broken", {}))["error"].startswith("broken failed")
         assert "timed out" in json.loads(await tools.call("slow", {"seconds": 5}))["error"]
@@ -104,6 +104,8 @@ async def test_bad_setups_fail_at_start_with_what_to_do():
         await opened(command=["/nonexistent/mcp-server"])
     with pytest.raises(ConfigError, match="could not start it"):
         await opened(url=f"http://127.0.0.1:{free_port()}/mcp")
+    with pytest.raises(ConfigError, match="refuses the tool names files.read .* add them to `exclude`"):
+        await opened(command=STDIO)
     with pytest.raises(ConfigError, match="include names nope, which the server does not offer"):
         await opened(command=STDIO, include=["convert_units", "nope"])
     with pytest.raises(ValueError, match="needs one of `command"):
@@ -112,7 +114,7 @@ async def test_bad_setups_fail_at_start_with_what_to_do():
         ToolkitConfig(name="python_executor", include=["x"])
     with pytest.raises(ConfigError, match="open_toolkits"):
         build_toolkits([ToolkitConfig(name="mcp", command=STDIO)])
-    doubled = [ToolkitConfig(name="mcp", command=STDIO)] * 2
+    doubled = [ToolkitConfig(name="mcp", command=STDIO, include=["slow"])] * 2
     with pytest.raises(ConfigError, match="two tools are named"):
         async with AsyncExitStack() as stack:
             await open_toolkits(stack, doubled)
@@ -121,7 +123,7 @@ async def test_bad_setups_fail_at_start_with_what_to_do():
 async def test_an_agent_calls_an_mcp_tool(stub):
     call = {"id": "c1", "type": "function", "function": {"name": "convert_units", "arguments": '{"value": 3}'}}
     server = stub(StubScript(replies=[{"tool_calls": [call]}, "3000 metres"]))
-    config = AgentConfig(name="a", toolkits=[ToolkitConfig(name="mcp", command=STDIO)])
+    config = AgentConfig(name="a", toolkits=[ToolkitConfig(name="mcp", command=STDIO, include=["convert_units"])])
     async with AsyncExitStack() as stack:
         agent = Agent(config, client_for(server), await open_toolkits(stack, config.toolkits))
         result = await agent.run("How far is 3 km in metres?")

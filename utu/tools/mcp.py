@@ -11,6 +11,7 @@ import asyncio
 import importlib.util
 import json
 import logging
+import re
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -21,6 +22,7 @@ from utu.tracing.redact import register_secret
 
 log = logging.getLogger(__name__)
 
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # what the OpenAI API accepts as a function name
 START_TIMEOUT = 60.0  # seconds to start or reach the server and list its tools (npx may download first)
 
 
@@ -84,6 +86,10 @@ class MCPToolkit:
             raise ConfigError(f"mcp toolkit {self.label!r}: include names {', '.join(missing)}, which the server "
                               f"does not offer; it offers {', '.join(names) or 'no tools'}")  # fmt: skip
         wanted = set(self.config.include if self.config.include is not None else names) - set(self.config.exclude)
+        unnamed = sorted(n for n in wanted if not TOOL_NAME.fullmatch(n))
+        if unnamed:
+            raise ConfigError(f"mcp toolkit {self.label!r}: the OpenAI API refuses the tool names {', '.join(unnamed)} "
+                              "(letters, digits, _ and - only, up to 64): add them to `exclude`")  # fmt: skip
         return {
             tool.name: {"type": "function", "function": {"name": tool.name, "description": tool.description or "",
                                                          "parameters": tool.input_schema}}
