@@ -98,3 +98,34 @@ def test_the_library_joins_a_conversation_as_in_practice():
     assert placed[0] == {"role": "system", "content": "Be exact.\n\nMine."}
     assert placed[1]["content"][0] == parts[0] and "[G0]. When adding, carry." in placed[1]["content"][1]["text"]
     assert place_library(agent, [{"role": "user", "content": "Q?"}]) == build_messages(agent, "Q?")
+
+
+def test_tool_calls_written_as_text_are_read_only_when_unambiguous():
+    from utu.agents.text_tool_calls import text_tool_calls
+
+    tools = {"convert_units"}
+    call = '{"name": "convert_units", "arguments": {"value": 2, "from_unit": "km", "to_unit": "m"}}'
+    tagged = f"Let me convert.\n<tool_call>\n{call}\n</tool_call>"
+    for text in (call, call[:-1], "{" + call + "}", f"```json\n{call}\n```", tagged, f"[{call}]"):
+        (got,) = text_tool_calls(text, tools)
+        assert got["function"] == {"name": "convert_units",
+                                   "arguments": '{"value": 2, "from_unit": "km", "to_unit": "m"}'}  # fmt: skip
+    for answer in ("The answer is \\boxed{2000}.", f"I would call {call} but", call.replace("convert_units", "rm"),
+                   '{"name": "convert_units", "arguments": "2 km"}', "```json\n{\"value\": 2}\n```"):  # fmt: skip
+        assert text_tool_calls(answer, tools) == [], answer
+
+
+async def test_an_agent_runs_a_tool_call_its_model_wrote_as_text(stub, tmp_path, monkeypatch):
+    (tmp_path / "units.py").write_text("def double(x: float) -> float:\n    '''Twice x.'''\n    return 2 * x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fenced = '```json\n{"name": "double", "arguments": {"x": 21}}\n```'
+    server = stub(StubScript(replies=[fenced, "\\boxed{42}"]))
+    config = AgentConfig(name="a", toolkits=[ToolkitConfig(name="function", function="units:double")])
+    result = await Agent(config, client_for(server), build_toolkits(config.toolkits)).run("Double 21.")
+    assert result.response == "\\boxed{42}" and result.tool_calls == 1
+    sent = server.requests[-1]["messages"]
+    assert sent[-2]["tool_calls"][0]["function"]["name"] == "double"
+    assert sent[-1] == {"role": "tool", "tool_call_id": "text_call_0", "content": "42.0"}
+    off = config.model_copy(update={"text_tool_calls": False})
+    server = stub(StubScript(replies=[fenced]))
+    assert (await Agent(off, client_for(server), build_toolkits(off.toolkits)).run("Double 21.")).tool_calls == 0

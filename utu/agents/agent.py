@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from utu.agents.experience import build_messages
+from utu.agents.text_tool_calls import text_tool_calls
 from utu.config.models import AgentConfig
 from utu.llm.client import LLMClient
 from utu.llm.usage import Usage
@@ -56,11 +57,16 @@ class Agent:
         for turn in range(1, self.config.max_turns + 1):
             reply = await self.llm.chat(messages, tag=tag, tools=self._schemas, **settings)
             usage.add(reply.usage)
-            messages.append(reply.message)
+            message, calls = reply.message, reply.tool_calls
+            if not calls and self._schemas and self.config.text_tool_calls:
+                calls = text_tool_calls(reply.content or "", set(self._tool_owner))
+                if calls:  # the trajectory shows them as the calls they are, so the next request is well-formed
+                    message = {**message, "tool_calls": calls}
+            messages.append(message)
             response = reply.content
-            if not reply.tool_calls:
+            if not calls:
                 return AgentResult(response, messages, turn, len(tool_log), "final", usage, tool_log)
-            results = await asyncio.gather(*(self._call_tool(call) for call in reply.tool_calls))
+            results = await asyncio.gather(*(self._call_tool(call) for call in calls))
             messages.extend(message for message, _ in results)
             tool_log.extend(entry for _, entry in results)  # in call order, not in order of completion
         return AgentResult(response, messages, self.config.max_turns, len(tool_log), "max_turns", usage, tool_log)

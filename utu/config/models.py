@@ -180,6 +180,10 @@ class AgentConfig(StrictModel):
     model: ModelConfig = knob(ModelConfig, "The agent's LLM.")
     toolkits: list[ToolkitConfig] = knob(list, "Tools the agent may call; [] sends no tools at all.")
     max_turns: int = knob(20, "Model turns before a run stops (recorded as stop reason max_turns).", gt=0)
+    text_tool_calls: bool = knob(
+        True, "Read a reply that is only a tool call written as JSON ({name, arguments}, bare, fenced or in "
+        "<tool_call> tags) as that call: small local models write them so.",
+    )  # fmt: skip
     experience_placement: Literal["system", "user"] = knob(
         "system", "Where the library goes: after the system prompt, or before the question."
     )
