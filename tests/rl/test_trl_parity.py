@@ -54,7 +54,7 @@ def test_loss_equals_trl(world, loss_type, beta, kl_bias_correction):
     )
     ours = GRPO(copy.deepcopy(model), tokenizer, **knobs)
     ours.model.train()
-    loss, parts = ours.micro_batch_loss(rollout, torch.arange(8), advantages, mask, old, ref, mask.sum().item())
+    loss, parts = ours.micro_batch_loss(rollout, torch.arange(8), advantages, mask, old, ref)
 
     args = GRPOConfig(
         output_dir=tempfile.mkdtemp(), per_device_train_batch_size=8, num_generations=4, use_cpu=True,

@@ -87,7 +87,10 @@ def build_agent(config: RLConfig, checkpoint: Path) -> Any:
     except ImportError as e:
         raise ConfigError(f"the RL module needs its extra: run `make install-rl` ({e})") from e
     if checkpoint.is_dir():
-        agent = GRPO.load(checkpoint, device=config.model.device)
+        try:
+            agent = GRPO.load(checkpoint, device=config.model.device)
+        except ValueError as e:  # e.g. saved by a different number of processes
+            raise ConfigError(str(e)) from e
         saved = agent.settings.model_dump()
         changed = sorted(k for k, v in config.trainer.model_dump().items() if saved.get(k) != v)
         if changed:
@@ -121,17 +124,38 @@ def progress_line(record: dict[str, Any]) -> str:
     return " | ".join(parts)
 
 
+def process_state(device: str) -> Any:
+    """Accelerate's view of this process (one of several under `accelerate launch` / `torchrun`); on the CPU
+    the processes talk over gloo. Created before the trainer's Accelerator, which then shares it."""
+    try:
+        from accelerate import PartialState
+    except ImportError as e:
+        raise ConfigError(f"the RL module needs its extra: run `make install-rl` ({e})") from e
+    return PartialState(cpu=device == "cpu")
+
+
 async def run() -> int:
     args, overrides = parse_args()
     config = build_config(args, overrides)
     out = inside(args.output_dir, config.exp_id, "grpo")
-    if args.fresh:
-        shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True, exist_ok=True)
+    state = process_state(config.model.device)
+    if config.prompts_per_step < state.num_processes:
+        raise ConfigError(
+            f"prompts_per_step: {config.prompts_per_step} prompt(s) for {state.num_processes} processes; "
+            "give each process at least one"
+        )
+    if state.is_main_process:  # only the main process touches the results folder
+        if args.fresh:
+            shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True, exist_ok=True)
+    state.wait_for_everyone()
     async with contextlib.AsyncExitStack() as stack:
         judge = await open_judge_for(config, stack)
         verify = load_verifier(config.verify_filename, config.verify_func_name)
         await train_and_test(args, config, out, Verifier(verify, timeout=config.verify_timeout, llm=judge))
+    # Leave together: a process that exits while another still talks to it aborts that one.
+    state.wait_for_everyone()
+    state.destroy_process_group()
     return 0
 
 
@@ -155,27 +179,36 @@ async def train_and_test(args, config: RLConfig, out: Path, verifier: Verifier) 
     checkpoint = out / "checkpoint"
     agent = build_agent(config, checkpoint)
 
+    main = agent.accelerator.is_main_process
     results_file = out / "test.json"
     results = json.loads(results_file.read_text()) if results_file.is_file() else {}
     if "before" not in results:
-        console.print(f"testing the starting model on {len(test_questions)} held-out questions (k={config.test_k})")
+        say(main, f"testing the starting model on {len(test_questions)} held-out questions (k={config.test_k})")
         results["before"] = await agent.test(test_env, k=config.test_k)
-        results_file.write_text(json.dumps(results, indent=2))
-    metrics = MetricsLog(out / "metrics.jsonl")
+        if main:
+            results_file.write_text(json.dumps(results, indent=2))
+    metrics = MetricsLog(out / "metrics.jsonl") if main else None  # metrics are already reduced across processes
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console) as progress:
+    with Progress(*columns, console=console, disable=not main) as progress:
         task = progress.add_task("GRPO", total=config.steps, completed=agent.step)
 
         def show_step(record: dict[str, Any]) -> None:
             progress.update(task, completed=record["step"], description=progress_line(record))
 
         await train(agent, env, config.steps, metrics, checkpoint, config.save_every, on_step=show_step)
-    metrics.close()
-    console.print("testing the trained model")
+    if metrics is not None:
+        metrics.close()
+    say(main, "testing the trained model")
     results["after"] = await agent.test(test_env, k=config.test_k)
     results["steps"] = agent.step
-    results_file.write_text(json.dumps(results, indent=2))
-    show(results, config.test_k, out)
+    if main:
+        results_file.write_text(json.dumps(results, indent=2))
+        show(results, config.test_k, out)
+
+
+def say(main: bool, text: str) -> None:
+    if main:
+        console.print(text)
 
 
 def show(results: dict[str, Any], k: int, out: Path) -> None:

@@ -26,10 +26,14 @@ from accelerate import Accelerator
 from torch import Tensor
 
 from utu.config.rl import GRPOSettings
-from utu.rl.losses import completion_mask, group_advantages, grpo_loss, k3_kl
+from utu.rl.batch import GlobalBatch, sum_across_processes
+from utu.rl.losses import completion_mask, group_advantages, grpo_loss, k3_kl, loss_denominator
 from utu.rl.prefix import completion_logits, sample_groups
 
 STATE_FILE = "trainer_state.pt"
+RNG_FILE = "rng_state_{rank}.pt"  # one per process
+# The metrics `learn` computes during the update, reduced across processes in a fixed order.
+UPDATE_METRICS = ("loss", "grad_norm", "entropy", "kl", "clip_ratio/low", "clip_ratio/high")
 
 
 @dataclass
@@ -66,7 +70,7 @@ class GRPO:
         self.tokenizer = tokenizer
         self.model_source = model_source
         self.step = 0
-        torch.manual_seed(s.seed)
+        torch.manual_seed(s.seed + self.accelerator.process_index)  # each process samples its own stream
         self.shuffle = torch.Generator().manual_seed(s.seed)
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
@@ -153,80 +157,107 @@ class GRPO:
     # --- one update -----------------------------------------------------------------------------------
 
     def learn(self, rollout: Rollout, rewards: Tensor) -> dict[str, float]:
-        """One GRPO update from a rollout and its rewards (prompts, G); returns the step's metrics."""
-        s = self.settings
+        """One GRPO update from a rollout and its rewards (prompts, G); returns the step's metrics.
+
+        In a multi-process run each process passes its own prompts (see `batch.GlobalBatch`); the update is the
+        one a single process would make on all of them."""
+        s, acc = self.settings, self.accelerator
         start = time.perf_counter()
-        rewards = rewards.float()
-        advantages = group_advantages(rewards, s.scale_rewards).flatten().to(self.accelerator.device)
-        zero_std = rewards.std(dim=1) == 0 if rewards.size(1) > 1 else torch.ones(rewards.size(0), dtype=torch.bool)
         mask = rollout.completion_mask.clone()
         if s.mask_truncated_completions:
             mask[rollout.truncated] = 0
-        keep = torch.ones(mask.size(0), dtype=torch.bool)
-        if s.filter_zero_std_groups:
-            keep = ~zero_std.repeat_interleave(rollout.group_size)
-        lengths = rollout.completion_mask.sum(dim=1)
+        batch = GlobalBatch.gather(acc, rewards.float(), rollout.completion_mask.sum(dim=1),
+                                   rollout.truncated, mask.sum(dim=1))  # fmt: skip
+        g, everyone = batch.group_size, batch.rewards
+        advantages = group_advantages(everyone, s.scale_rewards).flatten()[batch.mine].to(acc.device)
+        zero_std = everyone.std(dim=1) == 0 if g > 1 else torch.ones(batch.prompts, dtype=torch.bool)
+        keep = ~zero_std.repeat_interleave(g) if s.filter_zero_std_groups else torch.ones_like(batch.truncated)
         metrics = {
-            "reward": rewards.mean().item(),
-            "reward_std": rewards.std().item() if rewards.numel() > 1 else 0.0,
+            "reward": everyone.mean().item(),
+            "reward_std": everyone.std().item() if everyone.numel() > 1 else 0.0,
             "frac_reward_zero_std": zero_std.float().mean().item(),
-            "completions/mean_length": lengths.float().mean().item(),
-            "completions/max_length": lengths.max().item(),
-            "completions/clipped_ratio": rollout.truncated.float().mean().item(),
+            "completions/mean_length": batch.lengths.mean().item(),
+            "completions/max_length": batch.lengths.max().item(),
+            "completions/clipped_ratio": batch.truncated.float().mean().item(),
         }
-        rows = torch.nonzero(keep & (mask.sum(dim=1) > 0)).flatten()
+        rows = torch.nonzero(keep & (batch.tokens > 0)).flatten()  # global rows that count in the loss
         self.step += 1
         if len(rows) == 0:  # nothing to learn from (all groups filtered or masked): no optimizer step
             return {**metrics, "skipped": 1.0, "lr": self.scheduler.get_last_lr()[0]}
-        micro = [rows[i : i + s.batch_size] for i in range(0, len(rows), s.batch_size)]
-        on_policy = s.update_epochs == 1 and len(micro) <= s.gradient_accumulation_steps
+        micro_size = s.batch_size * batch.world  # batch_size is per process, as in Accelerate
+        on_policy = s.update_epochs == 1 and -(-len(rows) // micro_size) <= s.gradient_accumulation_steps
         old = None if on_policy else self._frozen_log_probs(rollout, reference=False)
         # Under LoRA the reference costs one forward and no memory, so KL to the start is logged even at beta 0.
-        with_ref = s.beta > 0 or _is_peft(self.accelerator.unwrap_model(self.model))
+        with_ref = s.beta > 0 or _is_peft(acc.unwrap_model(self.model))
         ref = self._frozen_log_probs(rollout, reference=True) if with_ref else None
         self.model.train()
         sums: dict[str, list[float]] = {}
         for _ in range(s.update_epochs):
             # Groups in random order, each group's rows together: a micro-batch then holds few distinct prompts,
             # and each prompt is computed once per micro-batch (prefix.completion_logits).
-            groups = torch.unique(rows // rollout.group_size)
+            groups = torch.unique(rows // g)
             groups = groups[torch.randperm(len(groups), generator=self.shuffle)]
-            order = torch.cat([rows[rows // rollout.group_size == g] for g in groups])
-            micro = [order[i : i + s.batch_size] for i in range(0, len(order), s.batch_size)]
+            order = torch.cat([rows[rows // g == k] for k in groups])
+            micro = [order[i : i + micro_size] for i in range(0, len(order), micro_size)]
             for w in range(0, len(micro), s.gradient_accumulation_steps):
                 window = micro[w : w + s.gradient_accumulation_steps]
-                num_items = mask[torch.cat(window)].sum().item()  # dapo: token mean over the optimizer step
                 window_loss = 0.0
-                for idx in window:
-                    loss, parts = self.micro_batch_loss(rollout, idx, advantages, mask, old, ref, num_items)
-                    if s.loss_type != "dapo":  # dapo's normaliser already spans the window
-                        loss = loss / len(window)
-                    self.accelerator.backward(loss)
-                    window_loss += loss.item()
-                    for k, v in parts.items():
-                        sums.setdefault(k, []).append(v)
+                for idx, denominator in zip(window, self._denominators(window, batch.tokens), strict=True):
+                    local, weight = batch.local_rows(idx), float(batch.world)  # DDP divides gradients by W
+                    if len(local) == 0:  # no rows here: a zero loss, so this process still joins DDP's all-reduce
+                        local, weight = torch.zeros(1, dtype=torch.long), 0.0
+                    loss, parts = self.micro_batch_loss(rollout, local, advantages, mask, old, ref, denominator)
+                    acc.backward(loss * weight)
+                    if weight:
+                        window_loss += loss.item()
+                        for k, v in parts.items():
+                            sums.setdefault(k, []).append(v)
                 sums.setdefault("loss", []).append(window_loss)  # the loss of one optimizer step
-                grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), s.max_grad_norm)
+                grad_norm = acc.clip_grad_norm_(self.model.parameters(), s.max_grad_norm)
                 sums.setdefault("grad_norm", []).append(float(grad_norm))
                 self.optimizer.step()
                 self.scheduler.step()
                 self.optimizer.zero_grad(set_to_none=True)
-        metrics |= {k: sum(v) / len(v) for k, v in sums.items()}  # means over micro-batches / optimizer steps
+        metrics |= self._mean_across_processes(sums)
         metrics |= {"lr": self.scheduler.get_last_lr()[0], "train_time": time.perf_counter() - start}
         return metrics
 
+    def _denominators(self, window: list[Tensor], tokens: Tensor) -> list[float]:
+        """The loss denominator of each micro-batch of an optimizer step, from global counts: grpo, dr_grpo and
+        dapo normalise over the whole step (so gradient accumulation changes nothing), bnpo over its micro-batch
+        (then averaged over the step's micro-batches)."""
+        s, length = self.settings, self.settings.max_new_tokens
+        if s.loss_type == "bnpo":
+            return [loss_denominator("bnpo", len(m), tokens[m].sum().item(), length) * len(window) for m in window]
+        rows = torch.cat(window)
+        return [loss_denominator(s.loss_type, len(rows), tokens[rows].sum().item(), length)] * len(window)
+
+    def _mean_across_processes(self, sums: dict[str, list[float]]) -> dict[str, float]:
+        """Means over micro-batches / optimizer steps; then the loss (each process holds its part) is summed over
+        processes and the rest averaged over the processes that have them."""
+        local = torch.zeros(len(UPDATE_METRICS), 2, dtype=torch.float64)  # (value, present)
+        for i, key in enumerate(UPDATE_METRICS):
+            if sums.get(key):
+                local[i] = torch.tensor([sum(sums[key]) / len(sums[key]), 1.0])
+        total = sum_across_processes(self.accelerator, local.to(self.accelerator.device)).cpu()
+        return {
+            key: value if key == "loss" else value / present
+            for key, (value, present) in zip(UPDATE_METRICS, total.tolist(), strict=True)
+            if present
+        }
+
     def micro_batch_loss(
         self, rollout: Rollout, idx: Tensor, advantages: Tensor, mask: Tensor,
-        old: Tensor | None = None, ref: Tensor | None = None, num_items: float | None = None,
+        old: Tensor | None = None, ref: Tensor | None = None, denominator: float | None = None,
     ) -> tuple[Tensor, dict[str, float]]:  # fmt: skip
-        """The loss of rows `idx` (before any division for gradient accumulation) and its metrics.
-        `old` / `ref`: frozen log-probs of every row (None: on-policy / no KL); `num_items`: dapo's token count."""
+        """The loss of rows `idx` and its metrics. `old` / `ref`: frozen log-probs of every row (None: on-policy /
+        no KL); `denominator`: the loss type's normaliser over a larger batch (None: over these rows alone)."""
         s = self.settings
         logp, entropy = self.log_probs(self.model, rollout, idx, entropy=True)
         loss, parts = grpo_loss(
             logp, logp.detach() if old is None else old[idx], advantages[idx], mask[idx], s.loss_type,
             s.eps_low, s.eps_high, s.beta, s.kl_bias_correction, None if ref is None else ref[idx], s.max_new_tokens,
-            num_items,
+            denominator=denominator,
         )  # fmt: skip
         m = mask[idx]
         parts["entropy"] = ((entropy * m).sum() / m.sum().clamp(min=1)).item()
@@ -238,55 +269,64 @@ class GRPO:
 
     async def test(self, env: Any, prompts: list[Any] | None = None, k: int = 1, batch_prompts: int = 8) -> dict:
         """Mean@k (mean reward) and Pass@k (share of prompts with a full-reward completion) on held-out prompts,
-        scored by the env's verify function. Sampling uses the trainer's temperature; RNG state is restored
-        afterwards, so testing never changes what training samples next."""
+        scored by the env's verify function; several processes share the prompts. Sampling uses the trainer's
+        temperature; every random state is restored afterwards, so testing never changes what training does next."""
+        acc = self.accelerator
         prompts = env.prompts if prompts is None else prompts
-        rng = torch.get_rng_state()
+        mine = prompts[acc.process_index :: acc.num_processes]
+        rng = random_state(self.shuffle)
         means, passes = [], []
         try:
-            for i in range(0, len(prompts), batch_prompts):
-                batch = prompts[i : i + batch_prompts]
+            for i in range(0, len(mine), batch_prompts):
+                batch = mine[i : i + batch_prompts]
                 rollout = self.get_action([p.messages for p in batch], group_size=k)
                 rewards = await env.rewards.score(batch, rollout.texts)
                 means += rewards.mean(dim=1).tolist()
                 passes += (rewards >= 1.0).any(dim=1).float().tolist()
         finally:
-            torch.set_rng_state(rng)
-        n = max(len(means), 1)
-        return {f"Mean@{k}": sum(means) / n, f"Pass@{k}": sum(passes) / n, "prompts": len(means)}
+            restore_random_state(rng, self.shuffle)
+        local = torch.tensor([sum(means), sum(passes), len(means)], dtype=torch.float64)
+        total_mean, total_pass, n = sum_across_processes(acc, local.to(acc.device)).cpu().tolist()
+        return {f"Mean@{k}": total_mean / max(n, 1), f"Pass@{k}": total_pass / max(n, 1), "prompts": int(n)}
 
     # --- checkpoints ----------------------------------------------------------------------------------
 
     def save_checkpoint(self, path: str | Path) -> Path:
-        """Model (or adapter), tokenizer, optimizer, scheduler, RNG and step, written to a temporary folder
-        and renamed into place, so a crash mid-save never leaves a half-written checkpoint."""
-        path = Path(path)
+        """Model (or adapter), tokenizer, optimizer, scheduler, step and every process's random state, written
+        to a temporary folder and renamed into place, so a crash mid-save never leaves a half-written checkpoint.
+        Every process calls it (a collective under DeepSpeed / FSDP); the main process writes all but its
+        own random state. The folder must be on a filesystem all processes see."""
+        acc, path = self.accelerator, Path(path)
         tmp = path.with_name(path.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        model = self.accelerator.unwrap_model(self.model)
-        model.save_pretrained(tmp / "model")
-        if _is_peft(model) and self.model_source is None:  # nothing else to rebuild the base from
-            copy.deepcopy(model).unload().save_pretrained(tmp / "base")  # unload: the plain base, no adapter
-        if self.reference is not None:  # the KL anchor is the initial policy, not the current one
-            self.reference.save_pretrained(tmp / "reference")
-        self.tokenizer.save_pretrained(tmp / "tokenizer")
-        state = {
-            "step": self.step,
-            "settings": self.settings.model_dump(),
-            "model_source": self.model_source,
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "rng": {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state(),
-                    "shuffle": self.shuffle.get_state(),
-                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
-        }  # fmt: skip
-        torch.save(state, tmp / STATE_FILE)
-        old = path.with_name(path.name + ".old")
-        if path.exists():
-            path.rename(old)
-        os.replace(tmp, path)
-        shutil.rmtree(old, ignore_errors=True)
+        if acc.is_main_process:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+        acc.wait_for_everyone()
+        torch.save(random_state(self.shuffle), tmp / RNG_FILE.format(rank=acc.process_index))
+        model = acc.unwrap_model(self.model)
+        weights = acc.get_state_dict(self.model)  # gathers sharded weights (ZeRO-3, FSDP); DDP: the model's own
+        if acc.is_main_process:
+            model.save_pretrained(tmp / "model", state_dict=None if _is_peft(model) else weights)
+            if _is_peft(model) and self.model_source is None:  # nothing else to rebuild the base from
+                copy.deepcopy(model).unload().save_pretrained(tmp / "base")  # unload: the plain base, no adapter
+            if self.reference is not None:  # the KL anchor is the initial policy, not the current one
+                self.reference.save_pretrained(tmp / "reference")
+            self.tokenizer.save_pretrained(tmp / "tokenizer")
+            state = {
+                "step": self.step,
+                "settings": self.settings.model_dump(),
+                "model_source": self.model_source,
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "processes": acc.num_processes,
+            }
+            torch.save(state, tmp / STATE_FILE)
+            old = path.with_name(path.name + ".old")
+            if path.exists():
+                path.rename(old)
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        acc.wait_for_everyone()
         return path
 
     @classmethod
@@ -319,14 +359,34 @@ class GRPO:
         agent.optimizer.load_state_dict(state["optimizer"])
         agent.scheduler.load_state_dict(state["scheduler"])
         agent.step = state["step"]
-        rng = state["rng"]
-        torch.set_rng_state(rng["torch"])
-        random.setstate(rng["python"])
-        np.random.set_state(rng["numpy"])
-        agent.shuffle.set_state(rng["shuffle"])
-        if rng["cuda"] is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(rng["cuda"])
+        rank, saved_by = agent.accelerator.process_index, state.get("processes", 1)
+        if agent.accelerator.num_processes != saved_by:
+            raise ValueError(
+                f"{path} was saved by {saved_by} process(es); resume it with "
+                f"`accelerate launch --num_processes {saved_by}` (or start over with --fresh)"
+            )
+        restore_random_state(torch.load(path / RNG_FILE.format(rank=rank), weights_only=False), agent.shuffle)
         return agent
+
+
+def random_state(shuffle: torch.Generator) -> dict[str, Any]:
+    """Every random state this process draws from: torch (CPU, CUDA), Python, NumPy and the update's shuffle."""
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "shuffle": shuffle.get_state(),
+    }
+
+
+def restore_random_state(rng: dict[str, Any], shuffle: torch.Generator) -> None:
+    torch.set_rng_state(rng["torch"])
+    if rng["cuda"] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(rng["cuda"])
+    random.setstate(rng["python"])
+    np.random.set_state(rng["numpy"])
+    shuffle.set_state(rng["shuffle"])
 
 
 def _is_peft(model: Any) -> bool:

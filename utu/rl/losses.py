@@ -55,6 +55,21 @@ def clipped_surrogate(
     return -torch.min(rho * a, clipped * a), rho
 
 
+def loss_numerator(per_token: Tensor, mask: Tensor, loss_type: LossType) -> Tensor:
+    """What `reduce_loss` divides: the sum of per-sequence means (grpo) or of masked tokens (the others)."""
+    if loss_type == "grpo":
+        return ((per_token * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)).sum()
+    if loss_type in ("bnpo", "dr_grpo", "dapo"):
+        return (per_token * mask).sum()
+    raise ValueError(f"unknown loss_type {loss_type!r}")
+
+
+def loss_denominator(loss_type: LossType, sequences: float, tokens: float, max_completion_length: int) -> float:
+    """What `reduce_loss` divides by, for a batch of `sequences` completions holding `tokens` masked tokens."""
+    by_type = {"grpo": sequences, "bnpo": tokens, "dr_grpo": sequences * max_completion_length, "dapo": tokens}
+    return max(float(by_type[loss_type]), 1.0)
+
+
 def reduce_loss(
     per_token: Tensor,
     mask: Tensor,
@@ -63,17 +78,9 @@ def reduce_loss(
     num_items: float | None = None,
 ) -> Tensor:
     """The scalar loss of one micro-batch (see the module docstring for each reduction)."""
-    if loss_type == "grpo":
-        return ((per_token * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)).mean()
-    if loss_type == "bnpo":
-        return (per_token * mask).sum() / mask.sum().clamp(min=1)
-    if loss_type == "dr_grpo":
-        length = max_completion_length or per_token.size(1)
-        return (per_token * mask).sum() / (per_token.size(0) * length)
-    if loss_type == "dapo":
-        items = num_items if num_items is not None else mask.sum().item()
-        return (per_token * mask).sum() / max(items, 1.0)
-    raise ValueError(f"unknown loss_type {loss_type!r}")
+    tokens = num_items if loss_type == "dapo" and num_items is not None else mask.sum().item()
+    length = max_completion_length or per_token.size(1)
+    return loss_numerator(per_token, mask, loss_type) / loss_denominator(loss_type, mask.size(0), tokens, length)
 
 
 def grpo_loss(
@@ -89,8 +96,10 @@ def grpo_loss(
     ref_logp: Tensor | None = None,
     max_completion_length: int | None = None,
     num_items: float | None = None,
+    denominator: float | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
-    """Loss of one micro-batch plus metrics (KL, clip fractions)."""
+    """Loss of one micro-batch plus metrics (KL, clip fractions). `denominator`: divide the numerator by this
+    instead of the micro-batch's own reduction (a trainer normalising over a window or several processes)."""
     per_token, rho = clipped_surrogate(logp, old_logp, advantages, eps_low, eps_high)
     metrics: dict[str, float] = {}
     if beta:
@@ -104,4 +113,6 @@ def grpo_loss(
     tokens = mask.sum().clamp(min=1)
     metrics["clip_ratio/low"] = (((rho < 1 - eps_low) & (a < 0)).float() * mask).sum().item() / tokens.item()
     metrics["clip_ratio/high"] = (((rho > 1 + high) & (a > 0)).float() * mask).sum().item() / tokens.item()
+    if denominator is not None:
+        return loss_numerator(per_token, mask, loss_type) / denominator, metrics
     return reduce_loss(per_token, mask, loss_type, max_completion_length, num_items), metrics

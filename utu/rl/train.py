@@ -11,6 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from utu.rl.batch import sum_across_processes
 from utu.rl.env import GRPOEnv
 from utu.rl.grpo import GRPO
 
@@ -50,8 +53,12 @@ class MetricsLog:
 async def train_step(agent: GRPO, env: GRPOEnv) -> dict[str, Any]:
     """One GRPO step on the batch that belongs to `agent.step`; returns its metrics."""
     batch = env.batch_at(agent.step)
-    # Under `accelerate launch`, each process takes its share of the prompts (whole groups stay together).
-    batch = batch[agent.accelerator.process_index :: agent.accelerator.num_processes] or batch
+    # Under `accelerate launch`, process r takes prompts r, r + W, ... (whole groups stay together; learn()
+    # relies on this split). Every process needs at least one prompt.
+    world = agent.accelerator.num_processes
+    if len(batch) < world:
+        raise ValueError(f"step {agent.step} has {len(batch)} prompt(s) for {world} processes: give each at least one")
+    batch = batch[agent.accelerator.process_index :: world]
     start = time.perf_counter()
     # Torch runs on the event loop's thread on purpose: from a worker thread it was 2-3x slower on these CPUs
     # (a second OpenMP pool competing with the first), and nothing else needs the loop while the model works.
@@ -60,14 +67,15 @@ async def train_step(agent: GRPO, env: GRPOEnv) -> dict[str, Any]:
     rewards = await env.rewards.score(batch, rollout.texts)
     scored = time.perf_counter()
     metrics = agent.learn(rollout, rewards)
-    tokens = int(rollout.completion_mask.sum().item())
+    counts = torch.tensor([rollout.completion_ids.size(0), rollout.completion_mask.sum().item()])
+    completions, tokens = sum_across_processes(agent.accelerator, counts.to(agent.accelerator.device)).tolist()
     return {
         "step": agent.step,
         **metrics,
         "gen_time": generated - start,
         "reward_time": scored - generated,
         "step_time": time.perf_counter() - start,
-        "completions": rollout.completion_ids.size(0),
+        "completions": int(completions),  # all processes'; the times are the main process's
         "tokens_generated_per_s": tokens / max(generated - start, 1e-9),
     }
 
@@ -76,15 +84,17 @@ async def train(
     agent: GRPO,
     env: GRPOEnv,
     steps: int,
-    metrics: MetricsLog,
+    metrics: MetricsLog | None,
     checkpoint: Path | None = None,
     save_every: int = 0,
     on_step: Callable[[dict[str, Any]], None] | None = None,
 ) -> None:
-    """Run until `agent.step == steps`, resuming from wherever the agent is."""
+    """Run until `agent.step == steps`, resuming from wherever the agent is. Every process runs it; only the
+    main one should pass `metrics` (the records are already reduced across processes)."""
     while agent.step < steps:
         record = await train_step(agent, env)
-        metrics.write(record)
+        if metrics is not None:
+            metrics.write(record)
         if on_step is not None:
             on_step(record)
         if checkpoint is not None and (agent.step == steps or (save_every and agent.step % save_every == 0)):
