@@ -33,7 +33,7 @@ class GRPOSettings(BaseModel):
 
     group_size: int = Field(8, ge=2, description="G completions per prompt. Default 8 (TRL); GRPO paper: 64.")
     batch_size: int = Field(
-        8, ge=1, description="Completions per micro-batch in `learn` (AgileRL's batch_size). Default 8."
+        8, ge=1, description="Completions per micro-batch in `learn`, per process (AgileRL's batch_size). Default 8."
     )
     gradient_accumulation_steps: int = Field(
         1, ge=1, description="Micro-batches per optimizer step. Default 1. The dapo/dr_grpo/grpo losses are invariant."

@@ -7,8 +7,8 @@ One step (GRPO, arXiv 2402.03300, Algorithm 1):
     metrics  = agent.learn(rollout, rewards)               # advantages -> clipped surrogate (+ beta * k3 KL)
 
 The arithmetic lives in `losses.py`; this file is the loop around a Hugging Face causal LM. Device placement,
-mixed precision and multi-GPU / multi-node go through Hugging Face Accelerate (`accelerate config` chooses
-DDP, DeepSpeed or FSDP); on this machine it is the CPU.
+mixed precision and several processes go through Hugging Face Accelerate; `batch.py` makes an update on several
+processes equal to the one a single process makes on the whole batch (tested on 2 CPU processes over gloo).
 """
 
 import copy
