@@ -30,8 +30,6 @@ from utu.cli import refuse_unknown_flags
 from utu.config.loader import load_config, load_model_config, validate
 from utu.config.names import inside
 from utu.config.rl import RLConfig
-from utu.db import Database
-from utu.db.dataset_io import ensure_dataset
 from utu.errors import ConfigError
 from utu.verify import Verifier, load_verifier
 
@@ -56,20 +54,6 @@ def build_config(args: argparse.Namespace, overrides: list[str]) -> RLConfig:
     config = load_config("rl", args.config_name, RLConfig, overrides)
     flags = {k: v for k in ("exp_id", "steps") if (v := getattr(args, k)) is not None}
     return validate(config.model_dump() | flags, RLConfig, {"": "command line"})
-
-
-async def load_questions(config: RLConfig, db_url: str | None) -> list[tuple[int, str, str | None]]:
-    from utu.rl.env import questions_from_db, questions_from_jsonl
-
-    if config.data.file_path is not None:
-        return questions_from_jsonl(config.data.file_path)
-    db = Database(db_url)
-    try:
-        await db.create_tables()
-        await ensure_dataset(db, config.data.dataset)
-        return await questions_from_db(db, config.data.dataset)
-    finally:
-        await db.dispose()
 
 
 def split(questions: list, config: RLConfig) -> tuple[list, list]:
@@ -169,9 +153,10 @@ async def open_judge_for(config: RLConfig, stack: contextlib.AsyncExitStack):
 
 
 async def train_and_test(args, config: RLConfig, out: Path, verifier: Verifier) -> None:
-    train_questions, test_questions = split(await load_questions(config, args.db_url), config)
+    from utu.rl.env import GRPOEnv, PromptTemplate, load_questions
 
-    from utu.rl.env import GRPOEnv, PromptTemplate
+    questions = await load_questions(config.data.dataset, config.data.file_path, args.db_url)
+    train_questions, test_questions = split(questions, config)
     from utu.rl.train import MetricsLog, train
 
     template = PromptTemplate(system=config.data.system, user=config.data.user)

@@ -44,6 +44,12 @@ class GRPOSettings(BaseModel):
     lr: float = Field(1e-6, gt=0, description="AdamW learning rate. Default 1e-6 (TRL, full fine-tuning); LoRA: 1e-5+.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay. Default 0.")
     warmup_steps: int = Field(0, ge=0, description="Linear LR warm-up, in optimizer steps. Default 0.")
+    lr_schedule: Literal["constant", "cosine"] = Field(
+        "constant", description="After warm-up: constant, or cosine decay to 0 over schedule_steps. Default constant."
+    )
+    schedule_steps: int | None = Field(
+        None, ge=1, description="Optimizer steps of the cosine schedule, warm-up included (AgileRL num_epochs)."
+    )
     clip_coef: float = Field(0.2, gt=0, description="PPO/GRPO clip epsilon. Default 0.2 (PPO, GRPO papers).")
     clip_coef_low: float | None = Field(None, gt=0, description="Lower epsilon; None = clip_coef.")
     clip_coef_high: float | None = Field(
@@ -82,9 +88,11 @@ class GRPOSettings(BaseModel):
     seed: int = Field(0, description="Seeds sampling and the micro-batch shuffle. Default 0.")
 
     @model_validator(mode="after")
-    def _min_tokens_within_max(self) -> "GRPOSettings":
+    def _consistent(self) -> "GRPOSettings":
         if self.min_output_tokens > self.max_new_tokens:
             raise ValueError("min_output_tokens must not exceed max_new_tokens")
+        if self.lr_schedule == "cosine" and self.schedule_steps is None:
+            raise ValueError("lr_schedule cosine needs schedule_steps (the optimizer steps it spans)")
         return self
 
     @property

@@ -75,6 +75,21 @@ def questions_from_jsonl(path: Path) -> list[Question]:
     return [(i, line.question, answer_text(line.answer)) for i, line in enumerate(lines)]
 
 
+async def load_questions(dataset: str | None, file_path: Path | None, db_url: str | None = None) -> list[Question]:
+    """The questions of a JSONL file, or of a data set in the SQL store (bundled sets are loaded on first use)."""
+    if file_path is not None:
+        return questions_from_jsonl(file_path)
+    from utu.db.dataset_io import ensure_dataset
+
+    db = Database(db_url)
+    try:
+        await db.create_tables()
+        await ensure_dataset(db, dataset)
+        return await questions_from_db(db, dataset)
+    finally:
+        await db.dispose()
+
+
 class GRPOEnv:
     def __init__(self, questions: list[Question], template: PromptTemplate, verifier: Verifier,
                  batch_size: int = 4, seed: int = 0):  # fmt: skip

@@ -12,6 +12,7 @@ processes equal to the one a single process makes on the whole batch (tested on 
 """
 
 import copy
+import math
 import os
 import random
 import shutil
@@ -56,15 +57,18 @@ class GRPO:
     def __init__(
         self,
         model: Any,
-        tokenizer: Any,
+        tokenizer: Any | None,
         *,
         accelerator: Accelerator | None = None,
         device: str = "cpu",
         model_source: dict[str, str] | None = None,
+        pad_token_id: int | None = None,
+        eos_token_id: int | None = None,
         **knobs: Any,
     ):
-        """`model`: a transformers causal LM (or a peft model to resume); `tokenizer` with a chat template.
-        `model_source` records how to rebuild the base model (see `load`); `knobs` are `GRPOSettings` fields."""
+        """`model`: a transformers causal LM (or a peft model to resume); `tokenizer` with a chat template (None:
+        prompts come tokenized, see `rollout`, and `pad_token_id` / `eos_token_id` or the model's config give the
+        ids). `model_source` records how to rebuild the base model (see `load`); `knobs` are `GRPOSettings`."""
         self.settings = s = GRPOSettings(**knobs)
         self.accelerator = accelerator or Accelerator(cpu=device == "cpu")
         self.tokenizer = tokenizer
@@ -72,9 +76,14 @@ class GRPO:
         self.step = 0
         torch.manual_seed(s.seed + self.accelerator.process_index)  # each process samples its own stream
         self.shuffle = torch.Generator().manual_seed(s.seed)
-        if tokenizer.pad_token_id is None:
-            tokenizer.pad_token = tokenizer.eos_token
-        tokenizer.padding_side = "left"
+        if tokenizer is not None:
+            if tokenizer.pad_token_id is None:
+                tokenizer.pad_token = tokenizer.eos_token
+            tokenizer.padding_side = "left"
+        self.eos_id = _first_id(eos_token_id, tokenizer and tokenizer.eos_token_id, model.config.eos_token_id)
+        self.pad_id = _first_id(pad_token_id, tokenizer and tokenizer.pad_token_id, self.eos_id)
+        if self.eos_id is None:
+            raise ValueError("no EOS token id: pass a tokenizer or eos_token_id")
         if s.lora is not None and not _is_peft(model):
             from peft import LoraConfig, get_peft_model
 
@@ -88,8 +97,7 @@ class GRPO:
             self.reference = copy.deepcopy(model).eval().requires_grad_(False).to(self.accelerator.device)
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=s.lr, weight_decay=s.weight_decay)
-        warmup = s.warmup_steps
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: min(1.0, (k + 1) / (warmup + 1)))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, LearningRateFactor(s))
         self.model, self.optimizer, self.scheduler = self.accelerator.prepare(model, optimizer, scheduler)
 
     # --- sampling -------------------------------------------------------------------------------------
@@ -97,22 +105,30 @@ class GRPO:
     @torch.no_grad()
     def get_action(self, messages: list[list[dict[str, str]]], group_size: int | None = None) -> Rollout:
         """Sample `group_size` (default G) completions for each chat prompt, the prompt computed once per group."""
-        s, g = self.settings, group_size or self.settings.group_size
+        if self.tokenizer is None:
+            raise ValueError("chat prompts need a tokenizer; without one, pass token ids to `rollout`")
         texts = [self.tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in messages]
         enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-        prompt_ids = enc["input_ids"].to(self.accelerator.device)
-        prompt_mask = enc["attention_mask"].to(self.accelerator.device)
+        return self.rollout(enc["input_ids"], enc["attention_mask"], group_size)
+
+    @torch.no_grad()
+    def rollout(self, prompt_ids: Tensor, prompt_mask: Tensor, group_size: int | None = None) -> Rollout:
+        """Sample `group_size` (default G) completions for each left-padded tokenized prompt."""
+        s, g = self.settings, group_size or self.settings.group_size
+        prompt_ids, prompt_mask = prompt_ids.to(self.accelerator.device), prompt_mask.to(self.accelerator.device)
         model = self.accelerator.unwrap_model(self.model)
         model.eval()  # no dropout while sampling
         completion_ids = sample_groups(
-            model, prompt_ids, prompt_mask, g, s.max_new_tokens, self.tokenizer.eos_token_id,
-            self.tokenizer.pad_token_id, s.temperature, s.top_p, s.min_output_tokens,
+            model, prompt_ids, prompt_mask, g, s.max_new_tokens, self.eos_id, self.pad_id, s.temperature, s.top_p,
+            s.min_output_tokens,
         )  # fmt: skip
         prompt_ids, prompt_mask = prompt_ids.repeat_interleave(g, dim=0), prompt_mask.repeat_interleave(g, dim=0)
-        mask = completion_mask(completion_ids, self.tokenizer.eos_token_id)
-        truncated = ~(completion_ids == self.tokenizer.eos_token_id).any(dim=1)
-        visible = completion_ids.masked_fill(mask == 0, self.tokenizer.pad_token_id)  # nothing after the EOS
-        decoded = self.tokenizer.batch_decode(visible, skip_special_tokens=True)
+        mask = completion_mask(completion_ids, self.eos_id)
+        truncated = ~(completion_ids == self.eos_id).any(dim=1)
+        decoded = [""] * completion_ids.size(0)
+        if self.tokenizer is not None:
+            visible = completion_ids.masked_fill(mask == 0, self.pad_id)  # nothing after the EOS
+            decoded = self.tokenizer.batch_decode(visible, skip_special_tokens=True)
         groups = [decoded[i : i + g] for i in range(0, len(decoded), g)]
         return Rollout(prompt_ids, prompt_mask, completion_ids, mask, truncated, groups)
 
@@ -311,7 +327,8 @@ class GRPO:
                 copy.deepcopy(model).unload().save_pretrained(tmp / "base")  # unload: the plain base, no adapter
             if self.reference is not None:  # the KL anchor is the initial policy, not the current one
                 self.reference.save_pretrained(tmp / "reference")
-            self.tokenizer.save_pretrained(tmp / "tokenizer")
+            if self.tokenizer is not None:
+                self.tokenizer.save_pretrained(tmp / "tokenizer")
             state = {
                 "step": self.step,
                 "settings": self.settings.model_dump(),
@@ -319,6 +336,7 @@ class GRPO:
                 "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(),
                 "processes": acc.num_processes,
+                "token_ids": {"pad_token_id": self.pad_id, "eos_token_id": self.eos_id},
             }
             torch.save(state, tmp / STATE_FILE)
             old = path.with_name(path.name + ".old")
@@ -336,7 +354,7 @@ class GRPO:
 
         path = Path(path)
         state = torch.load(path / STATE_FILE, weights_only=False)
-        tokenizer = AutoTokenizer.from_pretrained(path / "tokenizer")
+        tokenizer = AutoTokenizer.from_pretrained(path / "tokenizer") if (path / "tokenizer").is_dir() else None
         settings = {**state["settings"], **overrides}
         if settings.get("lora"):
             from peft import PeftModel
@@ -350,9 +368,8 @@ class GRPO:
             model = PeftModel.from_pretrained(base, path / "model", is_trainable=True)
         else:
             model = AutoModelForCausalLM.from_pretrained(path / "model")
-        agent = cls(
-            model, tokenizer, accelerator=accelerator, device=device, model_source=state["model_source"], **settings
-        )
+        agent = cls(model, tokenizer, accelerator=accelerator, device=device, model_source=state["model_source"],
+                    **state.get("token_ids", {}), **settings)  # fmt: skip
         if agent.reference is not None:  # the KL anchor is the initial policy, not the loaded one
             reference = AutoModelForCausalLM.from_pretrained(path / "reference")
             agent.reference.load_state_dict(reference.state_dict())
@@ -367,6 +384,29 @@ class GRPO:
             )
         restore_random_state(torch.load(path / RNG_FILE.format(rank=rank), weights_only=False), agent.shuffle)
         return agent
+
+
+class LearningRateFactor:
+    """The LR multiplier after k optimizer steps: linear warm-up, then constant or a cosine decay to 0."""
+
+    def __init__(self, settings: GRPOSettings):
+        self.warmup, self.schedule, self.total = settings.warmup_steps, settings.lr_schedule, settings.schedule_steps
+
+    def __call__(self, k: int) -> float:
+        if k < self.warmup or self.schedule == "constant":
+            return min(1.0, (k + 1) / (self.warmup + 1))
+        progress = min(1.0, (k - self.warmup) / max(1, self.total - self.warmup))
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def _first_id(*candidates: Any) -> int | None:
+    """The first token id given; a list of ids (several EOS tokens) gives its first."""
+    for value in candidates:
+        if isinstance(value, list | tuple):
+            value = value[0] if value else None
+        if value is not None:
+            return int(value)
+    return None
 
 
 def random_state(shuffle: torch.Generator) -> dict[str, Any]:
