@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from utu.rl.grpo import LearningRateFactor
-from utu.rl.toy import char_tokenizer, tiny_llama
+from utu.rl.toy import char_tokenizer, reward, tiny_llama
 
 # was: from agilerl.algorithms import GRPO; from agilerl.utils.llm_utils import HuggingFaceGym
 from utu.rl.agilerl import GRPO, CosineLRScheduleConfig, HuggingFaceGym  # isort: skip
@@ -29,7 +29,7 @@ def create_tokenizer():
 
 
 def reward_fn(completion: str, solution: str, prompt: str) -> float:
-    return completion.count(solution) / len(completion) if completion else 0.0
+    return reward(completion, solution)
 
 
 def make_env(tokenizer, **kw) -> HuggingFaceGym:

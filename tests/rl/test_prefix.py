@@ -48,3 +48,20 @@ def test_min_tokens_and_padding_after_eos():
     for row in out[ended]:
         first = int((row == 0).nonzero()[0])
         assert (row[first:] == 0).all()
+
+
+def test_the_growing_cache_samples_exactly_what_concatenation_does(monkeypatch):
+    from transformers.cache_utils import DynamicLayer
+
+    from utu.rl import prefix
+
+    tokenizer = char_tokenizer()
+    model = tiny_llama(len(tokenizer), hidden=16).eval()
+    ids, mask = encode(tokenizer, ["ab", "h0 12 =?"])  # unequal lengths: left padding in the cache
+    runs = []
+    for layer in (prefix.GrowingLayer, DynamicLayer):
+        monkeypatch.setattr(prefix, "GrowingLayer", layer)
+        torch.manual_seed(3)
+        runs.append(sample_groups(model, ids, mask, 4, 40, eos_id=0, pad_id=0, min_new_tokens=40))
+    assert runs[0].shape == (8, 40)  # 40 tokens: the buffer doubles several times
+    assert torch.equal(runs[0], runs[1])

@@ -12,6 +12,40 @@
 import torch
 from torch import Tensor
 from transformers import DynamicCache
+from transformers.cache_utils import Cache, DynamicLayer
+
+
+class GrowingLayer(DynamicLayer):
+    """A KV cache layer that writes each decoded token into spare room, doubling it when full, instead of
+    concatenating: decoding T tokens copies the cache O(log T) times, not T times (HF's DynamicLayer)."""
+
+    def update(self, key_states: Tensor, value_states: Tensor, *args, **kwargs) -> tuple[Tensor, Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        if self.keys.dim() != 4:  # nothing cached yet
+            self._adopt(key_states[..., :0, :], value_states[..., :0, :], room=0)
+        elif getattr(self, "_view", None) is not self.keys:  # replaced by repeat_interleave / select: adopt it
+            self._adopt(self.keys, self.values, room=0)
+        length, extra = self.keys.shape[-2], key_states.shape[-2]
+        if length + extra > self._k.shape[-2]:
+            self._adopt(self.keys, self.values, room=max(length, extra, 16))
+        self._k[..., length : length + extra, :] = key_states
+        self._v[..., length : length + extra, :] = value_states
+        self._expose(length + extra)
+        return self.keys, self.values
+
+    def _adopt(self, keys: Tensor, values: Tensor, room: int) -> None:
+        """Copy the cached keys/values into a fresh buffer with `room` free positions after them."""
+        length = keys.shape[-2]
+        self._k = keys.new_empty((*keys.shape[:-2], length + room, keys.shape[-1]))
+        self._v = values.new_empty((*values.shape[:-2], length + room, values.shape[-1]))
+        self._k[..., :length, :] = keys
+        self._v[..., :length, :] = values
+        self._expose(length)
+
+    def _expose(self, length: int) -> None:
+        self.keys, self.values = self._k[..., :length, :], self._v[..., :length, :]
+        self._view = self.keys
 
 
 def nucleus(logits: Tensor, top_p: float) -> Tensor:
@@ -40,7 +74,7 @@ def sample_groups(
 ) -> Tensor:
     """prompt_ids (B, P) left-padded -> completion ids (B * G, C), group-major, pad after the first EOS."""
     positions = (prompt_mask.cumsum(dim=1) - 1).clamp(min=0)
-    cache = DynamicCache()
+    cache = Cache(layer_class_to_replicate=GrowingLayer)
     out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions,
                 past_key_values=cache, use_cache=True, logits_to_keep=1)  # fmt: skip
     cache.batch_repeat_interleave(group_size)
@@ -82,7 +116,8 @@ def completion_logits(model, prompt_ids: Tensor, prompt_mask: Tensor, completion
     first = head[:, -1][inverse].unsqueeze(1)  # the prompt's last position predicts completion token 0
     if completion_ids.size(1) == 1:
         return first
-    cache.batch_select_indices(inverse)
+    for layer in cache.layers:  # index_select: its backward is index_add, much faster on CPU than indexing's
+        layer.keys, layer.values = layer.keys.index_select(0, inverse), layer.values.index_select(0, inverse)
     attention = torch.cat([mask[inverse], completion_mask.long()], dim=1)[:, :-1]
     steps = torch.arange(1, completion_ids.size(1), device=group.device)
     positions = positions[inverse, -1:] + steps

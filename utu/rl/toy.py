@@ -39,8 +39,12 @@ def tiny_llama(vocab_size: int, seed: int = 0, hidden: int = 32, layers: int = 2
     return LlamaForCausalLM(config)
 
 
-def verify_func(sample: Any, timeout_score: float = 0, **kwargs: Any) -> dict[str, Any]:
-    """Reward = the share of the completion's characters that equal the answer (a single character)."""
-    text, target = sample.response or "", sample.correct_answer or ""
-    reward = text.count(target) / len(text) if text and target else 0.0
-    return {"reward": reward, "reasoning": None}
+def reward(text: str, target: str) -> float:
+    """The share of the completion's characters that equal the answer (a single character)."""
+    return text.count(target) / len(text) if text and target else 0.0
+
+
+async def verify_func(sample: Any, timeout_score: float = 0, **kwargs: Any) -> dict[str, Any]:
+    """`reward` as a verify function. Async because it cannot hang: a sync verifier runs in a thread of its own
+    (so a hung call cannot block the loop), which costs more than this arithmetic."""
+    return {"reward": reward(sample.response or "", sample.correct_answer or ""), "reasoning": None}
