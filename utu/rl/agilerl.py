@@ -34,7 +34,7 @@ from torch import Tensor
 
 from utu.config.rl import DEFAULT_SYSTEM_PROMPT
 from utu.rl.grpo import GRPO as Trainer
-from utu.rl.grpo import Rollout, _is_peft
+from utu.rl.grpo import Rollout, is_peft, random_state, restore_random_state
 from utu.rl.losses import completion_mask
 
 
@@ -337,8 +337,6 @@ class GRPO:
     def test(self, env: HuggingFaceGym, loop: int = 1) -> float:
         """Mean reward of one completion per prompt over `loop` batches of the env's test set (AgileRL's
         fitness); every random state is restored afterwards."""
-        from utu.rl.grpo import random_state, restore_random_state
-
         saved = random_state(self.trainer.shuffle)
         rewards = []
         try:
@@ -397,7 +395,7 @@ class GRPO:
 
     @property
     def is_lora(self) -> bool:
-        return _is_peft(self.unwrap_models())
+        return is_peft(self.unwrap_models())
 
 
 def _left_pad(sequences: list[Tensor], pad_id: int) -> tuple[Tensor, Tensor]:

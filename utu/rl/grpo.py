@@ -84,7 +84,7 @@ class GRPO:
         self.pad_id = _first_id(pad_token_id, tokenizer and tokenizer.pad_token_id, self.eos_id)
         if self.eos_id is None:
             raise ValueError("no EOS token id: pass a tokenizer or eos_token_id")
-        if s.lora is not None and not _is_peft(model):
+        if s.lora is not None and not is_peft(model):
             from peft import LoraConfig, get_peft_model
 
             lora = LoraConfig(r=s.lora.r, lora_alpha=s.lora.alpha, lora_dropout=s.lora.dropout,
@@ -93,7 +93,7 @@ class GRPO:
         # The reference policy for the KL term: under LoRA the base model with the adapter disabled (free);
         # otherwise a frozen copy, made only when beta > 0.
         self.reference = None
-        if s.beta > 0 and not _is_peft(model):
+        if s.beta > 0 and not is_peft(model):
             self.reference = copy.deepcopy(model).eval().requires_grad_(False).to(self.accelerator.device)
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=s.lr, weight_decay=s.weight_decay)
@@ -204,7 +204,7 @@ class GRPO:
         on_policy = s.update_epochs == 1 and -(-len(rows) // micro_size) <= s.gradient_accumulation_steps
         old = None if on_policy else self._frozen_log_probs(rollout, reference=False)
         # Under LoRA the reference costs one forward and no memory, so KL to the start is logged even at beta 0.
-        with_ref = s.beta > 0 or _is_peft(acc.unwrap_model(self.model))
+        with_ref = s.beta > 0 or is_peft(acc.unwrap_model(self.model))
         ref = self._frozen_log_probs(rollout, reference=True) if with_ref else None
         self.model.train()
         sums: dict[str, list[float]] = {}
@@ -322,8 +322,8 @@ class GRPO:
         model = acc.unwrap_model(self.model)
         weights = acc.get_state_dict(self.model)  # gathers sharded weights (ZeRO-3, FSDP); DDP: the model's own
         if acc.is_main_process:
-            model.save_pretrained(tmp / "model", state_dict=None if _is_peft(model) else weights)
-            if _is_peft(model) and self.model_source is None:  # nothing else to rebuild the base from
+            model.save_pretrained(tmp / "model", state_dict=None if is_peft(model) else weights)
+            if is_peft(model) and self.model_source is None:  # nothing else to rebuild the base from
                 copy.deepcopy(model).unload().save_pretrained(tmp / "base")  # unload: the plain base, no adapter
             if self.reference is not None:  # the KL anchor is the initial policy, not the current one
                 self.reference.save_pretrained(tmp / "reference")
@@ -429,7 +429,7 @@ def restore_random_state(rng: dict[str, Any], shuffle: torch.Generator) -> None:
     shuffle.set_state(rng["shuffle"])
 
 
-def _is_peft(model: Any) -> bool:
+def is_peft(model: Any) -> bool:
     return hasattr(model, "disable_adapter") and hasattr(model, "get_base_model")
 
 
