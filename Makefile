@@ -65,7 +65,7 @@ $(VENV)/.rl: pyproject.toml | $(VENV)/.torch
 
 install-rl: $(VENV)/.rl
 
-demo: install-local
+demo: install-local install-local-1.5b
 	$(PY) scripts/demo.py
 
 # The whole suite, integration tests included (real llama.cpp model, real PostgreSQL, real Phoenix).

@@ -22,11 +22,16 @@ ROOT = Path(__file__).resolve().parents[1]
 console = Console()
 
 EVAL = ["--config_name", "local/mawps", "--limit", "20", "--pass_k", "2"]
-HONEST_NOTE = """**What to expect from a 0.5B model.** Qwen2.5-Coder-0.5B answers most of these one-step word
-problems correctly (about 85%), so few practice groups show the contrast the learner learns from, and 20
-held-out questions at K=2 can only show a large effect: read the paired difference with its confidence
-interval. The library is screened (one "When <condition>, <strategy>." sentence, nothing copied from a
-question), so what you see is advice, not junk. `benchmarks/learning_gain.py` measures the gain on 100
+# The learner: the 0.5B wrote only question-specific sentences ("When Mary already put in 2 cups, ..."), all
+# refused by the screening, so a demo with it learned nothing and failed (2026-11-24: 17 of 17 refused). The
+# 1.5B writes general ones often enough; the agent stays the 0.5B.
+DEMO_LEARNER = "qwen2.5-coder-1.5b"
+HONEST_NOTE = """**What to expect from small models.** Qwen2.5-Coder-0.5B (the agent) answers most of these
+one-step word problems correctly (about 85%), so few practice groups show the contrast the learner
+(Qwen2.5-Coder-1.5B) learns from, and 20 held-out questions at K=2 can only show a large effect: read the
+paired difference with its confidence interval. The library is screened (one "When <condition>, <strategy>."
+sentence; the question's numbers, names and phrases refused), but a small learner still writes some advice
+that names a question's objects ("pizzas", "puppies"). `benchmarks/learning_gain.py` measures the gain on 100
 held-out GSM8K questions (README, "Does practice help?"). Point the same commands at a capable API model by
 setting `UTU_LLM_BASE_URL`, `UTU_LLM_MODEL` and `UTU_LLM_API_KEY` in `.env`: the paper reports +2.7 to
 +5.4 points on AIME with DeepSeek-V3.1."""
@@ -46,7 +51,9 @@ def main() -> None:
     start = time.perf_counter()
     if not os.environ.get("UTU_LLM_BASE_URL"):
         model = os.environ.get("UTU_LOCAL_MODEL") or "qwen2.5-coder-0.5b"
-        console.print(f"No UTU_LLM_BASE_URL: using the embedded {model} model (llama.cpp's llama-server, CPU).")
+        learner = os.environ.setdefault("UTU_LEARNER_LOCAL_MODEL", DEMO_LEARNER)  # the commands below inherit it
+        console.print(f"No UTU_LLM_BASE_URL: the embedded {model} model is the agent and {learner} the learner "
+                      "(llama.cpp's llama-server, CPU).")  # fmt: skip
     run("1/5 baseline evaluation", "scripts/run_eval.py", *EVAL, "--exp_id", "demo_baseline", "--fresh")
     # The 0.5B is right on ~85% of these, so most groups are all-right and carry no contrast: the demo runs the
     # paper's "without ground truth" variant, in which the learner studies every group.
