@@ -23,11 +23,10 @@ class GrowingLayer(DynamicLayer):
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         if self.keys.dim() != 4:  # nothing cached yet
-            self._adopt(key_states[..., :0, :], value_states[..., :0, :], room=0)
-        elif getattr(self, "_view", None) is not self.keys:  # replaced by repeat_interleave / select: adopt it
-            self._adopt(self.keys, self.values, room=0)
+            self.keys, self.values = key_states[..., :0, :], value_states[..., :0, :]
         length, extra = self.keys.shape[-2], key_states.shape[-2]
-        if length + extra > self._k.shape[-2]:
+        # A new cache, one that repeat_interleave / select replaced, or a full buffer: copy into a larger one.
+        if getattr(self, "_view", None) is not self.keys or length + extra > self._k.shape[-2]:
             self._adopt(self.keys, self.values, room=max(length, extra, 16))
         self._k[..., length : length + extra, :] = key_states
         self._v[..., length : length + extra, :] = value_states
