@@ -6,6 +6,7 @@ it is entered into.
 """
 
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 
 from utu.agents import Agent
 from utu.config.models import EvalConfig, ModelConfig, TrainingFreeGRPOConfig
@@ -20,7 +21,7 @@ from utu.practice.experience_updater import ExperienceUpdater
 from utu.practice.library import Library
 from utu.practice.loop import PracticeLoop
 from utu.tools import open_toolkits
-from utu.verify import Verifier, load_verifier
+from utu.verify import Verifier, load_verifier, warm_up
 
 
 async def claim_experiment(
@@ -58,12 +59,46 @@ async def open_judge(stack: AsyncExitStack, config: EvalConfig, usage: UsageTrac
 async def build_eval(stack: AsyncExitStack, config: EvalConfig, db: Database) -> EvalRunner:
     """An evaluation runner: the agent with its tools, the verifier with its judge."""
     verify = load_verifier(config.verify_filename, config.verify_func_name)  # before any client starts
+    warm_up(verify)  # while the clients connect and the first rollouts run
     client = await open_client(stack, config.agent.model)
     judge = await open_judge(stack, config)
     verifier = Verifier(verify, config.verify_timeout, config.timeout_score, llm=judge)
-    verifier.warm_up()  # overlaps the first rollouts
     agent = Agent(config.agent, client, await open_toolkits(stack, config.agent.toolkits, llm=client))
     return EvalRunner(config, db, agent, verifier)
+
+
+@dataclass
+class PracticeParts:
+    """What a practice run talks to, opened (each client preflighted) before its loop is built."""
+
+    agent: Agent
+    updater: ExperienceUpdater
+    verifier: Verifier
+    usage: UsageTracker
+
+    def loop(
+        self, config: TrainingFreeGRPOConfig, db: Database, initial: Library | None = None, pipeline: bool = True
+    ) -> PracticeLoop:
+        """The practice loop, starting from the `initial` library (default: empty)."""
+        return PracticeLoop(
+            config, db, self.agent, self.updater, self.verifier, self.usage, initial=initial, pipeline=pipeline
+        )
+
+
+async def open_practice(stack: AsyncExitStack, config: TrainingFreeGRPOConfig) -> PracticeParts:
+    """Agent, learner (the agent's client unless `learner_model` is set), verifier; closed with `stack`."""
+    ev = config.evaluation
+    verify = load_verifier(ev.verify_filename, ev.verify_func_name)
+    warm_up(verify)  # while the clients connect and the first rollouts run
+    usage = UsageTracker()
+    client = await open_client(stack, ev.agent.model, usage)
+    learner = client
+    if config.practice.learner_model:
+        learner = await open_client(stack, config.practice.learner_model, usage)
+    judge = await open_judge(stack, ev, usage)
+    verifier = Verifier(verify, ev.verify_timeout, ev.timeout_score, llm=judge)
+    agent = Agent(ev.agent, client, await open_toolkits(stack, ev.agent.toolkits, llm=client))
+    return PracticeParts(agent, ExperienceUpdater(learner, config.practice), verifier, usage)
 
 
 async def build_practice(
@@ -73,18 +108,5 @@ async def build_practice(
     initial: Library | None = None,
     pipeline: bool = True,
 ) -> PracticeLoop:
-    """A practice run: agent, learner (the agent's client unless `learner_model` is set), verifier, store;
-    starting from the `initial` library (default: empty)."""
-    ev = config.evaluation
-    verify = load_verifier(ev.verify_filename, ev.verify_func_name)
-    usage = UsageTracker()
-    client = await open_client(stack, ev.agent.model, usage)
-    learner = client
-    if config.practice.learner_model:
-        learner = await open_client(stack, config.practice.learner_model, usage)
-    judge = await open_judge(stack, ev, usage)
-    verifier = Verifier(verify, ev.verify_timeout, ev.timeout_score, llm=judge)
-    verifier.warm_up()  # overlaps the first rollouts
-    agent = Agent(ev.agent, client, await open_toolkits(stack, ev.agent.toolkits, llm=client))
-    updater = ExperienceUpdater(learner, config.practice)
-    return PracticeLoop(config, db, agent, updater, verifier, usage, initial=initial, pipeline=pipeline)
+    """A practice run, starting from the `initial` library (default: empty)."""
+    return (await open_practice(stack, config)).loop(config, db, initial, pipeline)

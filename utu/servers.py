@@ -15,8 +15,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import httpx
-
 from utu.errors import UtuError
 
 
@@ -58,6 +56,8 @@ class BackgroundServer:
         return None
 
     def healthy(self, state: ServerState) -> bool:
+        import httpx  # here: every command imports this module, few ask a server's health
+
         try:
             return httpx.get(self.url(state) + self.health_path, timeout=2.0).status_code == 200
         except httpx.HTTPError:

@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from pydantic import BaseModel
 
 from tests.conftest import _open_clients, client_for, fast_config
@@ -111,3 +112,34 @@ async def test_a_youtu_verifier_calls_query_one_on_the_judge(stub, tmp_path):
     first, second = server.requests
     assert first["model"] == "stub-model" and first["temperature"] == 0 and "Is 4 equal to 4?" in str(first)
     assert second["messages"] == [{"role": "user", "content": "Say yes or no."}]
+
+
+def test_a_chat_completion_is_read_from_its_json():
+    from utu.llm.transport import UnreadableReply, from_chat_completion
+
+    message = {"content": None, "tool_calls": [CALL | {"index": None}]}  # None fields are dropped, as the SDK did
+    data = {
+        "model": "m", "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+        "choices": [{"finish_reason": "tool_calls", "message": message}],
+    }  # fmt: skip
+    reply = from_chat_completion(data)
+    assert (reply.content, reply.tool_calls, reply.finish_reason) == ("", [CALL], "tool_calls")
+    assert (reply.prompt_tokens, reply.completion_tokens, reply.model) == (3, 2, "m")
+    assert json.loads(reply.raw_json()) == data
+    for garbage in ("<html>busy</html>", {}, {"choices": []}, {"choices": [{"message": {"content": 7}}]},
+                    {"choices": [{"message": {"tool_calls": "x"}}]}, {"choices": ["x"]},
+                    {"choices": [{"message": {}}], "usage": {"prompt_tokens": "many"}}):  # fmt: skip
+        with pytest.raises(UnreadableReply):
+            from_chat_completion(garbage)
+
+
+def test_a_command_starts_without_the_modules_only_some_runs_need():
+    """Start-up time (benchmarks/practice_e2e.py): web search's httpx, the tracing SDK and the Responses API's
+    models are loaded when a run uses them, not by every command."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, utu.commands.practice, utu.commands.eval; print([m for m in ('httpx', "
+             "'opentelemetry.sdk', 'openai.resources.responses') if m in sys.modules])")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -13,6 +13,7 @@ from tests.practice.helpers import (
     QUESTIONS,
     agent_script,
     evolving_learner,
+    is_probe,
     query,
     run_practice,
     schema_of,
@@ -369,3 +370,43 @@ def test_an_attempt_shorter_than_its_summary_goes_on_as_it_is(tmp_path, workspac
     assert "[assistant] 2 and 1 make 3. The answer is" in advantage["messages"][1]["content"]
     stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps")]
     assert all("learner.summary" not in s["usage"] for s in stats) and all(s["groups_used"] == 2 for s in stats)
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["learner-on-the-agent-client", "learner-on-its-own-client"])
+def test_group_learning_waits_for_the_step_rollouts_only_on_a_shared_client(tmp_path, workspace, stub, shared):
+    """Pipelining: a group's learner calls start when the group is judged. On the agent's own client they
+    first let every rollout of the step take its slot (else they delay the last rollouts by one round:
+    benchmarks/practice_step.py at a fixed latency); on a learner client of their own they start at once."""
+    import time
+
+    configs, db_url = workspace
+    arrivals: list[tuple[str, float]] = []
+    agent_replies, learner_replies = agent_script().reply_fn, evolving_learner().reply_fn
+
+    def rollout(body):
+        arrivals.append(("rollout", time.monotonic()))
+        return agent_replies(body)
+
+    def learn(body):
+        if not is_probe(body):
+            arrivals.append(("learner", time.monotonic()))
+        return learner_replies(body)
+
+    if shared:
+        both = stub(StubScript(reply_fn=lambda b: learn(b) if schema_of(b) or is_probe(b) else rollout(b), latency=0.3))
+        agent = learner = both
+        extra = ["~practice.learner_model"]
+    else:
+        agent, learner = stub(StubScript(reply_fn=rollout, latency=0.3)), stub(StubScript(reply_fn=learn))
+        extra = []
+    # one step: 4 questions x G=2, one rollout at a time, so groups are judged while others still wait
+    result = run_practice(tmp_path, configs, db_url, agent, learner, "--epochs", "1", "--batch_size", "4",
+                          "--rollout_concurrency", "1", *extra)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    last_rollout = max(t for kind, t in arrivals if kind == "rollout")
+    first_learner = min(t for kind, t in arrivals if kind == "learner")
+    assert sum(kind == "rollout" for kind, _ in arrivals) == 8
+    if shared:
+        assert first_learner > last_rollout - 0.1  # sent with the last rollout at the earliest
+    else:
+        assert first_learner < last_rollout - 0.5  # while rollouts were still to come

@@ -175,3 +175,42 @@ async def test_a_dead_math_worker_is_replaced(math_verifier):
         os.kill(pid, signal.SIGKILL)
     verdicts = await asyncio.gather(*(math_verifier(sample("4", "\\boxed{4}")) for _ in range(4)))
     assert [v.reward for v in verdicts] == [1.0] * 4 and not any(v.error for v in verdicts)
+
+
+def _worker_state():
+    import os
+    import sys
+
+    return os.getppid(), "latex2sympy2_extended" in sys.modules, "utu.commands.practice" in sys.modules
+
+
+@pytest.mark.skipif("forkserver" not in __import__("multiprocessing").get_all_start_methods(), reason="POSIX only")
+async def test_math_workers_are_forks_of_one_warm_server(math_verifier):
+    """Workers come from a fork server that loaded math-verify's parser once (a worker a timeout killed is
+    replaced without a new interpreter importing sympy), and none of them loaded the command's modules."""
+    import os
+
+    from utu.verify import math as math_module
+
+    assert (await math_verifier(sample("4", "\\boxed{4}"))).reward == 1.0
+    workers = math_module.pool()
+    states = {workers.schedule(_worker_state).result(timeout=30) for _ in range(8)}
+    parents = {parent for parent, _, _ in states}
+    assert len(parents) == 1 and os.getpid() not in parents  # the fork server, not this process
+    assert all(warm and not command for _, warm, command in states)
+
+
+def test_scripts_import_their_command_only_when_run():
+    """Verifier workers re-run the main script as they start: a script's imports at the top would load the
+    whole program (0.65 s) into each of them."""
+    import ast
+    from pathlib import Path
+
+    scripts = sorted((Path(__file__).resolve().parents[2] / "scripts").rglob("*.py"))
+    checked = 0
+    for script in scripts:
+        tree = ast.parse(script.read_text())
+        top = [n for n in tree.body if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("utu.commands")]
+        assert not top, f"{script}: `from {top[0].module} import ...` belongs under `if __name__ == '__main__':`"
+        checked += any("utu.commands" in ast.unparse(n) for n in tree.body if isinstance(n, ast.If))
+    assert checked >= 5

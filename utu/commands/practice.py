@@ -15,9 +15,9 @@ from rich.table import Table
 
 from utu import cli
 from utu.cli import refuse_unknown_flags
-from utu.config import TrainingFreeGRPOConfig, compose_dict, load_agent_config, load_config
+from utu.config import TrainingFreeGRPOConfig, load_agent_config
 from utu.config.flags import add_flags, given
-from utu.config.loader import agent_source, config_dirs, validate
+from utu.config.loader import Composed, agent_source, compose_config, config_dirs, validate
 from utu.config.models import DataArguments, EvalConfig, PracticeArguments, ValidationConfig
 from utu.practice.training_free_grpo import PracticeOutcome, TrainingFreeGRPO
 
@@ -76,8 +76,8 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     return args, overrides
 
 
-def build_config(args: argparse.Namespace, overrides: list[str]) -> TrainingFreeGRPOConfig:
-    config = load_config("practice", args.config_name, TrainingFreeGRPOConfig, overrides).model_dump()
+def build_config(args: argparse.Namespace, composed: Composed) -> TrainingFreeGRPOConfig:
+    config = validate(composed.data, TrainingFreeGRPOConfig, composed.files).model_dump()
     config["practice"] |= given(args, args.practice_flags) | {"restart_step": 0 if args.fresh else args.restart_step}
     data_flags = given(args, args.data_flags)
     chosen = data_flags.get("practice_dataset_name")
@@ -107,8 +107,11 @@ def build_config(args: argparse.Namespace, overrides: list[str]) -> TrainingFree
 
 async def run() -> int:
     args, overrides = parse_args()
-    config = build_config(args, overrides)
-    source = agent_source(args.agent_config) if args.agent_config else evaluation_agent_source(args, overrides)
+    composed = compose_config("practice", args.config_name, overrides)
+    config = build_config(args, composed)
+    source = (
+        agent_source(args.agent_config) if args.agent_config else composed.source.get("evaluation", {}).get("agent", {})
+    )
     practice = TrainingFreeGRPO(
         config, db_url=args.db_url, output_dir=args.output_dir, fresh=args.fresh, pipeline=not args.no_pipeline,
         export_step=args.export_step, export_to=args.export_to,
@@ -124,22 +127,14 @@ async def run() -> int:
         console.print(f"evaluate it: python scripts/run_eval.py --config_name practice/{paths['exported_eval'].stem}")
     else:
         console.print(
-            f"evaluate it: python scripts/run_eval.py --config_name {eval_config_name(args.config_name)} "
+            f"evaluate it: python scripts/run_eval.py --config_name {eval_config_name(composed.files)} "
             f"--agent_config {paths['agent']} --exp_id {config.exp_id}_enhanced"
         )
     return 0
 
 
-def evaluation_agent_source(args: argparse.Namespace, overrides: list[str]) -> dict:
-    """The practice config's agent as written (environment references unresolved)."""
-    return (
-        compose_dict("practice", args.config_name, overrides, resolve=False)[0].get("evaluation", {}).get("agent", {})
-    )
-
-
-def eval_config_name(practice_config: str) -> str:
+def eval_config_name(files: dict[str, Path]) -> str:
     """The eval config a practice config builds on (its `evaluation` defaults entry)."""
-    _, files = compose_dict("practice", practice_config)
     path = files.get("evaluation")
     if path is None:
         return "<eval config>"

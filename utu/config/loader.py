@@ -8,13 +8,14 @@ import contextlib
 import importlib.resources
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 import yaml
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ValidationError
 
@@ -54,13 +55,41 @@ def find_config(group: str, name: str) -> Path:
     raise ConfigError(f"{wanted}: no such config; available under {group}/: {', '.join(available) or 'none'}")
 
 
+@dataclass
+class Composed:
+    """A composed config: `data` resolved, `source` as written (`${...}` references kept, to export them as
+    references), and the file of each package (dotted prefix -> YAML file), to name files in error messages."""
+
+    data: dict
+    source: dict
+    files: dict[str, Path]
+
+
+def compose_config(group: str, name: str, overrides: list[str] | None = None) -> Composed:
+    """Compose `configs/<group>/<name>.yaml` with overrides, once, into both the resolved and the written form.
+    Defaults a user's config names may come from the packaged configs."""
+    cfg, files = _compose(group, name, overrides)
+    source = OmegaConf.to_container(cfg, resolve=False)
+    try:
+        data = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    except OmegaConfBaseException as e:
+        key = getattr(e, "full_key", "") or ""
+        raise ConfigError(f"{_file_of(files, key)}: {key or 'config'}: {_one_line(e)}") from e
+    return Composed(data, source, files)
+
+
 def compose_dict(
     group: str, name: str, overrides: list[str] | None = None, resolve: bool = True
 ) -> tuple[dict, dict[str, Path]]:
-    """Compose `configs/<group>/<name>.yaml` with overrides; return the resolved dict (or, with
-    `resolve=False`, the dict with `${...}` references kept) and the file of each package (dotted prefix ->
-    YAML file), which is used to name files in error messages. Defaults a user's config names may come from
-    the packaged configs."""
+    """`compose_config`'s resolved dict (with `resolve=False`: the dict as written) and files."""
+    if resolve:
+        composed = compose_config(group, name, overrides)
+        return composed.data, composed.files
+    cfg, files = _compose(group, name, overrides)
+    return OmegaConf.to_container(cfg, resolve=False), files
+
+
+def _compose(group: str, name: str, overrides: list[str] | None) -> tuple[DictConfig, dict[str, Path]]:
     primary = find_config(group, name)
     name = name.removesuffix(".yaml")
     root, *others = config_dirs()
@@ -85,12 +114,7 @@ def compose_dict(
     files |= _path_defaults(primary)
     OmegaConf.set_struct(cfg, False)
     del cfg["hydra"]
-    try:
-        data = OmegaConf.to_container(cfg, resolve=resolve, throw_on_missing=resolve)
-    except OmegaConfBaseException as e:
-        key = getattr(e, "full_key", "") or ""
-        raise ConfigError(f"{_file_of(files, key)}: {key or 'config'}: {_one_line(e)}") from e
-    return data, files
+    return cfg, files
 
 
 def load_config(group: str, name: str, model: type[M], overrides: list[str] | None = None) -> M:

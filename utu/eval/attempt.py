@@ -82,6 +82,11 @@ def judged_values(verdict: Verdict) -> dict[str, Any]:
     }
 
 
+def needs_rollout(row: Any) -> bool:
+    """Not rolled out yet, or its rollout failed: `run_attempt` rolls it out (holding a rollout slot)."""
+    return row.stage in ("init", "failed")
+
+
 async def run_attempt(
     row: Any,
     *,
@@ -102,7 +107,7 @@ async def run_attempt(
     where = {"exp_id": row.exp_id, "question.index": row.dataset_index, "attempt": row.attempt, "step": row.step}
     with span("attempt", AGENT, input=row.raw_question, **where) as current:
         values: dict[str, Any] = {}
-        if row.stage in ("init", "failed"):
+        if needs_rollout(row):
             async with slots or contextlib.nullcontext():
                 outcome = await rollout(agent, row.raw_question, timeout=timeout, retries=retries,
                                         experiences=experiences, **settings)  # fmt: skip

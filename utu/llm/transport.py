@@ -10,12 +10,11 @@ The SDK's aiohttp transport is used: at 64 concurrent requests it is about 4x fa
 import asyncio
 import functools
 import inspect
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import openai
-from openai.resources.responses import AsyncResponses
-from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
 from utu.errors import ConfigError
@@ -33,9 +32,11 @@ class Reply:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     model: str | None = None
-    raw: Any = None  # the SDK's object, dumped to JSON only when a trace records it
+    raw: Any = None  # the reply's JSON or the SDK's object, dumped only when a trace records it
 
     def raw_json(self) -> str:
+        if isinstance(self.raw, dict):  # a chat completion as it came
+            return json.dumps(self.raw, ensure_ascii=False)
         return self.raw.model_dump_json(exclude_unset=True) if self.raw is not None else ""
 
 
@@ -89,23 +90,10 @@ class Transport:
             return await self._responses(model, messages, params)
         # The SDK's `chat.completions.create` first walks every message through its TypedDict transform (30%
         # of a call's CPU at high concurrency, and nothing to transform in plain chat dicts); its documented
-        # raw `post` sends the same body with the same errors, Azure routing and response type.
+        # raw `post` sends the same body with the same errors and Azure routing. The reply is read as JSON:
+        # building the SDK's ChatCompletion models from it was another 15%.
         body = {"model": model, "messages": messages, **params}
-        completion = await self.sdk().post("/chat/completions", body=body, cast_to=ChatCompletion)
-        if not isinstance(completion, ChatCompletion) or not completion.choices:
-            raise UnreadableReply("the reply has no choices")
-        choice = completion.choices[0]
-        message = choice.message
-        usage = completion.usage
-        return Reply(
-            content=message.content or "" if message else "",
-            tool_calls=[call.model_dump(exclude_none=True) for call in (message.tool_calls or [])] if message else [],
-            finish_reason=choice.finish_reason,
-            prompt_tokens=(usage.prompt_tokens or 0) if usage else 0,
-            completion_tokens=(usage.completion_tokens or 0) if usage else 0,
-            model=completion.model,
-            raw=completion,
-        )
+        return from_chat_completion(await self.sdk().post("/chat/completions", body=body, cast_to=dict))
 
     async def _responses(self, model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Reply:
         params = dict(params)
@@ -124,6 +112,38 @@ class Transport:
         return from_response(response)
 
 
+def from_chat_completion(data: Any) -> Reply:
+    """A chat completion's JSON as a `Reply`; `UnreadableReply` if it is not shaped like one."""
+    try:
+        choice = data["choices"][0]
+        message = choice.get("message") or {}
+        content = message.get("content") or ""
+        calls = message.get("tool_calls") or []
+        usage = data.get("usage") or {}
+        if not isinstance(content, str) or not isinstance(calls, list):
+            raise TypeError("content is not a string or tool_calls not a list")
+        return Reply(
+            content=content,
+            tool_calls=[_without_none(call) for call in calls],
+            finish_reason=choice.get("finish_reason"),
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            model=data.get("model"),
+            raw=data,
+        )
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as e:
+        raise UnreadableReply(f"the reply is not a chat completion ({type(e).__name__}: {e})") from None
+
+
+def _without_none(value: Any) -> Any:
+    """As the SDK's `model_dump(exclude_none=True)`: tool calls keep only the fields that are set."""
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_none(v) for v in value]
+    return value
+
+
 def _split(params: dict[str, Any], known: frozenset[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Request fields the SDK method names, and the rest (sent as they are in the body: top_k, min_p, ...)."""
     ours = {k: v for k, v in params.items() if k in known}
@@ -132,6 +152,9 @@ def _split(params: dict[str, Any], known: frozenset[str]) -> tuple[dict[str, Any
 
 @functools.cache
 def _responses_params() -> frozenset[str]:
+    # imported here: the Responses resource loads its streaming event models, 55 ms of every command's start
+    from openai.resources.responses import AsyncResponses
+
     return _keywords(AsyncResponses.create)
 
 

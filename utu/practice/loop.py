@@ -9,6 +9,7 @@ on are recomputed; an unfinished step resumes with the attempts it already has.
 """
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -24,7 +25,7 @@ from utu.db.attempts import AttemptWriter
 from utu.db.engine import Database
 from utu.db.models import EvaluationSample
 from utu.errors import RunFailed
-from utu.eval.attempt import run_attempt
+from utu.eval.attempt import needs_rollout, run_attempt
 from utu.eval.metrics import Attempt as MetricAttempt
 from utu.eval.metrics import compare, compute_metrics, mean_and_pass, tool_stats
 from utu.eval.outcome import RERUN, check_attempts
@@ -135,19 +136,22 @@ class PracticeLoop:
         for row in rows:
             groups[row.dataset_index].append(row)
         slots = asyncio.Semaphore(self.p.rollout_concurrency)
+        issued = _IssueCount(sum(map(needs_rollout, rows)))
         log.info("step %d (epoch %d, batch %d): %d questions x G=%d", step, epoch, b, len(groups), self.p.grpo_n)
 
         async def attempt(row: EvaluationSample) -> None:
             await run_attempt(
                 row, agent=self.agent, verifier=self.verifier, writer=self.writer, timeout=self.p.task_timeout,
-                retries=self.config.evaluation.max_attempt_retries, experiences=library.experiences, slots=slots,
-                temperature=self.p.rollout_temperature,
+                retries=self.config.evaluation.max_attempt_retries, experiences=library.experiences,
+                slots=issued.counting(slots), temperature=self.p.rollout_temperature,
             )  # fmt: skip
 
         async def group_task(group_rows: list[EvaluationSample]) -> GroupOutcome | None:
             await gather_or_cancel(*(attempt(row) for row in group_rows))
             if not self.pipeline:
                 return None
+            if self.updater.llm is self.agent.llm:  # one client: the step's rollouts take its slots first
+                await issued.all.wait()
             return await self.updater.learn_from_group([_as_attempt(r) for r in group_rows], library)
 
         outcomes = await gather_or_cancel(*(group_task(g) for g in groups.values()))
@@ -307,3 +311,21 @@ def _usage_delta(before: dict[str, Usage], after: dict[str, Usage]) -> dict[str,
                 completion_tokens=u.completion_tokens - b.completion_tokens, cost=u.cost - b.cost,
             )  # fmt: skip
     return out
+
+
+class _IssueCount:
+    """Counts a step's rollouts as they take a rollout slot; `all` is set when every one has."""
+
+    def __init__(self, total: int):
+        self.left = total
+        self.all = asyncio.Event()
+        if not total:
+            self.all.set()
+
+    @contextlib.asynccontextmanager
+    async def counting(self, slots: asyncio.Semaphore):
+        async with slots:
+            self.left -= 1
+            if self.left <= 0:
+                self.all.set()
+            yield

@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from utu.app import build_practice, claim_experiment
+from utu.app import claim_experiment, open_practice
 from utu.config import TrainingFreeGRPOConfig, config_root, load_config
 from utu.config.models import shaping_dump
 from utu.config.names import inside
@@ -31,6 +31,7 @@ from utu.practice.initial import initial_library, pick_step
 from utu.practice.library import Library
 from utu.practice.loop import PracticeLoop, PracticeResult
 from utu.practice.types import StepStats
+from utu.tasks import gather_or_cancel
 from utu.tracing import setup_tracing
 from utu.verify import load_verifier
 
@@ -92,28 +93,35 @@ class TrainingFreeGRPO:
 
     async def learn(self) -> PracticeOutcome:
         """Every step (reusing what is stored), and the library `export_step` names; nothing written to files."""
-        config, ev = self.config, self.config.evaluation
+        config = self.config
         setup_tracing()
         db = Database(self.db_url)
         async with contextlib.AsyncExitStack() as resources:
             resources.push_async_callback(db.dispose)
-            await db.create_tables()
-            validation = config.practice.validation
-            needed = [config.data.practice_dataset_name, ev.data.dataset if config.practice.do_eval else None,
-                      validation.dataset if validation else None]  # fmt: skip
-            for name in dict.fromkeys(filter(None, needed)):
-                await ensure_dataset(db, name)
-            questions = await select_questions(db, config.data.practice_dataset_name, config.data.rollout_data_truncate)
-            initial = await initial_library(db, config.practice.init_library, ev.agent.experiences)
-            if initial.experiences:
-                log.info("starting from a library of %d experiences", len(initial.experiences))
-            epoch_ids = [PracticeData.epoch_exp_id_of(config.exp_id, e) for e in range(config.practice.epochs)]
-            shaping = shaping_config(config, content_digest(questions)) | {"initial_library": initial.experiences}
-            await claim_experiment(resources, db, config.exp_id, "practice", shaping, epoch_ids, self.fresh)
-            loop = await build_practice(resources, config, db, initial, pipeline=self.pipeline)
+            # the clients connect (a preflight call each) while the database is prepared
+            parts, initial = await gather_or_cancel(open_practice(resources, config), self._prepare(resources, db))
+            loop = parts.loop(config, db, initial, pipeline=self.pipeline)
             result = await loop.run()
             library = await chosen_library(loop, result, self.export_step)
         return PracticeOutcome(library, result.steps, initial)
+
+    async def _prepare(self, resources: contextlib.AsyncExitStack, db: Database) -> Library:
+        """Tables, data sets and the experiment claimed (released with `resources`); the initial library."""
+        config, ev = self.config, self.config.evaluation
+        await db.create_tables()
+        validation = config.practice.validation
+        needed = [config.data.practice_dataset_name, ev.data.dataset if config.practice.do_eval else None,
+                  validation.dataset if validation else None]  # fmt: skip
+        for name in dict.fromkeys(filter(None, needed)):
+            await ensure_dataset(db, name)
+        questions = await select_questions(db, config.data.practice_dataset_name, config.data.rollout_data_truncate)
+        initial = await initial_library(db, config.practice.init_library, ev.agent.experiences)
+        if initial.experiences:
+            log.info("starting from a library of %d experiences", len(initial.experiences))
+        epoch_ids = [PracticeData.epoch_exp_id_of(config.exp_id, e) for e in range(config.practice.epochs)]
+        shaping = shaping_config(config, content_digest(questions)) | {"initial_library": initial.experiences}
+        await claim_experiment(resources, db, config.exp_id, "practice", shaping, epoch_ids, self.fresh)
+        return initial
 
     def export(self, outcome: PracticeOutcome) -> dict[str, Path]:
         """Write the enhanced agent (and with `export_to` the configs); `RunFailed` if nothing was learned."""

@@ -8,8 +8,6 @@ and tests).
 import os
 from typing import Any
 
-import httpx
-
 from utu.config.models import ToolkitConfig
 from utu.errors import ConfigError
 from utu.tools.base import as_text, function_schema
@@ -61,6 +59,8 @@ class SearchToolkit:
         ]
 
     async def call(self, name: str, arguments: dict[str, Any]) -> str:
+        import httpx  # here, not at the top: httpx's own imports (its CLI: click, pygments) cost every run 19 ms
+
         try:
             if name == "search":
                 return await self._search(str(arguments["query"]), int(arguments.get("num_results", 5)))
@@ -73,6 +73,8 @@ class SearchToolkit:
         raise KeyError(name)
 
     async def _search(self, query: str, num_results: int) -> str:
+        import httpx
+
         async with httpx.AsyncClient(timeout=self.config.timeout) as http:
             r = await http.post(
                 f"{self.serper_url}/search",
@@ -87,6 +89,8 @@ class SearchToolkit:
         return as_text({"results": results})
 
     async def _web_qa(self, url: str, query: str) -> str:
+        import httpx
+
         async with httpx.AsyncClient(timeout=self.config.timeout) as http:
             r = await http.get(f"{self.jina_url}/{url}", headers={"Authorization": f"Bearer {self.jina_key}"})
             r.raise_for_status()

@@ -59,6 +59,14 @@ def load_verifier(verify_filename: str, verify_func_name: str = "verify_func") -
     return func
 
 
+def warm_up(func: Callable[..., Any]) -> None:
+    """Let a verifier's module get ready in the background (its optional `warm_up()`: e.g. the math verifier
+    starts its worker processes), so the first judgement of a run does not wait for it."""
+    hook = getattr(inspect.getmodule(func), "warm_up", None)
+    if callable(hook):
+        hook()
+
+
 def _import_file(path: Path):
     name = "utu_user_verify_" + "".join(c if c.isalnum() else "_" for c in str(path.resolve()))
     if name in sys.modules:
@@ -93,13 +101,6 @@ class Verifier:
         self.llm = llm
         self.name = f"{getattr(func, '__module__', '?')}.{getattr(func, '__name__', '?')}"
         self._running = 0  # sync calls whose thread has not returned (finished, pending or hung)
-
-    def warm_up(self) -> None:
-        """Let the verifier's module get ready in the background (its optional `warm_up()`: e.g. the math
-        verifier starts its worker processes), so the first judgement of a run does not wait for it."""
-        hook = getattr(inspect.getmodule(self.func), "warm_up", None)
-        if callable(hook):
-            hook()
 
     async def __call__(self, sample: Any) -> Verdict:
         kwargs = {"timeout": self.timeout, "llm": self.llm}

@@ -10,6 +10,7 @@ import atexit
 import multiprocessing
 import os
 import threading
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 
@@ -18,6 +19,7 @@ from pebble import ProcessExpired, ProcessPool
 DEFAULT_TIMEOUT = 10.0
 
 _pool: ProcessPool | None = None
+_running: ProcessPool | None = None  # the pool whose workers are known to be up
 _pool_lock = threading.Lock()
 
 
@@ -41,16 +43,44 @@ def _quiet_worker() -> None:
     logging.getLogger("math_verify").setLevel(logging.ERROR)
 
 
-def _import_grader() -> None:
-    import math_verify  # noqa: F401  (sympy and the LaTeX parser: the slow part of a worker's first task)
+def _warm_worker() -> None:
+    """A first judgement: it loads math-verify, sympy and the LaTeX parser (most of a cold worker's first task)."""
+    _grade("1", "\\boxed{1}")
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """Where the OS has one, a fork server: it imports math-verify once and every worker is a fork of it,
+    so starting a worker, or replacing one a timeout killed, takes milliseconds instead of a new interpreter
+    importing sympy (spawn re-runs the main module in each worker too). Never plain fork: forking a process
+    that runs threads (event loop, servers) can deadlock the child; the fork server runs none."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    # "__main__" once in the server, not in every worker; utu.verify.math_warm runs one judgement there
+    context.set_forkserver_preload(["__main__", "utu.verify.math_warm"])
+    return context
 
 
 def warm_up() -> None:
-    """Start the worker processes and their imports now, in the background, so the first judgement of a
-    run does not wait for them (spawn + importing math-verify take about a second each on 2 cores)."""
+    """Start the workers now, in a background thread, so the first judgement of a run does not wait for them
+    (the fork server loads math-verify first: about 0.3 s; spawned workers, a second each)."""
+    threading.Thread(target=_start_workers, name="math-verify start", daemon=True).start()
+
+
+def _start_workers() -> None:
+    global _running
     workers = pool()
     for _ in range(max(1, os.cpu_count() or 1)):
-        workers.schedule(_import_grader)
+        workers.schedule(_warm_worker)
+    _running = workers
+
+
+def _submit(workers: ProcessPool, *args) -> Future:
+    """The first task of a pool starts its workers, which blocks until they are up."""
+    global _running
+    future = workers.submit(_grade, *args)
+    _running = workers
+    return future
 
 
 def pool(broken: ProcessPool | None = None) -> ProcessPool:
@@ -60,13 +90,10 @@ def pool(broken: ProcessPool | None = None) -> ProcessPool:
     with _pool_lock:
         if broken is not None and broken is _pool:
             _pool.stop()
-        if _pool is None or not _pool.active or broken is _pool:
-            # spawn: forking a process that runs threads (event loop, servers) can deadlock the child.
-            _pool = ProcessPool(
-                max_workers=max(1, os.cpu_count() or 1),
-                initializer=_quiet_worker,
-                context=multiprocessing.get_context("spawn"),
-            )
+        # (`active` would start a pool's workers, and wait for them, on the caller's thread: the event loop's)
+        starting = _pool is not None and _pool is not _running
+        if _pool is None or broken is _pool or not (starting or _pool.active):
+            _pool = ProcessPool(max_workers=max(1, os.cpu_count() or 1), initializer=_quiet_worker, context=_context())
         return _pool
 
 
@@ -84,7 +111,9 @@ async def verify_func(sample, timeout_score: float = 0, timeout: float = DEFAULT
     broken = None
     for last_try in (False, True):
         workers = pool(broken)
-        future = workers.submit(_grade, timeout, str(sample.correct_answer), sample.response or "")
+        args = (timeout, str(sample.correct_answer), sample.response or "")
+        # until the workers are up, submitting waits for them: off the event loop
+        future = _submit(workers, *args) if workers is _running else await asyncio.to_thread(_submit, workers, *args)
         try:
             ok, reasoning, extracted = await asyncio.wrap_future(future)
             return {"reward": 1.0 if ok else 0.0, "reasoning": reasoning, "extracted_final_answer": extracted}
