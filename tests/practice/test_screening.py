@@ -56,3 +56,24 @@ def test_several_single_digit_numbers_of_the_question_make_a_worked_example():
     assert screen(worked, question, []).startswith("names numbers of its question (2, 4")
     assert screen("When a rate is given per hour, multiply it by the hours.", question, []) is None
     assert screen("When a quantity halves, divide it by 2.", question, []) is None  # one digit: a rule
+
+
+def test_a_question_objects_make_advice_about_that_question():
+    """From `make demo` (2026-11-24, the 1.5B learner): both were applied before this rule."""
+    balloons = Source(["Fred has 5 yellow balloons. Sam has 6 yellow balloons. How many balloons in total?", "11"])
+    junk = "When the problem asks for the total number of yellow balloons, add the number of balloons each person has."
+    assert screen(junk, balloons, []).startswith("names 'yellow balloons' from its question")
+    trees = Source(["There are 33 walnut trees in the park. Park workers will plant 44 more walnut trees today."])
+    junk = "When the park workers are planting walnut trees, add the trees in the park to the trees planted."
+    assert screen(junk, trees, []).startswith("names 'park workers' from its question")
+    # the strategy language side by side is not an object, even when the question has it too
+    advice = "When the problem asks for the total number of items, add the amounts of all groups."
+    assert screen(advice, Source(["What is the total number of items?"]), []) is None
+
+
+def test_the_same_condition_as_an_existing_experience_is_refused():
+    existing = "When the problem involves adding two numbers, always add them together step by step."
+    again = "When the problem involves adding two numbers, the strategy is to add them together."  # make demo
+    assert screen(again, SOURCE, [existing]).startswith("the same condition as an existing experience")
+    other = "When the problem involves subtracting, take the smaller from the larger."
+    assert screen(other, SOURCE, [existing]) is None

@@ -1,11 +1,13 @@
 """The library refuses junk: every experience a learner proposes is checked before it is applied.
 
 An experience must be one sentence of the documented shape "When <condition>, <strategy>.", free of JSON
-or template fragments, must not copy its source question, must not carry that question's numbers, names
-or its answer, and must not say again what an experience already in the library says. `screen` gives the
-reason for a refusal (recorded in the operation log), or None.
+or template fragments, must not copy its source question, must not carry that question's numbers, names,
+objects ("yellow balloons") or its answer, and must not say again what an experience already in the
+library says, nor start from the same condition. `screen` gives the reason for a refusal (recorded in the
+operation log), or None.
 """
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
@@ -22,6 +24,26 @@ _SENTENCE_BREAK = re.compile(r"[.!?]\s+[A-Z]")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _WORD = re.compile(r"[a-z0-9]+")
 _CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")
+# Words of the strategy language (function words, arithmetic, quantities, units of time and money): two
+# other words side by side, in a proposal and in its question, are that question's objects ("walnut trees").
+_STRATEGY_WORDS = set(
+    """the and but for nor yet not any all each every some many much more most less least few fewer other
+    another same such than then that this these those there their them they what which who whom whose when
+    where why how with without from into onto over under above below about after before between during per
+    its his her him she you your our has have had was were are been being does did doing done can could will
+    would should must may might shall get gets got give gives gave given take takes took taken make makes made
+    find found need needs ask asks asked say says said tell know use uses used
+    problem problems question questions answer answers result results number numbers amount amounts quantity
+    quantities value values total totals sum sums difference differences product products quotient quotients
+    part parts whole group groups item items thing things unit units rate rates ratio ratios percent percentage
+    price prices cost costs money dollar dollars cent cents time times hour hours minute minutes second seconds
+    day days week weeks month months year years left remaining remain remains altogether together first last
+    final initial original new old one two three four five six seven eight nine ten hundred thousand half
+    double twice triple add adds added adding addition subtract subtracts subtracted subtracting subtraction
+    multiply multiplies multiplied multiplying multiplication divide divides divided dividing division
+    compute calculate calculating count counting equal equals step steps strategy operation operations
+    smaller larger bigger greater fewer start end begin""".split()
+)
 _SENTENCE_STARTERS = set(
     "The A An She He It They We You There This That These Those How What Which Who Why When Where If Each "
     "Every All After Before Then So But And Or In On At For From To Of By With Now Today Find Calculate".split()
@@ -62,9 +84,14 @@ def screen(text: str, source: Source, others: list[str]) -> str | None:
     names = [w for w in _CAPITALISED.findall(text)[1:] if w in source.names]
     if names:
         return f"names {names[0]!r} from its question: an experience must hold for other questions"
+    objects = _question_objects(text, source)
+    if objects:
+        return f"names {objects!r} from its question: an experience must hold for other questions"
     for other in others:
         if similarity(text, other) >= NEAR_DUPLICATE:
             return f"near-duplicate of an existing experience ({other[:60]!r})"
+        if _condition(text) == _condition(other):
+            return f"the same condition as an existing experience ({other[:60]!r}): update that one instead"
     return None
 
 
@@ -97,6 +124,27 @@ def _copied_words(text: str, source: Source) -> str | None:
             if run in normalised:
                 return run
     return None
+
+
+def _question_objects(text: str, source: Source) -> str | None:
+    """Two words side by side, neither of the strategy language, that its question also has side by side."""
+    words = _WORD.findall(text.lower())
+    pairs = {f"{a} {b}" for a, b in itertools.pairwise(words) if _story_word(a) and _story_word(b)}
+    for question in source.texts:
+        normalised = f" {' '.join(_WORD.findall(question.lower()))} "
+        for pair in sorted(pairs):
+            if f" {pair} " in normalised:
+                return pair
+    return None
+
+
+def _story_word(word: str) -> bool:
+    return len(word) > 2 and word.isalpha() and word not in _STRATEGY_WORDS
+
+
+def _condition(text: str) -> str:
+    """The "When <condition>" part, normalised."""
+    return " ".join(_WORD.findall(text.split(",", 1)[0].lower()))
 
 
 def similarity(a: str, b: str) -> float:

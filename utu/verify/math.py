@@ -69,9 +69,12 @@ def warm_up() -> None:
 
 def _start_workers() -> None:
     global _running
-    workers = pool()
-    for _ in range(max(1, os.cpu_count() or 1)):
-        workers.schedule(_warm_worker)
+    try:
+        workers = pool()
+        for _ in range(max(1, os.cpu_count() or 1)):
+            workers.schedule(_warm_worker)
+    except Exception:  # only a head start: the first judgement meets the same error and reports it
+        return
     _running = workers
 
 
