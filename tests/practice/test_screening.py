@@ -71,9 +71,12 @@ def test_a_question_objects_make_advice_about_that_question():
     assert screen(advice, Source(["What is the total number of items?"]), []) is None
 
 
-def test_the_same_condition_as_an_existing_experience_is_refused():
+def test_much_the_same_strategy_under_an_existing_condition_is_refused():
     existing = "When the problem involves adding two numbers, always add them together step by step."
     again = "When the problem involves adding two numbers, the strategy is to add them together."  # make demo
-    assert screen(again, SOURCE, [existing]).startswith("the same condition as an existing experience")
+    assert screen(again, SOURCE, [existing]).startswith("the same condition and much the same strategy")
+    # another strategy under the same condition is new knowledge; another condition is another rule
+    another = "When the problem involves adding two numbers, check the sum by subtracting one of them."
+    assert screen(another, SOURCE, [existing]) is None
     other = "When the problem involves subtracting, take the smaller from the larger."
     assert screen(other, SOURCE, [existing]) is None

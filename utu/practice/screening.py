@@ -3,7 +3,7 @@
 An experience must be one sentence of the documented shape "When <condition>, <strategy>.", free of JSON
 or template fragments, must not copy its source question, must not carry that question's numbers, names,
 objects ("yellow balloons") or its answer, and must not say again what an experience already in the
-library says, nor start from the same condition. `screen` gives the reason for a refusal (recorded in the
+library says, nor say much the same under the same condition. `screen` gives the reason for a refusal (recorded in the
 operation log), or None.
 """
 
@@ -17,6 +17,7 @@ from utu.practice.schemas import MAX_EXPERIENCE_CHARS
 MIN_CHARS = 15
 COPY_WORDS = 6  # this many consecutive words of a source question make a copy
 NEAR_DUPLICATE = 0.8  # similarity ratio of two experiences' normalised words
+SAME_CONDITION_OVERLAP = 0.4  # the same ratio for the strategies of two experiences with one condition
 # LaTeX commands with their braces (\boxed{}, \frac{a}{b}) are allowed; other braces are template slots.
 _LATEX = re.compile(r"\\[A-Za-z]+(\{[^{}]*\})*")
 _FRAGMENT = re.compile(r'[{}\[\]"]|\\n|\b(?:null|true|false)\b|\b(?:ADD|UPDATE|DELETE)\b|</?\w+>')
@@ -90,8 +91,8 @@ def screen(text: str, source: Source, others: list[str]) -> str | None:
     for other in others:
         if similarity(text, other) >= NEAR_DUPLICATE:
             return f"near-duplicate of an existing experience ({other[:60]!r})"
-        if _condition(text) == _condition(other):
-            return f"the same condition as an existing experience ({other[:60]!r}): update that one instead"
+        if _says_again_under_its_condition(text, other):
+            return f"the same condition and much the same strategy as an existing experience ({other[:60]!r}): update that one instead"
     return None
 
 
@@ -142,9 +143,14 @@ def _story_word(word: str) -> bool:
     return len(word) > 2 and word.isalpha() and word not in _STRATEGY_WORDS
 
 
-def _condition(text: str) -> str:
-    """The "When <condition>" part, normalised."""
-    return " ".join(_WORD.findall(text.split(",", 1)[0].lower()))
+def _says_again_under_its_condition(text: str, other: str) -> bool:
+    """Same "When <condition>" and a strategy that overlaps the other's: a reworded duplicate the whole-sentence
+    ratio misses ("..., always add them together step by step." / "..., the strategy is to add them together.").
+    A different strategy under the same condition is new knowledge and is kept."""
+    condition, _, strategy = text.partition(",")
+    other_condition, _, other_strategy = other.partition(",")
+    same = _WORD.findall(condition.lower()) == _WORD.findall(other_condition.lower())
+    return same and similarity(strategy, other_strategy) >= SAME_CONDITION_OVERLAP
 
 
 def similarity(a: str, b: str) -> float:
