@@ -92,7 +92,10 @@ def screen(text: str, source: Source, others: list[str]) -> str | None:
         if similarity(text, other) >= NEAR_DUPLICATE:
             return f"near-duplicate of an existing experience ({other[:60]!r})"
         if _says_again_under_its_condition(text, other):
-            return f"the same condition and much the same strategy as an existing experience ({other[:60]!r}): update that one instead"
+            return (
+                f"the same condition and much the same strategy as an existing experience ({other[:60]!r}): "
+                "update that one instead"
+            )
     return None
 
 
