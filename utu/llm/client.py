@@ -325,16 +325,31 @@ def _retry_after(e: BaseException | None) -> float | None:
 
 @functools.cache
 def _schema_instruction(schema: type[BaseModel]) -> tuple[dict[str, Any], str]:
+    """The schema (for constrained output) and the instruction that shows it to the model, without the
+    titles and defaults pydantic adds (a third of the text, and nothing a model needs)."""
     schema_json = schema.model_json_schema()
     text = "Reply with only a JSON value (no prose, no code fence) that matches this JSON schema:\n"
-    return schema_json, text + json.dumps(schema_json)
+    return schema_json, text + json.dumps(_without_keys(schema_json, {"title", "default"}), separators=(",", ":"))
+
+
+def _without_keys(value: Any, keys: set[str], names: bool = False) -> Any:
+    """`value` without `keys` at any depth; `names`: the keys of this dict are field names (of "properties",
+    where a field may well be called "title"), kept."""
+    if isinstance(value, dict):
+        return {k: _without_keys(v, keys, k == "properties" and not names) for k, v in value.items()
+                if names or k not in keys}  # fmt: skip
+    if isinstance(value, list):
+        return [_without_keys(v, keys) for v in value]
+    return value
 
 
 def _with_instruction(messages: list[dict[str, Any]], instruction: str) -> list[dict[str, Any]]:
-    """The schema instruction appended to the last user message (or as a new one)."""
-    if messages and messages[-1].get("role") == "user":
-        return [*messages[:-1], {**messages[-1], "content": f"{messages[-1]['content']}\n\n{instruction}"}]
-    return [*messages, {"role": "user", "content": instruction}]
+    """The schema instruction at the end of the system message (or as one): the same for every call with
+    this schema, it belongs in the prompt's fixed prefix, which servers keep computed between calls
+    (llama.cpp's slots, OpenAI's prompt cache), rather than after each call's own text."""
+    if messages and messages[0].get("role") == "system":
+        return [{**messages[0], "content": f"{messages[0]['content']}\n\n{instruction}"}, *messages[1:]]
+    return [{"role": "system", "content": instruction}, *messages]
 
 
 _PROBE_MESSAGES = [{"role": "user", "content": 'Reply with the JSON {"ok": true}.'}]
