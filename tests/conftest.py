@@ -46,6 +46,24 @@ def client_for(server: StubServer, usage: UsageTracker | None = None, **config) 
     return client
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_state_dir(tmp_path_factory):
+    """Servers a test starts (an embedded model a command starts when no endpoint is set) keep their state in
+    a directory of the session's own, and are stopped when it ends: `make test` leaves no llama-server
+    running, and never touches the checkout's own .utu (where `make demo`'s models run)."""
+    from utu.llm import local
+
+    old = os.environ.get("UTU_STATE_DIR")
+    os.environ["UTU_STATE_DIR"] = str(tmp_path_factory.mktemp("utu_state"))
+    yield
+    for model in local.MODELS:
+        local.server(model).stop()
+    if old is None:
+        os.environ.pop("UTU_STATE_DIR", None)
+    else:
+        os.environ["UTU_STATE_DIR"] = old
+
+
 @pytest.fixture(autouse=True)
 async def _close_clients():
     yield
