@@ -3,8 +3,8 @@
 An experience must be one sentence of the documented shape "When <condition>, <strategy>.", free of JSON
 or template fragments, must not copy its source question, must not carry that question's numbers, names,
 objects ("yellow balloons") or its answer, and must not say again what an experience already in the
-library says, nor say much the same under the same condition. `screen` gives the reason for a refusal (recorded in the
-operation log), or None.
+library says, nor say much the same under the same condition. `screen` gives the reason for a refusal
+(recorded in the operation log), or None.
 """
 
 import itertools
