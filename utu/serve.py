@@ -137,7 +137,7 @@ def completion(model: str, result) -> dict[str, Any]:
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
         "model": model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": result.response},
-                     "finish_reason": "length" if result.stop_reason == "max_turns" else "stop"}],
+                     "finish_reason": "stop" if result.stop_reason == "final" else "length"}],
         "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                   "total_tokens": usage.prompt_tokens + usage.completion_tokens},
     }  # fmt: skip

@@ -42,6 +42,12 @@ async def test_tool_calls_run_and_the_trajectory_is_complete(stub):
     assert result.usage.calls == 2
 
 
+async def test_a_final_reply_cut_by_the_token_limit_is_recorded_as_such(stub):
+    server = stub(StubScript(replies=[{"content": "First, 3 + 4 = 7. Then", "finish_reason": "length"}]))
+    result = await make_agent(server).run("What is 3 + 4 + 5?")
+    assert (result.response, result.stop_reason) == ("First, 3 + 4 = 7. Then", "max_tokens")
+
+
 async def test_turn_limit_ends_the_run_with_a_recorded_reason(stub):
     server = stub(StubScript(replies=[tool_call("print(1)")]))  # calls tools forever
     agent = make_agent(server, max_turns=3, toolkits=[ToolkitConfig(name="python_executor")])

@@ -44,6 +44,12 @@ def test_failed_attempts_are_counted_not_scored():
     assert m.mean_at_k == pytest.approx((1 + 0) / 2)
 
 
+def test_attempts_cut_by_the_token_limit_are_counted():
+    rows = attempts({0: [1, 0], 1: [0, None]})
+    rows[1].cut = rows[3].cut = True  # a judged attempt and a failed one
+    assert compute_metrics(rows, pass_k=2).attempts_cut == 1
+
+
 def test_fractional_rewards_and_levels():
     items = attempts({0: [0.5, 1.0]}, level="1") + attempts({1: [0.0, 0.25]}, level="2")
     m = compute_metrics(items, pass_k=2)

@@ -372,6 +372,19 @@ def test_an_attempt_shorter_than_its_summary_goes_on_as_it_is(tmp_path, workspac
     assert all("learner.summary" not in s["usage"] for s in stats) and all(s["groups_used"] == 2 for s in stats)
 
 
+def test_the_learner_is_told_which_attempts_the_token_limit_cut(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    learner = stub(evolving_learner())
+    agent = stub(agent_script(pattern=("right", "cut"), working="2 and 1 make 3. "))
+    result = run_practice(tmp_path, configs, db_url, agent, learner, "--epochs", "1")
+    assert result.returncode == 0, result.stderr
+    stops = {json.loads(m)["stop_reason"] for (m,) in query(db_url, "SELECT meta FROM evaluation_data")}
+    assert stops == {"final", "max_tokens"}
+    advantage = next(r for r in learner.requests if schema_of(r) == "GroupAdvantage")["messages"][1]["content"]
+    assert "Attempt 1 (reward 1):" in advantage
+    assert "Attempt 2 (reward 0; cut off at the agent's token limit before it finished):" in advantage
+
+
 @pytest.mark.parametrize("shared", [True, False], ids=["learner-on-the-agent-client", "learner-on-its-own-client"])
 def test_group_learning_waits_for_the_step_rollouts_only_on_a_shared_client(tmp_path, workspace, stub, shared):
     """Pipelining: a group's learner calls start when the group is judged. On the agent's own client they

@@ -49,3 +49,13 @@ async def test_groups_without_tool_calls_get_the_prompt_as_before(stub):
     await updater.learn_from_group([attempt(1.0, []), attempt(0.0, [])], library=Library())
     system, user = (m["content"] for m in server.requests[1]["messages"])
     assert "Tools called" not in user and "tool" not in system
+
+
+async def test_the_learner_is_told_which_attempts_ran_out_of_tokens(stub):
+    server = stub(StubScript(replies=['{"ok": true}', json.dumps({"analysis": "a", "experiences": []})]))
+    updater = ExperienceUpdater(client_for(server), PracticeArguments())
+    cut = attempt(0.0, []).model_copy(update={"cut": True})
+    await updater.learn_from_group([attempt(1.0, []), cut], library=Library())
+    user = server.requests[1]["messages"][1]["content"]
+    assert "Attempt 1 (reward 1):" in user
+    assert "Attempt 2 (reward 0; cut off at the agent's token limit before it finished):" in user

@@ -2,9 +2,10 @@
 
 A run is a loop of chat turns. When the model calls tools, the calls run and their results go back as
 `tool` messages; the run ends with the first reply without tool calls, or at `max_turns` (recorded as
-the stop reason, not raised). The trajectory is the full message list, system prompt and tool calls
-included. With no toolkits the agent sends no `tools` at all ("no tools" mode, for models without
-function calling).
+the stop reason, not raised). A final reply cut by the token limit (`finish_reason: length`) is recorded
+as stop reason `max_tokens`: the learner is told such an attempt ran out of room. The trajectory is the
+full message list, system prompt and tool calls included. With no toolkits the agent sends no `tools` at
+all ("no tools" mode, for models without function calling).
 """
 
 import asyncio
@@ -28,7 +29,7 @@ class AgentResult:
     trajectory: list[dict[str, Any]]
     turns: int
     tool_calls: int
-    stop_reason: Literal["final", "max_turns"]
+    stop_reason: Literal["final", "max_tokens", "max_turns"]
     usage: Usage = field(default_factory=Usage)
     # One entry per tool call, in order: {"tool", "arguments_chars", "seconds", "error"} (error None when it worked)
     tool_log: list[dict[str, Any]] = field(default_factory=list)
@@ -65,7 +66,8 @@ class Agent:
             messages.append(message)
             response = reply.content
             if not calls:
-                return AgentResult(response, messages, turn, len(tool_log), "final", usage, tool_log)
+                stop = "max_tokens" if reply.finish_reason == "length" else "final"
+                return AgentResult(response, messages, turn, len(tool_log), stop, usage, tool_log)
             results = await asyncio.gather(*(self._call_tool(call) for call in calls))
             messages.extend(message for message, _ in results)
             tool_log.extend(entry for _, entry in results)  # in call order, not in order of completion

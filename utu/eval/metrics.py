@@ -34,6 +34,7 @@ class Attempt:
     time_cost: float | None = None
     verify_error: bool = False
     tools: list[dict[str, Any]] = field(default_factory=list)  # the agent's tool log (utu.agents.AgentResult)
+    cut: bool = False  # its final reply was cut by the token limit (stop reason max_tokens)
 
     @classmethod
     def from_row(cls, row: Any) -> "Attempt":
@@ -41,6 +42,7 @@ class Attempt:
             question=(row.dataset, row.dataset_index), stage=row.stage, reward=row.reward, correct=row.correct,
             level=row.level, tokens=row.tokens, cost=row.cost, tool_calls=row.tool_calls, time_cost=row.time_cost,
             verify_error=row.stage == "judged" and row.error is not None, tools=(row.meta or {}).get("tools") or [],
+            cut=(row.meta or {}).get("stop_reason") == "max_tokens",
         )  # fmt: skip
 
 
@@ -133,6 +135,7 @@ class EvalMetrics(BaseModel):
     attempts_failed: int
     attempts_pending: int
     verifier_errors: int
+    attempts_cut: int = 0  # judged attempts whose answer the token limit cut: raise max_tokens if there are many
     mean_at_k: float  # Mean@K: mean over questions of the mean reward of their attempts
     mean_at_k_ci95: tuple[float, float]  # bootstrap over questions
     pass_at_k: float  # Pass@K: share of questions with a correct attempt
@@ -176,7 +179,7 @@ def compute_metrics(attempts: Iterable[Attempt], pass_k: int, seed: int = 0) -> 
         k=pass_k, questions=len(by_question), questions_scored=len(scored), attempts=len(attempts),
         attempts_judged=len(done), attempts_failed=sum(a.stage == "failed" for a in attempts),
         attempts_pending=sum(a.stage in ("init", "rollout") for a in attempts),
-        verifier_errors=sum(a.verify_error for a in done),
+        verifier_errors=sum(a.verify_error for a in done), attempts_cut=sum(a.cut for a in done),
         mean_at_k=statistics.fmean(means) if means else 0.0, mean_at_k_ci95=bootstrap_ci(means, seed),
         pass_at_k=pass_share, unbiased_pass_at=unbiased,
         by_level=by_level,

@@ -142,7 +142,7 @@ class ExperienceUpdater:
             prompts.SUMMARY_USER,
             question=attempt.question,
             ground_truth=attempt.answer if gt else "[hidden]",
-            outcome=f"reward {attempt.reward:g}" if gt else "[hidden]",
+            outcome=outcome_of(attempt, gt) or "[hidden]",
             critique=attempt.critique or "[none]",
             trajectory=render_trajectory(attempt.trajectory, self.p.summary_token_budget),
         )
@@ -156,7 +156,7 @@ class ExperienceUpdater:
         gt = self.p.given_ground_truth
         with_tools = any(a.tools for a, _ in kept)
         blocks = [
-            f"Attempt {i + 1}" + (f" (reward {a.reward:g})" if gt else "")
+            f"Attempt {i + 1}" + (f" ({result})" if (result := outcome_of(a, gt)) else "")
             + (f"\nTools called: {tool_usage(a.tools)}" if with_tools else "") + f":\n{summary}"
             for i, (a, summary) in enumerate(kept)
         ]  # fmt: skip
@@ -204,6 +204,15 @@ class ExperienceUpdater:
 
 
 MERGE_SIMILARITY = 0.5  # word-sequence similarity a source must keep with the text it was merged into
+
+
+def outcome_of(attempt: Attempt, given_ground_truth: bool) -> str:
+    """What the learner is told of an attempt's result: its reward (when given), and whether it ran out of room
+    (without it, an attempt cut by the token limit reads like one that reasoned wrong)."""
+    parts = [f"reward {attempt.reward:g}"] if given_ground_truth else []
+    if attempt.cut:
+        parts.append("cut off at the agent's token limit before it finished")
+    return "; ".join(parts)
 
 
 def tool_usage(log: list[dict[str, Any]]) -> str:

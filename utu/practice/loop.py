@@ -277,7 +277,7 @@ def _as_attempt(row: EvaluationSample) -> Attempt:
     return Attempt(
         dataset_index=row.dataset_index, question=row.raw_question, answer=row.correct_answer, response=row.response,
         trajectory=row.trajectories or [], reward=row.reward if row.stage == "judged" else None, critique=row.reasoning,
-        tools=(row.meta or {}).get("tools") or [],
+        tools=(row.meta or {}).get("tools") or [], cut=(row.meta or {}).get("stop_reason") == "max_tokens",
     )  # fmt: skip
 
 

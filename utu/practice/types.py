@@ -20,6 +20,7 @@ class Attempt(BaseModel):
     reward: float | None  # None: the attempt failed (no response)
     critique: str | None = None
     tools: list[dict[str, Any]] = []  # the agent's tool log: {"tool", "arguments_chars", "seconds", "error"}
+    cut: bool = False  # its final reply was cut by the agent's token limit (stop reason max_tokens)
 
 
 class LearnerFailure(BaseModel):
