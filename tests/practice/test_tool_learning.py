@@ -1,4 +1,4 @@
-"""Learning tool choice: the learner sees which tools the better and the worse attempts called."""
+"""The advantage stage: what the learner sees of each attempt (reward, tools, a cut reply) and what it replies."""
 
 import json
 
@@ -59,3 +59,11 @@ async def test_the_learner_is_told_which_attempts_ran_out_of_tokens(stub):
     user = server.requests[1]["messages"][1]["content"]
     assert "Attempt 1 (reward 1):" in user
     assert "Attempt 2 (reward 0; cut off at the agent's token limit before it finished):" in user
+
+
+async def test_the_advantage_schema_asks_for_the_kind_of_problem_before_the_experiences(stub):
+    server = stub(StubScript(replies=['{"ok": true}', json.dumps({"analysis": "a", "experiences": []})]))
+    updater = ExperienceUpdater(client_for(server), PracticeArguments())
+    await updater.learn_from_group([attempt(1.0, []), attempt(0.0, [])], library=Library())
+    schema = server.requests[1]["response_format"]["json_schema"]["schema"]
+    assert list(schema["properties"]) == ["analysis", "problem_kind", "experiences"] == schema["required"]
