@@ -6,6 +6,6 @@ The same program as `utu-eval`, kept at the path Youtu-Agent's guide uses; see u
 # Imported under the guard: worker processes (the math verifier's) re-run this file as they start, and
 # should not pay for the whole program's imports.
 if __name__ == "__main__":
-    from utu.commands.eval import main
+    from utu.launch import launch
 
-    main()
+    launch("utu.commands.eval")

@@ -44,6 +44,7 @@ def tune_gc() -> None:
     garbage is freed by reference counting anyway."""
     gc.freeze()  # what is loaded by now lives for the whole run: never scan it
     gc.set_threshold(20_000, 20, 20)
+    gc.enable()  # utu.launch turns it off while the command's modules load
 
 
 def run(main: Callable[[], Coroutine[Any, Any, int | None]]) -> None:
