@@ -30,8 +30,8 @@ HONEST_NOTE = """**What to expect from small models.** Qwen2.5-Coder-0.5B (the a
 one-step word problems correctly (about 85%), so few practice groups show the contrast the learner
 (Qwen2.5-Coder-1.5B) learns from, and 20 held-out questions at K=2 can only show a large effect: read the
 paired difference with its confidence interval. The library is screened (one "When <condition>, <strategy>."
-sentence; the question's numbers, names and phrases refused), but a small learner still writes some advice
-that names a question's objects ("pizzas", "puppies"). `benchmarks/learning_gain.py` measures the gain on 100
+sentence; the question's numbers, names, phrases and objects refused), but a small learner's advice is often
+too generic to change much. `benchmarks/learning_gain.py` measures the gain on 100
 held-out GSM8K questions (README, "Does practice help?"). Point the same commands at a capable API model by
 setting `UTU_LLM_BASE_URL`, `UTU_LLM_MODEL` and `UTU_LLM_API_KEY` in `.env`: the paper reports +2.7 to
 +5.4 points on AIME with DeepSeek-V3.1."""
@@ -77,7 +77,7 @@ def main() -> None:
 
     path = asyncio.run(report())
     console.print(f"report: {path} (with PNG plots beside it)")
-    console.print(HONEST_NOTE.replace("**", ""))
+    console.print(" ".join(HONEST_NOTE.replace("**", "").split()))  # one paragraph, wrapped to the terminal
     console.print(f"demo finished in {time.perf_counter() - start:.0f}s.")
     console.print("The embedded model keeps running; stop it with `.venv/bin/python -m utu.llm.local stop --all`.")
 

@@ -80,3 +80,22 @@ def test_much_the_same_strategy_under_an_existing_condition_is_refused():
     assert screen(another, SOURCE, [existing]) is None
     other = "When the problem involves subtracting, take the smaller from the larger."
     assert screen(other, SOURCE, [existing]) is None
+
+
+def test_counting_a_question_objects_makes_advice_about_that_question():
+    """From `make demo` (2026-11-25) and learning_gain run 7: each was applied before this rule."""
+    puppies = Source(["Sandy had 8 puppies. She gave 4 to her friends. How many puppies does she have now?", "4"])
+    junk = (
+        "When the initial number of puppies is known, the final number of puppies can be subtracted from the "
+        "initial number to find the initial number of puppies."
+    )
+    assert screen(junk, puppies, []).startswith("names 'puppies' from its question")
+    bridge = Source(["A bridge can hold 5000 pounds. How many boxes of 15 pounds can a truck of 3755 pounds carry?"])
+    junk = (
+        "When the problem is about the weight capacity of a bridge and the weight of boxes, the strategy is to set "
+        "up an equation based on the given information and solve for the number of boxes."
+    )
+    assert screen(junk, bridge, []).startswith("names 'boxes' from its question")
+    # said once, or twice but not in its question, the word is the advice's own
+    assert screen("When puppies are given away, subtract them from how many there were.", puppies, []) is None
+    assert screen("When weights are given in pounds, keep every weight in pounds.", bridge, []) is None  # units

@@ -2,9 +2,9 @@
 
 An experience must be one sentence of the documented shape "When <condition>, <strategy>.", free of JSON
 or template fragments, must not copy its source question, must not carry that question's numbers, names,
-objects ("yellow balloons") or its answer, and must not say again what an experience already in the
-library says, nor say much the same under the same condition. `screen` gives the reason for a refusal
-(recorded in the operation log), or None.
+objects ("yellow balloons", or "puppies" said twice) or its answer, and must not say again what an
+experience already in the library says, nor say much the same under the same condition. `screen` gives the
+reason for a refusal (recorded in the operation log), or None.
 """
 
 import itertools
@@ -25,7 +25,7 @@ _SENTENCE_BREAK = re.compile(r"[.!?]\s+[A-Z]")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _WORD = re.compile(r"[a-z0-9]+")
 _CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")
-# Words of the strategy language (function words, arithmetic, quantities, units of time and money): two
+# Words of the strategy language (function words, arithmetic, quantities, units of measure): two
 # other words side by side, in a proposal and in its question, are that question's objects ("walnut trees").
 _STRATEGY_WORDS = set(
     """the and but for nor yet not any all each every some many much more most less least few fewer other
@@ -43,7 +43,10 @@ _STRATEGY_WORDS = set(
     double twice triple add adds added adding addition subtract subtracts subtracted subtracting subtraction
     multiply multiplies multiplied multiplying multiplication divide divides divided dividing division
     compute calculate calculating count counting equal equals step steps strategy operation operations
-    smaller larger bigger greater fewer start end begin""".split()
+    smaller larger bigger greater fewer start end begin
+    inch inches foot feet yard yards mile miles meter meters centimeter centimeters kilometer kilometers
+    ounce ounces pound pounds gram grams kilogram kilograms ton tons liter liters gallon gallons quart quarts
+    cup cups degree degrees""".split()
 )
 _SENTENCE_STARTERS = set(
     "The A An She He It They We You There This That These Those How What Which Who Why When Where If Each "
@@ -85,7 +88,7 @@ def screen(text: str, source: Source, others: list[str]) -> str | None:
     names = [w for w in _CAPITALISED.findall(text)[1:] if w in source.names]
     if names:
         return f"names {names[0]!r} from its question: an experience must hold for other questions"
-    objects = _question_objects(text, source)
+    objects = _question_objects(text, source) or _counted_object(text, source)
     if objects:
         return f"names {objects!r} from its question: an experience must hold for other questions"
     for other in others:
@@ -140,6 +143,17 @@ def _question_objects(text: str, source: Source) -> str | None:
             if f" {pair} " in normalised:
                 return pair
     return None
+
+
+def _counted_object(text: str, source: Source) -> str | None:
+    """A plural story word its question has, said twice: the count of that question's objects, under a
+    condition and in a strategy ("When the initial number of puppies is known, ... the number of puppies")."""
+    words = _WORD.findall(text.lower())
+    repeated = sorted({w for w in words if w.endswith("s") and _story_word(w) and words.count(w) >= 2})
+    if not repeated:
+        return None
+    question_words = {w for question in source.texts for w in _WORD.findall(question.lower())}
+    return next((w for w in repeated if w in question_words), None)
 
 
 def _story_word(word: str) -> bool:
