@@ -36,6 +36,7 @@ def test_general_advice_passes(text):
         ("When x, do y.", "characters long"),
         ("When adding the numbers, use ADD for the library.", "JSON or template fragment"),
         ("When a girl gives shells to Sam, subtract what she has left.", "names 'Sam' from its question"),  # demo
+        ("When you need to add two numbers, use the formula for the sum of two numbers (e.", "parenthesis left open"),
     ],
 )
 def test_junk_is_refused_with_a_reason(text, reason):
