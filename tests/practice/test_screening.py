@@ -114,3 +114,19 @@ def test_the_grammar_pattern_allows_decimals_and_e_g_but_one_sentence_only():
     assert shape.match("When a unit is named, convert it first, i.e. before any other step.")
     for two_sentences in ("When adding, add. Then check the sum.", "When adding, add. then check the sum."):
         assert not shape.match(two_sentences)
+
+
+def test_the_same_strategy_under_another_condition_is_refused():
+    """From `make demo` (2026-11-25): three of seven experiences said "add the numbers together"."""
+    existing = "When the assistant adds the numbers together, the strategy is to add the numbers together."
+    again = "When the problem involves addition, the strategy is to add the two numbers together."
+    assert screen(again, SOURCE, [existing]).startswith("the same strategy as an existing experience")
+    # a different action, or the same action on other things, is other advice
+    kept = [
+        "When the problem involves a difference, the strategy is to subtract the numbers.",
+        "When a problem is a simple addition, add the numbers together and report the final number.",
+    ]
+    for text in kept:
+        assert screen(text, SOURCE, [existing]) is None, text
+    feet = "When a problem mixes feet and inches, convert everything to inches."
+    assert screen("When a problem mixes hours and minutes, convert everything to minutes.", SOURCE, [feet]) is None

@@ -48,6 +48,11 @@ _STRATEGY_WORDS = set(
     ounce ounces pound pounds gram grams kilogram kilograms ton tons liter liters gallon gallons quart quarts
     cup cups degree degrees""".split()
 )
+# The frame a strategy is said in ("the strategy is to", "you should", "it is important to"): not what it says.
+_STRATEGY_FRAME = set(
+    "the a an is are be to it its it's s this that strategy should must can could need needs you we they agent "
+    "assistant important always then and".split()
+)
 _SENTENCE_STARTERS = set(
     "The A An She He It They We You There This That These Those How What Which Who Why When Where If Each "
     "Every All After Before Then So But And Or In On At For From To Of By With Now Today Find Calculate".split()
@@ -98,6 +103,11 @@ def screen(text: str, source: Source, others: list[str]) -> str | None:
             return (
                 f"the same condition and much the same strategy as an existing experience ({other[:60]!r}): "
                 "update that one instead"
+            )
+        if _same_strategy(text, other):
+            return (
+                f"the same strategy as an existing experience ({other[:60]!r}): update that one (widen its "
+                "condition) instead"
             )
     return None
 
@@ -170,6 +180,17 @@ def _says_again_under_its_condition(text: str, other: str) -> bool:
     other_condition, _, other_strategy = other.partition(",")
     same = _WORD.findall(condition.lower()) == _WORD.findall(other_condition.lower())
     return same and similarity(strategy, other_strategy) >= SAME_CONDITION_OVERLAP
+
+
+def _same_strategy(text: str, other: str) -> bool:
+    """Strategies alike in what they say to do, whatever the condition and the wording around it
+    ("the strategy is to add the numbers together" / "you should add the two numbers together")."""
+    ours, theirs = (_doing_words(t.partition(",")[2]) for t in (text, other))
+    return bool(ours and theirs) and SequenceMatcher(None, ours, theirs).ratio() >= NEAR_DUPLICATE
+
+
+def _doing_words(strategy: str) -> list[str]:
+    return [w for w in _WORD.findall(strategy.lower()) if w not in _STRATEGY_FRAME]
 
 
 def similarity(a: str, b: str) -> float:
