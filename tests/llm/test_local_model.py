@@ -2,7 +2,6 @@
 stop; two models side by side; the weights joined and checked against their hashes."""
 
 import os
-import re
 
 import httpx
 import pytest
@@ -13,7 +12,6 @@ from utu.config import ModelConfig
 from utu.errors import StructuredOutputError
 from utu.llm import local
 from utu.llm.factory import make_client
-from utu.practice.schemas import EXPERIENCE_PATTERN, Experience
 
 pytestmark = pytest.mark.integration
 
@@ -98,20 +96,4 @@ async def test_structured_output_against_llama_server_as_an_external_endpoint(lo
     with pytest.raises(StructuredOutputError, match="cut off at the 12-token limit"):
         await client.structured(messages, OperationList, max_tokens=3)
     assert client.usage.snapshot()["default"].calls >= 4  # 1 + 3 tries of the cut one (3, 6, 12 tokens)
-    await client.close()
-
-
-class OneExperience(BaseModel):
-    experience: Experience
-
-
-async def test_the_server_grammar_follows_the_experience_pattern(local_model):
-    """llama-server turns EXPERIENCE_PATTERN (alternatives for decimals and "e.g.") into its grammar: what it
-    writes, even a 135M model's, is what Python's regex of the same pattern accepts."""
-    client = make_client(ModelConfig(model_settings={"temperature": 0.0}))
-    sentence = "When a price is cut by a percent, multiply it by one minus the percent (e.g. by 0.8 for 20% off)."
-    messages = [{"role": "user", "content": f"Repeat this sentence exactly, as the experience: {sentence}"}]
-    reply = await client.structured(messages, OneExperience, max_tokens=200)
-    assert client._format == "json_schema"
-    assert re.match(EXPERIENCE_PATTERN, reply.experience), reply.experience
     await client.close()

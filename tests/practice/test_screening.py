@@ -1,10 +1,7 @@
 """The library's screening: the junk small models actually proposed is refused, sensible advice is not."""
 
-import re
-
 import pytest
 
-from utu.practice.schemas import EXPERIENCE_PATTERN
 from utu.practice.screening import Source, screen
 
 QUESTION = "When Joan found 70 seashells on the beach, she gave some of her seashells to Sam. She has 27 seashells. How many seashells did she give to Sam?"  # noqa: E501
@@ -103,17 +100,6 @@ def test_counting_a_question_objects_makes_advice_about_that_question():
     # said once, or twice but not in its question, the word is the advice's own
     assert screen("When puppies are given away, subtract them from how many there were.", puppies, []) is None
     assert screen("When weights are given in pounds, keep every weight in pounds.", bridge, []) is None  # units
-
-
-def test_the_grammar_pattern_allows_decimals_and_e_g_but_one_sentence_only():
-    """The endpoint's grammar follows EXPERIENCE_PATTERN: with no period allowed before the last, a learner that
-    began "(e.g." was ended at "(e." (make demo, 2026-11-25)."""
-    shape = re.compile(EXPERIENCE_PATTERN)
-    whole = "When a price is cut by a percent, multiply it by one minus the percent (e.g. by 0.8 for 20 percent off)."
-    assert shape.match(whole) and screen(whole, SOURCE, []) is None
-    assert shape.match("When a unit is named, convert it first, i.e. before any other step.")
-    for two_sentences in ("When adding, add. Then check the sum.", "When adding, add. then check the sum."):
-        assert not shape.match(two_sentences)
 
 
 def test_the_same_strategy_under_another_condition_is_refused():

@@ -19,9 +19,8 @@ MAX_OPERATIONS = 8
 MAX_EXPERIENCES = 3  # per group, whatever num_experiences_per_query asks
 # The shape every experience must have; constrained decoding follows it, screening checks it again.
 # One sentence: no period before the final one (small learners, constrained by a looser pattern, wrote several
-# sentences, which the screening then refused) but in a decimal ("0.8") or "e.g."/"i.e." (forbidden, they cut
-# the sentence: "... (e."); braces are allowed in the strategy: \boxed{}.
-EXPERIENCE_PATTERN = r'^When [^.,{}"\n]{5,150}, (?:[^."\n]|\.[0-9]|e\.g\.|i\.e\.){5,220}\.$'
+# sentences, which the screening then refused); braces are allowed in the strategy: \boxed{}.
+EXPERIENCE_PATTERN = r'^When [^.,{}"\n]{5,150}, [^."\n]{5,220}\.$'
 
 
 def _bounded(limit: int, description: str, pattern: str | None = None) -> Any:

@@ -123,7 +123,7 @@ def _shape_problem(text: str) -> str | None:
         return f"contains a JSON or template fragment ({fragment.group(0).strip()!r})"
     if _SENTENCE_BREAK.search(plain[:-1]):
         return "more than one sentence"
-    if plain.count("(") != plain.count(")"):  # cut short, e.g. by a grammar that allowed no period: "(e."
+    if plain.count("(") != plain.count(")"):  # the grammar ends the sentence at its first period: "(e.g." -> "(e."
         return "cut off mid-sentence (a parenthesis left open)"
     return None
 
