@@ -21,6 +21,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import exp_rows, practise, run_command, write_result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+# The practice config is local_mawps (the embedded models), whose objectives were written for one-step MAWPS
+# problems ("choosing the right operation"); these are GSM8K's (runs 1-7 used MAWPS's).
+AGENT_OBJECTIVE = (
+    "input: a grade-school math word problem that takes a few steps\n"
+    "output: the number that answers it, as \\boxed{number}"
+)
+LEARNING_OBJECTIVE = (
+    "Learn general problem-solving habits and common pitfalls that make the final answer correct on new word "
+    "problems: how to set up and order the steps, what to check before answering, and how to report the answer."
+)
 
 
 def baseline_id(args) -> str:
@@ -90,6 +100,7 @@ def main() -> int:
     practice = [
         "--practice_dataset_name", args.dataset, "--rollout_data_truncate", str(args.practice),
         "--batch_size", str(args.batch_size), "--grpo_n", "4", "--rollout_concurrency", "8", *validation,
+        "--agent_objective", AGENT_OBJECTIVE, "--learning_objective", LEARNING_OBJECTIVE,
     ]  # fmt: skip
     times["practice"], agent = practise("local_mawps", f"{tag}_practice", db_url, env, *practice)
     enhanced = ["--exp_id", f"{tag}_enhanced", "--agent_config", str(agent), "--fresh"]  # a rerun replaces it

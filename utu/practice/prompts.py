@@ -28,10 +28,13 @@ The agent's objective: {agent_objective}
 The learning objective: {learning_objective}
 
 1. Judge which attempts are better and which worse{against_truth}.
-2. For the worse ones, find the root cause of the failure; for the better ones, what made them work.
+2. Find how they differ in method, not in the question's story: the approach each took, a step the worse
+   ones skipped, did out of order or assumed without checking, and the form of their final answer. The root
+   cause of a failure is the first point where a worse attempt's method went wrong.
 3. Name the kind of problem this is, in general words (problem_kind).
 4. Generalise into at most {num_experiences} experience(s), each one sentence of the form
-   "When <condition>, <strategy>." that would help on other questions of that kind, not only this one.
+   "When <condition>, <strategy>." whose strategy says what to do differently in the method, and that would
+   help on other questions of that kind, not only this one.
 Do not retell the question: name no person, object or number of it, and not its answer. The condition
 describes a kind of problem or situation; the strategy says what to do in it, in words that would help on a
 different question of that kind.{tool_note}"""

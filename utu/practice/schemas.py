@@ -60,7 +60,7 @@ class GroupAdvantage(BaseModel):
     # problem_kind comes before the experiences, so a constrained model names the kind of problem in general
     # words before it writes a condition (the 1.5B's conditions otherwise retold their question).
     model_config = ConfigDict(json_schema_extra=_all_required)
-    analysis: _bounded(600, "which attempts were better or worse, and why, briefly")
+    analysis: _bounded(600, "which attempts were better or worse, and how their methods differed, briefly")
     problem_kind: _bounded(150, "the kind of problem, in general words: no name, object or number of the question") = ""
     experiences: list[Experience] = Field(
         max_length=MAX_EXPERIENCES, description='each "When <condition>, <strategy>."'
