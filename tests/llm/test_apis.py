@@ -143,3 +143,18 @@ def test_a_command_starts_without_the_modules_only_some_runs_need():
              "'opentelemetry.sdk', 'openai.resources.responses') if m in sys.modules])")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_plain_http_endpoint_gets_a_tls_context_that_trusts_nothing():
+    """The CA bundle is loaded for https endpoints only (0.1 s of every command); the context a plain-http
+    endpoint gets still checks certificates and hostnames, against no CA: TLS through it fails, never
+    goes unverified."""
+    import ssl
+
+    from utu.llm.transport import tls_verify
+
+    assert tls_verify("https://api.deepseek.com/v1") is True and tls_verify("HTTPS://x.openai.azure.com") is True
+    context = tls_verify("http://127.0.0.1:8080/v1")
+    assert isinstance(context, ssl.SSLContext)
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    assert context.cert_store_stats()["x509_ca"] == 0
