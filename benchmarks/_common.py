@@ -66,6 +66,27 @@ async def client_floor(base_url: str, calls: int, concurrency: int) -> float:
         return time.perf_counter() - start
 
 
+async def sdk_floor(base_url: str, calls: int, concurrency: int) -> float:
+    """Seconds for `calls` bare `openai.AsyncOpenAI` requests at `concurrency` (its aiohttp client, the raw `post`
+    our transport sends): the least an orchestrator on the SDK the project is built on can take for them."""
+    import asyncio
+
+    import openai
+
+    slots = asyncio.Semaphore(concurrency)
+    body = {"model": "stub", "messages": FLOOR_MESSAGES}
+    http = openai.DefaultAioHttpClient()
+    async with openai.AsyncOpenAI(base_url=base_url, api_key="k", max_retries=0, http_client=http) as sdk:
+
+        async def one() -> None:
+            async with slots:
+                (await sdk.post("/chat/completions", body=body, cast_to=dict))["choices"][0]["message"]["content"]
+
+        start = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(calls)))
+        return time.perf_counter() - start
+
+
 async def transport_floor(base_url: str, calls: int, concurrency: int) -> float:
     """Seconds for `calls` bare aiohttp POSTs at `concurrency`: the least any Python client needs for them here."""
     import asyncio

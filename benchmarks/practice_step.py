@@ -13,7 +13,8 @@ Scenarios: each fixed `--latency` (50 ms: the client's CPU is the limit on 2 cor
 API), and a straggler run (log-normal latency, sigma `--jitter`) where pipelining shows its gain: learner
 stages run while the batch's slowest rollouts are still out. At a fixed latency the benchmark also measures a
 *client floor*: the same number of bare `LLMClient.chat` calls at the same concurrency, with no
-orchestration; wall / floor isolates what the orchestrator (rows, judging, learner logic) adds.
+orchestration; wall / floor isolates what the orchestrator (rows, judging, learner logic) adds. And an *SDK
+floor*: the same calls through a bare `openai.AsyncOpenAI`, all independent: no client on that SDK does better.
 """
 
 import argparse
@@ -26,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import client_floor, stub_practice, stub_process, write_result  # noqa: E402
+from _common import client_floor, sdk_floor, stub_practice, stub_process, write_result  # noqa: E402
 
 from utu.cli import tune_gc  # noqa: E402
 from utu.db import Database  # noqa: E402
@@ -52,6 +53,7 @@ async def scenario(args, latency: float, jitter: float, tmp: Path) -> dict:
     """Pipelined and batch-synchronous steps (and, at a fixed latency, the client floor), alternating."""
     times: dict[bool, list[float]] = {True: [], False: []}
     floors: list[float] = []
+    sdk_floors: list[float] = []
     calls = 0
     stub_args = ["--reply-fn", f"{REPLIES}:reply", "--latency", str(latency), "--jitter", str(jitter)]
     with stub_process(*stub_args) as url:
@@ -61,6 +63,7 @@ async def scenario(args, latency: float, jitter: float, tmp: Path) -> dict:
                 times[pipeline].append(elapsed)
             if not jitter:
                 floors.append(await client_floor(url, calls, args.concurrency))
+                sdk_floors.append(await sdk_floor(url, calls, args.concurrency))
     with_p, without_p = statistics.median(times[True]), statistics.median(times[False])
     result = {
         "latency_s": latency, "jitter_sigma": jitter, "llm_calls_per_step": calls,
@@ -72,7 +75,7 @@ async def scenario(args, latency: float, jitter: float, tmp: Path) -> dict:
     # The longest chain of dependent calls (rollout -> summary -> advantage -> group update -> consolidation),
     # or pushing all calls through the concurrency limit, whichever is longer.
     critical = max(5 * latency, math.ceil(calls / args.concurrency) * latency)
-    floor = statistics.median(floors)
+    floor, sdk = statistics.median(floors), statistics.median(sdk_floors)
     return result | {
         "critical_path_s": round(critical, 3),
         "ratio_pipelined_to_critical": round(with_p / critical, 3),
@@ -80,6 +83,8 @@ async def scenario(args, latency: float, jitter: float, tmp: Path) -> dict:
         "client_floor_s": [round(t, 3) for t in floors],
         "ratio_client_floor_to_critical": round(floor / critical, 3),
         "ratio_pipelined_to_client_floor": round(with_p / floor, 3),
+        "sdk_floor_s": [round(t, 3) for t in sdk_floors],
+        "ratio_sdk_floor_to_critical": round(sdk / critical, 3),
         "met": with_p / critical <= GOAL,
     }
 
