@@ -1,6 +1,6 @@
 """Wall time of one practice step against the critical path that latency and concurrency allow.
 
-    python benchmarks/practice_step.py [--questions 64] [--group 5] [--latency 0.05 0.5] [--jitter 1.0]
+    python benchmarks/practice_step.py [--questions 64] [--group 5] [--latency 0.05 0.5] [--jitter 1.0] [--out NAME]
 
 The stub (its own process) answers every request after a latency; the agent and the learner share one
 client limited to `--concurrency` requests in flight. The critical path is the larger of the longest chain
@@ -98,6 +98,7 @@ async def main() -> int:
     parser.add_argument("--jitter-latency", type=float, default=0.5, help="median latency of the straggler run")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", default="practice_step", help="result file name under benchmarks/results/")
     args = parser.parse_args()
     tune_gc()  # as the scripts do (utu.cli.run)
     scenarios = []
@@ -106,7 +107,7 @@ async def main() -> int:
             scenarios.append(await scenario(args, latency, 0.0, Path(tmp)))
         if args.jitter:
             scenarios.append(await scenario(args, args.jitter_latency, args.jitter, Path(tmp)))
-    write_result("practice_step", {
+    write_result(args.out, {
         "questions": args.questions, "group_size": args.group, "concurrency": args.concurrency,
         "scenarios": scenarios, "goal": f"ratio_pipelined_to_critical <= {GOAL} at a fixed latency",
     })  # fmt: skip
