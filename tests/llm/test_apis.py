@@ -146,7 +146,7 @@ def test_a_command_starts_without_the_modules_only_some_runs_need():
 
 
 def test_a_plain_http_endpoint_gets_a_tls_context_that_trusts_nothing():
-    """The CA bundle is loaded for https endpoints only (0.1 s of every command); the context a plain-http
+    """The CA bundle is loaded for https endpoints only (it slowed every command's start); the context a plain-http
     endpoint gets still checks certificates and hostnames, against no CA: TLS through it fails, never
     goes unverified."""
     import ssl
