@@ -50,7 +50,7 @@ async def one_step(base_url: str, args, pipeline: bool, workdir: Path) -> tuple[
 
 
 async def scenario(args, latency: float, jitter: float, tmp: Path) -> dict:
-    """Pipelined and batch-synchronous steps (and, at a fixed latency, the client floor), alternating."""
+    """Pipelined and batch-synchronous steps (and, at a fixed latency, the client and SDK floors), alternating."""
     times: dict[bool, list[float]] = {True: [], False: []}
     floors: list[float] = []
     sdk_floors: list[float] = []

@@ -154,6 +154,8 @@ def test_a_plain_http_endpoint_gets_a_tls_context_that_trusts_nothing():
     from utu.llm.transport import tls_verify
 
     assert tls_verify("https://api.deepseek.com/v1") is True and tls_verify("HTTPS://x.openai.azure.com") is True
+    # only a plain-http URL is trusted to need no CA: anything else keeps the system's trust
+    assert tls_verify("api.deepseek.com/v1") is True and tls_verify("https://http.example.com") is True
     context = tls_verify("http://127.0.0.1:8080/v1")
     assert isinstance(context, ssl.SSLContext)
     assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname

@@ -14,6 +14,7 @@ import json
 import ssl
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import openai
 from openai.types.responses import Response
@@ -46,8 +47,8 @@ def tls_verify(base_url: str) -> ssl.SSLContext | bool:
     a context that trusts no certificate. Nothing goes over TLS there, and with the CA bundle loaded, building
     the SDK's HTTP client took 0.07-0.13 s instead of 0.05 s (a slow 2-core machine); should a redirect lead to
     https, the handshake fails rather than go unverified."""
-    if base_url.lower().startswith("https://"):
-        return True
+    if urlsplit(base_url.strip()).scheme.lower() != "http":
+        return True  # https, and anything unexpected: the system's trust, as the SDK's default
     return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies hostnames and certificates, against no CA
 
 
