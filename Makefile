@@ -19,12 +19,12 @@ $(VENV)/.core: pyproject.toml | $(PY) sandbox
 	$(PIP) install -e '.[dev]'
 	touch $@
 
-# bubblewrap boxes the code agents run (python_executor); installed from Debian when run as root.
+# bubblewrap and libseccomp box the code agents run (python_executor); installed from Debian when run as root.
 sandbox:
-	@command -v bwrap >/dev/null || { \
-		if [ "$$(id -u)" = 0 ]; then echo "installing bubblewrap from Debian..."; \
-			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null); \
-		else echo "warning: bubblewrap is missing: sudo apt-get install bubblewrap (python_executor needs it)"; fi; }
+	@{ command -v bwrap >/dev/null && ldconfig -p | grep -q libseccomp.so.2; } || { \
+		if [ "$$(id -u)" = 0 ]; then echo "installing bubblewrap and libseccomp2 from Debian..."; \
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap libseccomp2 >/dev/null); \
+		else echo "warning: bubblewrap or libseccomp2 is missing: sudo apt-get install bubblewrap libseccomp2 (python_executor needs them)"; fi; }
 
 $(VENV)/bin/llama-server: | $(VENV)/.core
 	bash scripts/dev/build_llama_server.sh $(PY) $(LLAMA_VERSION) "$(LLAMA_CMAKE_ARGS)" $@

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from utu.config.models import ToolkitConfig
 from utu.tools.base import as_text, function_schema
-from utu.tools.sandbox import bwrap_prefix, call_cgroup, join_and_exec, require_bwrap
+from utu.tools.sandbox import CODE_PATH_IN_BOX, Box, call_cgroup, launcher, open_box, require_bwrap
 
 # Runs first in the child: set hard limits, then execute the user's code as __main__.
 _BOOTSTRAP = """
@@ -39,7 +39,6 @@ SAFE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ")
 MAX_FILE_BYTES = 16 * 1024 * 1024
 MAX_CAPTURE_BYTES = 1024 * 1024  # more output than this is drained and dropped, never held in memory
 DRAIN_SECONDS = 2.0  # after the program ended and its processes were killed, to read what is left
-CODE_PATH_IN_BOX = "/code/main.py"
 
 
 def sandbox_env(workdir: str) -> dict[str, str]:
@@ -68,29 +67,28 @@ async def run_python(
     disk_mb: int = 64,
 ) -> dict:
     """Run `code`; returns {"success", "output", "error"} and never raises for the code's own failures."""
+    limits = [str(memory_mb * 1024 * 1024), str(max(1, int(timeout) + 1)), str(MAX_FILE_BYTES), str(max_processes)]
+    memory_cap = (memory_mb + 3 * disk_mb + 256) * 1024 * 1024  # the code plus its three tmpfs
+    if sandbox == "bwrap":
+        with open_box(code, disk_mb=disk_mb, max_processes=max_processes, memory_bytes=memory_cap) as box:
+            argv = [*box.argv, sys.executable, "-I", "-c", _BOOTSTRAP, CODE_PATH_IN_BOX, *limits]
+            return await _run(argv, None, {}, timeout, max_output_chars, box)
     workdir = tempfile.mkdtemp(prefix="utu-py-")
     try:
         code_path = os.path.join(workdir, "main.py")
         with open(code_path, "w", encoding="utf-8") as f:
             f.write(code)
-        limits = [str(memory_mb * 1024 * 1024), str(max(1, int(timeout) + 1)), str(MAX_FILE_BYTES), str(max_processes)]
-        if sandbox == "bwrap":
-            argv = [*bwrap_prefix(disk_mb), "--ro-bind", code_path, CODE_PATH_IN_BOX, "--",
-                    sys.executable, "-I", "-c", _BOOTSTRAP, CODE_PATH_IN_BOX, *limits]  # fmt: skip
-            cwd, env = None, {}
-        else:
-            argv = [sys.executable, "-I", "-c", _BOOTSTRAP, code_path, *limits]
-            cwd, env = workdir, sandbox_env(workdir)
-        memory_cap = (memory_mb + 2 * disk_mb + 256) * 1024 * 1024
-        with call_cgroup(max_processes, memory_cap) as procs_files:
-            return await _run(join_and_exec(procs_files, argv), cwd, env, timeout, max_output_chars, sandbox)
+        with call_cgroup(max_processes, memory_cap) as groups:
+            box = Box(launcher([g / "cgroup.procs" for g in groups], [], None), cgroups=groups)
+            argv = [*box.argv, sys.executable, "-I", "-c", _BOOTSTRAP, code_path, *limits]
+            return await _run(argv, workdir, sandbox_env(workdir), timeout, max_output_chars, box)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-async def _run(argv: list[str], cwd, env, timeout: float, max_output_chars: int, sandbox: str) -> dict:
+async def _run(argv: list[str], cwd, env, timeout: float, max_output_chars: int, box: Box) -> dict:
     proc = await asyncio.create_subprocess_exec(
-        *argv, cwd=cwd, env=env, start_new_session=True,
+        *argv, cwd=cwd, env=env, start_new_session=True, pass_fds=box.pass_fds,
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
     captured = bytearray()
@@ -113,11 +111,11 @@ async def _run(argv: list[str], cwd, env, timeout: float, max_output_chars: int,
     text = captured.decode("utf-8", errors="replace") + (f"\n[{dropped[0]} more bytes dropped]" if dropped[0] else "")
     text = truncate(text, max_output_chars)
     code = proc.returncode
-    if sandbox == "bwrap" and code > 128:  # bwrap reports a child killed by signal N as 128 + N
+    if box.bwrap and code > 128:
         code = -(code - 128)
     if code == 0:
         return {"success": True, "output": text, "error": None}
-    return {"success": False, "output": text, "error": _describe_exit(code, text)}
+    return {"success": False, "output": text, "error": _describe_exit(code, text, box.out_of_memory())}
 
 
 async def _read_capped(stream: asyncio.StreamReader, kept: bytearray, dropped: list[int]) -> None:
@@ -132,7 +130,9 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def _describe_exit(code: int, output: str) -> str:
+def _describe_exit(code: int, output: str, out_of_memory: bool) -> str:
+    if out_of_memory:
+        return "memory limit exceeded (killed by the out-of-memory killer)"
     if code < 0:
         try:
             sig = signal.Signals(-code).name

@@ -1,13 +1,21 @@
-"""The box that model-written code runs in: bubblewrap namespaces plus cgroup limits.
+"""The box that model-written code runs in: bubblewrap namespaces, a seccomp filter and cgroup limits.
 
 With `sandbox: bwrap` (the default) the code runs under `bwrap` (Debian package `bubblewrap`):
+- **no privilege on the host.** The box's processes run as a host user that is not root: the caller's own
+  user, or, when we run as root, the host user `nobody` (uid 65534). A root caller first binds the Python it
+  needs where that user can reach it (in a mount namespace of the call's own), then drops to `nobody` with no
+  capabilities and no-new-privileges, and only then starts bwrap. (Run by root directly, bwrap maps the box's
+  user to host root: model code could write `/proc/sys/kernel/core_pattern` and run commands as root.)
+  Inside, every capability is dropped, `/proc/sys` is not writable and new user namespaces are disabled;
+- a seccomp filter refuses what a Python snippet never needs: ptrace, mount, new namespaces, kernel keyrings,
+  bpf, perf, module and kexec loading, and the like (`SECCOMP_DENIED`);
 - no network at all (its own network namespace, not even loopback);
 - its own PID namespace, so it sees and can signal only its own processes, and when its main process
   ends every process it started is killed (the namespace's init exits);
 - a read-only view of only the Python it runs on (the interpreter's prefix, the venv's packages and
-  /usr); no checkout, `.env`, database, HOME or /tmp of the host;
-- an empty environment but PATH/HOME/LANG, uid and gid 65534 (nobody) inside;
-- a private writable directory (/sandbox, also HOME) and /tmp, both size-capped tmpfs (`disk_mb`), gone after the call.
+  /usr); no checkout, `.env`, database, HOME or /tmp of the host; `/` and `/dev` read-only;
+- an empty environment but PATH/HOME/LANG, uid and gid 65534 inside;
+- writable only /sandbox (also HOME), /tmp and /dev/shm: size-capped tmpfs (`disk_mb` each), gone after the call.
 Where this process may create cgroups (root on a cgroup v1 or v2 host, as here), each call also gets a
 cgroup capping its processes (`max_processes`) and its memory, killed as a whole after the call.
 Per-process limits (address space, CPU time, file size) are set inside by the bootstrap.
@@ -18,13 +26,18 @@ can and reach the network: only for code you trust.
 """
 
 import contextlib
+import errno
 import functools
 import os
+import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from utu.errors import ConfigError
@@ -36,14 +49,59 @@ INSTALL_HINT = (
 )
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 BOX_DIR = "/sandbox"  # the code's working directory and HOME; not a prefix of any folder bound into the box
+CODE_PATH_IN_BOX = "/code/main.py"
+BOX_HOST_UID = 65534  # "nobody": the host user a root caller's boxes run as
+# Syscalls a Python snippet never needs and a box escape often does; each fails with EPERM.
+SECCOMP_DENIED = (
+    "ptrace", "process_vm_readv", "process_vm_writev", "mount", "umount2", "pivot_root", "chroot", "unshare",
+    "setns", "mount_setattr", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount", "fspick",
+    "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd", "kexec_load", "kexec_file_load",
+    "init_module", "finit_module", "delete_module", "reboot", "swapon", "swapoff", "acct", "quotactl",
+    "syslog", "open_by_handle_at", "name_to_handle_at", "iopl", "ioperm", "lookup_dcookie", "settimeofday",
+    "clock_settime", "clock_adjtime", "adjtimex", "sethostname", "setdomainname", "vhangup",
+)  # fmt: skip
+# clone() with any of these flags makes a namespace: refused. clone3 hides its flags in memory a filter cannot
+# read, so it answers ENOSYS and the C library falls back to clone().
+CLONE_NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000, 0x00000080)
+
+
+@dataclass
+class Box:
+    """One call's command prefix (up to and including bwrap's `--`), the descriptors it reads, and its cgroups."""
+
+    argv: list[str]
+    pass_fds: tuple[int, ...] = ()
+    cgroups: list[Path] = field(default_factory=list)
+    bwrap: bool = False  # bwrap reports a child killed by signal N as exit code 128 + N
+
+    def out_of_memory(self) -> bool:
+        """Whether the kernel's OOM killer killed a process of this call's memory cgroup."""
+        for group in self.cgroups:
+            for name in ("memory.events", "memory.oom_control"):  # cgroup v2, v1
+                with contextlib.suppress(OSError, ValueError):
+                    for line in (group / name).read_text().splitlines():
+                        key, _, value = line.partition(" ")
+                        if key == "oom_kill" and int(value) > 0:
+                            return True
+        return False
 
 
 @functools.cache
 def bwrap_problem() -> str | None:
-    """Why bubblewrap cannot run here (None if it can). Probed once per process with a real sandbox."""
+    """Why a box cannot run here (None if it can). Probed once per process with a real box."""
     if shutil.which("bwrap") is None:
         return "bubblewrap (bwrap) is not installed"
-    probe = subprocess.run([*bwrap_prefix(1), "--", sys.executable, "-I", "-c", "pass"], capture_output=True)
+    if os.geteuid() == 0:
+        missing = [tool for tool in ("unshare", "mount", "setpriv") if shutil.which(tool) is None]
+        if missing:
+            return f"running as root needs util-linux's {', '.join(missing)} to drop root before bwrap"
+    try:
+        seccomp_program()
+    except OSError as e:  # pyseccomp loads libseccomp when imported
+        return f"the seccomp filter cannot be built ({e}); install libseccomp2"
+    with open_box("pass", disk_mb=1, max_processes=8, memory_bytes=256 * 1024 * 1024) as box:
+        probe = subprocess.run([*box.argv, sys.executable, "-I", CODE_PATH_IN_BOX], pass_fds=box.pass_fds,
+                               capture_output=True)  # fmt: skip
     if probe.returncode != 0:
         return f"bwrap cannot create a sandbox here: {probe.stderr.decode(errors='replace').strip()[:200]}"
     return None
@@ -55,34 +113,118 @@ def require_bwrap() -> None:
         raise ConfigError(f"python_executor: {problem}: {INSTALL_HINT}")
 
 
+@functools.cache
+def seccomp_program() -> bytes:
+    """The box's seccomp filter as a BPF program (bwrap's --add-seccomp-fd format), built by libseccomp."""
+    import pyseccomp as sc  # loads libseccomp.so; only when a box is made
+
+    rules = sc.SyscallFilter(sc.ALLOW)
+    for name in SECCOMP_DENIED:
+        with contextlib.suppress(ValueError, OSError):  # a syscall this architecture does not have
+            rules.add_rule(sc.ERRNO(errno.EPERM), name)
+    for flag in CLONE_NAMESPACE_FLAGS:
+        rules.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
+    rules.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    with tempfile.TemporaryFile() as out:
+        rules.export_bpf(out)
+        out.seek(0)
+        return out.read()
+
+
+def _memfd(name: str, data: bytes) -> int:
+    """An anonymous file holding `data`, read from its start by bwrap (no host path, no size limit of a pipe)."""
+    fd = os.memfd_create(name)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
 def _python_roots() -> list[str]:
     """The folders the interpreter needs: its own prefix and the venv's (read-only)."""
     roots = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}
     return sorted(r for r in roots if not r.startswith("/usr/"))
 
 
-def bwrap_prefix(disk_mb: int) -> list[str]:
-    """The bwrap command up to `--`: namespaces, read-only Python, size-capped private BOX_DIR and /tmp."""
+def bwrap_argv(disk_mb: int, code_fd: int, seccomp_fd: int, binds: dict[str, str]) -> list[str]:
+    """The bwrap command up to `--`: namespaces, `binds` (box path -> host path) read-only, the code, the
+    filter, size-capped /tmp, BOX_DIR and /dev/shm, and everything else read-only."""
     size = str(disk_mb * 1024 * 1024)
     argv = [
-        "bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
+        "bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
+        "--die-with-parent", "--new-session", "--clearenv",
         "--uid", "65534", "--gid", "65534", "--hostname", "sandbox",
-        "--proc", "/proc", "--dev", "/dev",
+        "--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/dev/shm",
         "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
         "--symlink", "usr/bin", "/bin", "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
         "--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", BOX_DIR, "--chdir", BOX_DIR,
         "--setenv", "HOME", BOX_DIR, "--setenv", "TMPDIR", "/tmp", "--setenv", "PATH", "/usr/bin:/bin",
         "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--setenv", "MPLBACKEND", "Agg",
     ]  # fmt: skip
-    for root in _python_roots():
-        argv += ["--ro-bind", root, root]
-    return argv
+    for box_path, host_path in binds.items():
+        argv += ["--ro-bind", host_path, box_path]
+    argv += ["--ro-bind-data", str(code_fd), CODE_PATH_IN_BOX, "--add-seccomp-fd", str(seccomp_fd)]
+    return [*argv, "--remount-ro", "/", "--remount-ro", "/dev", "--remount-ro", "/proc", "--"]
+
+
+@contextlib.contextmanager
+def open_box(code: str, *, disk_mb: int, max_processes: int, memory_bytes: int) -> Iterator[Box]:
+    """Everything one call's box needs, removed again on exit: its code and filter as anonymous files, its
+    cgroups, and (as root) the folder where the Python it needs is bound for `nobody` to reach."""
+    code_fd = _memfd("main.py", code.encode("utf-8"))
+    seccomp_fd = _memfd("seccomp", seccomp_program())
+    try:
+        with call_cgroup(max_processes, memory_bytes) as groups, _staged_python() as (binds, mounts):
+            procs = [g / "cgroup.procs" for g in groups]
+            prefix = launcher(procs, mounts, drop_to=BOX_HOST_UID if os.geteuid() == 0 else None)
+            argv = [*prefix, *bwrap_argv(disk_mb, code_fd, seccomp_fd, binds)]
+            yield Box(argv, (code_fd, seccomp_fd), groups, bwrap=True)
+    finally:
+        os.close(code_fd)
+        os.close(seccomp_fd)
+
+
+@contextlib.contextmanager
+def _staged_python() -> Iterator[tuple[dict[str, str], list[tuple[str, str]]]]:
+    """(bwrap's binds, the launcher's mounts). As root, each Python root is bound onto an empty folder under
+    /tmp that `nobody` can reach (the root may sit under /root, mode 0700); otherwise bound as it is."""
+    roots = _python_roots()
+    if os.geteuid() != 0:
+        yield {root: root for root in roots}, []
+        return
+    stage = tempfile.mkdtemp(prefix="utu-box-", dir="/tmp")
+    try:
+        os.chmod(stage, 0o711)
+        mounts = []
+        for i, root in enumerate(roots):
+            os.mkdir(f"{stage}/{i}", 0o755)
+            mounts.append((root, f"{stage}/{i}"))
+        yield {root: point for root, point in mounts}, mounts
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)  # the binds live only in the call's mount namespace
+
+
+def launcher(procs_files: list[Path], mounts: list[tuple[str, str]], drop_to: int | None) -> list[str]:
+    """The command that starts bwrap: it joins the call's cgroups (so nothing the code starts escapes the
+    limits), makes `mounts` in a mount namespace of its own, and drops root before bwrap runs."""
+    lines = [f"echo $$ > {shlex.quote(str(p))}" for p in procs_files]
+    lines += [f"mount --bind {shlex.quote(src)} {shlex.quote(point)}" for src, point in mounts]
+    if drop_to is not None:
+        lines.append(
+            f"exec setpriv --reuid={drop_to} --regid={drop_to} --clear-groups --inh-caps=-all"
+            ' --bounding-set=-all --no-new-privs -- "$@"'
+        )
+    elif lines:
+        lines.append('exec "$@"')
+    else:
+        return []
+    shell = ["/bin/sh", "-c", "set -e\n" + "\n".join(lines), "sh"]
+    return ["unshare", "--mount", "--propagation", "private", "--", *shell] if mounts else shell
 
 
 @contextlib.contextmanager
 def call_cgroup(max_processes: int, memory_bytes: int) -> Iterator[list[Path]]:
-    """Fresh pids and memory cgroups for one call, when this process may create them: yields the
-    `cgroup.procs` files to join (empty if none could be made); on exit kills what is left and removes them."""
+    """Fresh pids and memory cgroups for one call, when this process may create them (empty list if none
+    could be made); on exit kills what is left and removes them."""
     made: list[Path] = []
     name = f"utu-sandbox-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     for controller, limits in (
@@ -102,31 +244,30 @@ def call_cgroup(max_processes: int, memory_bytes: int) -> Iterator[list[Path]]:
             with contextlib.suppress(OSError):
                 (group / key).write_text(str(value))
     try:
-        yield [g / "cgroup.procs" for g in made]
+        yield made
     finally:
         for group in made:
             kill_cgroup(group)
 
 
-def kill_cgroup(group: Path) -> None:
-    """SIGKILL every process still in `group`, then remove it (bounded wait)."""
-    for _ in range(200):
+def kill_cgroup(group: Path, wait_seconds: float = 5.0) -> None:
+    """SIGKILL every process still in `group`, then remove it. A process the OOM killer hit can take a
+    moment to leave, so removal is retried until `wait_seconds` pass."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
         try:
             pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
         except OSError:
-            return
-        if not pids:
-            with contextlib.suppress(OSError):
-                group.rmdir()
-            return
+            return  # already gone
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, 9)
-        os.sched_yield()
         with contextlib.suppress(OSError):
             group.rmdir()
             return
-    # Still busy (a process in uninterruptible sleep): leave the empty-ish group; it holds no resources.
+        if time.monotonic() > deadline:
+            return  # a process stuck in uninterruptible sleep: the group holds no limits worth keeping
+        time.sleep(0.005)
 
 
 @functools.cache
@@ -143,12 +284,3 @@ def _controller_dir(controller: str) -> Path | None:
         if controller in enabled and os.access(v2, os.W_OK):
             return v2
     return None
-
-
-def join_and_exec(procs_files: list[Path], argv: list[str]) -> list[str]:
-    """`argv` run by a shell that first moves itself into the call's cgroups, so that nothing the code
-    starts can be forked before the limits apply."""
-    if not procs_files:
-        return argv
-    joins = "".join(f'echo $$ > "{p}" && ' for p in procs_files)
-    return ["/bin/sh", "-c", joins + 'exec "$@"', "sh", *argv]

@@ -1,0 +1,192 @@
+"""The code box holds no privilege on the host: one test per escape, run as root and as a user that is not.
+
+Run by root, bwrap once mapped the box's user to host root: model code wrote /proc/sys/kernel/core_pattern and
+the kernel ran its command as root on the host. Each escape below is tried from inside the box.
+"""
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from utu.tools import sandbox
+from utu.tools.python_executor import run_python
+
+AS_USER = Path(__file__).with_name("as_user.py")
+CHECKOUT = Path(__file__).resolve().parents[2]
+TEST_UID = 4242  # a host user with no name and no files: what a careful admin would run utu as
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="root runs both modes; as a user this file has no root")
+
+
+async def in_box(mode: str, code: str, **limits) -> dict:
+    """`code`'s result from a box made by this (root) process, or by a process running as TEST_UID."""
+    if mode == "root":
+        return await run_python(code, **limits)
+    snippet = (
+        "import asyncio, json\nfrom utu.tools.python_executor import run_python\n"
+        f"print(json.dumps(asyncio.run(run_python({code!r}, **{limits!r}))))"
+    )
+    paths = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, sys.executable, CHECKOUT)}
+    argv = ["unshare", "--mount", "--propagation", "private", "--", sys.executable, "-I", str(AS_USER),
+            str(TEST_UID), snippet, *sorted(paths)]  # fmt: skip
+    proc = await asyncio.create_subprocess_exec(*argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()[-2000:]
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
+MODES = ["root", "user"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_core_pattern_cannot_be_written(mode, tmp_path):
+    before = Path("/proc/sys/kernel/core_pattern").read_text()
+    proof = tmp_path / "ran-as-root"
+    code = (
+        "import os\n"
+        "try:\n"
+        f"    open('/proc/sys/kernel/core_pattern', 'w').write('|/bin/sh -c id>{proof}')\n"
+        "    print('written')\n"
+        "except OSError as e:\n"
+        "    print('refused', e.errno)\n"
+        "if os.fork() == 0:\n"
+        "    os.abort()\n"  # the crash that would run the pattern's command on the host
+        "os.wait()\n"
+    )
+    try:
+        result = await in_box(mode, code)
+    finally:
+        after = Path("/proc/sys/kernel/core_pattern").read_text()
+        if after != before:  # the escape worked: put the host back before failing
+            Path("/proc/sys/kernel/core_pattern").write_text(before)
+    assert after == before and result["output"].startswith("refused"), result
+    assert not proof.exists()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_no_sysctl_is_writable(mode):
+    code = (
+        "import os\nwritable = []\n"
+        "for folder, _, files in os.walk('/proc/sys'):\n"
+        "    for name in files:\n"
+        "        try:\n"
+        "            with open(os.path.join(folder, name), 'r+') as f:\n"
+        "                writable.append(f.name)\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "print(len(writable), writable[:5])\n"
+        "try:\n"
+        "    open('/proc/sys/vm/drop_caches', 'w').write('3')\n"
+        "    print('dropped')\n"
+        "except OSError as e:\n"
+        "    print('refused', e.errno)\n"
+    )
+    result = await in_box(mode, code, timeout=60)
+    count_line, last = result["output"].strip().splitlines()
+    assert count_line.startswith("0 "), result
+    assert last.startswith("refused"), result
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_ptrace_of_pid_1_is_refused(mode):
+    code = (
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "print(libc.ptrace(16, 1, 0, 0), ctypes.get_errno())\n"  # PTRACE_ATTACH to the box's init
+    )
+    result = await in_box(mode, code)
+    assert result["output"].split() == ["-1", "1"], result  # EPERM
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_no_nested_namespace(mode):
+    code = (
+        "import ctypes, subprocess\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "print(subprocess.run(['unshare', '-Urm', 'id'], capture_output=True).returncode)\n"
+        "print(libc.unshare(0x10000000), libc.unshare(0x00020000))\n"  # CLONE_NEWUSER, CLONE_NEWNS
+    )
+    result = await in_box(mode, code)
+    nested, direct = result["output"].strip().splitlines()
+    assert nested != "0" and direct == "-1 -1", result
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_box_is_not_root_on_the_host(mode):
+    mark = f"utu-marker-{uuid.uuid4().hex}"
+    code = (
+        "import subprocess, time\n"
+        "status = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())\n"
+        "print({k: status[k].strip() for k in ('CapEff', 'CapPrm', 'CapBnd', 'NoNewPrivs', 'Seccomp')}, flush=True)\n"
+        f"subprocess.run(['/bin/sh', '-c', 'sleep 3 # {mark}'])\n"
+    )
+    task = asyncio.create_task(in_box(mode, code, timeout=20))
+    host_uids = set()
+    for _ in range(200):
+        await asyncio.sleep(0.05)
+        ps = subprocess.run(["pgrep", "-f", mark], capture_output=True, text=True)
+        for pid in ps.stdout.split():
+            with open(f"/proc/{pid}/status") as f:
+                host_uids |= {int(x) for line in f if line.startswith("Uid:") for x in line.split()[1:]}
+        if host_uids:
+            break
+    result = await task
+    assert host_uids and 0 not in host_uids, host_uids
+    # (/proc/self/uid_map is no witness: --disable-userns nests a second user namespace, whose map reads
+    # relative to bwrap's own; the host's view of the process above is what counts.)
+    status = eval(result["output"])  # noqa: S307 - our own print of a dict of strings
+    assert status["CapEff"] == status["CapPrm"] == status["CapBnd"] == "0000000000000000", status
+    assert status["NoNewPrivs"] == "1" and status["Seccomp"] == "2", status
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_only_the_capped_folders_are_writable(mode):
+    code = (
+        "import os\n"
+        "for path in ('/x', '/dev/x', '/proc/x', '/usr/x'):\n"
+        "    try:\n"
+        "        open(path, 'w')\n"
+        "        print(path, 'written')\n"
+        "    except OSError as e:\n"
+        "        print(path, 'refused')\n"
+        "n = 0\n"
+        "try:\n"
+        "    for i in range(1500):\n"
+        "        open(f'/dev/shm/f{i}', 'wb').write(b'x' * 1024 * 1024)\n"
+        "        n += 1\n"
+        "except OSError:\n"
+        "    pass\n"
+        "print('shm', n)\n"
+        "print('host paths', '/tmp/utu-' in open('/proc/self/mountinfo').read())\n"
+    )
+    result = await in_box(mode, code, disk_mb=8, timeout=30)
+    lines = result["output"].strip().splitlines()
+    assert lines[:4] == ["/x refused", "/dev/x refused", "/proc/x refused", "/usr/x refused"], result
+    assert int(lines[4].split()[1]) <= 8, result
+    assert lines[5] == "host paths False", result
+
+
+async def test_an_out_of_memory_kill_says_so_and_leaves_no_cgroup():
+    code = (
+        "import os, time\n"
+        "r, w = os.pipe()\n"
+        "for _ in range(3):\n"
+        "    if os.fork() == 0:\n"
+        "        hold = b'x' * (200 * 1024 * 1024)\n"
+        "        os.write(w, b'.')\n"
+        "        time.sleep(30)\n"
+        "for _ in range(3):\n"
+        "    os.read(r, 1)\n"
+        "hold = b'y' * (500 * 1024 * 1024)\n"  # the box's largest process: the one the OOM killer picks
+        "print('survived')\n"
+    )
+    if sandbox._controller_dir("memory") is None:
+        pytest.skip("this host lets no process make a memory cgroup")
+    result = await run_python(code, memory_mb=600, disk_mb=8, timeout=60)
+    assert not result["success"] and "out-of-memory" in result["error"], result
+    mine = f"utu-sandbox-{os.getpid()}-*"
+    assert not [*sandbox.CGROUP_ROOT.glob(mine), *sandbox.CGROUP_ROOT.glob(f"*/{mine}")]
