@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from utu.agents import Agent
 from utu.config.models import EvalConfig, ModelConfig, TrainingFreeGRPOConfig
 from utu.db.engine import Database
-from utu.db.experiments import check_row_owner, delete_rows, forget_experiment, register_experiment
+from utu.db.experiments import check_kind, check_row_owner, delete_rows, forget_experiment, register_experiment
 from utu.db.leases import experiment_lease
 from utu.eval.runner import EvalRunner
 from utu.llm.client import LLMClient
@@ -25,13 +25,15 @@ from utu.verify import Verifier, load_verifier, warm_up
 
 
 async def claim_experiment(
-    stack: AsyncExitStack, db: Database, exp_id: str, kind: str, shaping: dict, row_ids: list[str], fresh: bool
-) -> None:
-    """Make `exp_id` this run's: take its lease (held until `stack` closes), refuse attempt rows under
-    `row_ids` that another experiment owns, forget everything with `fresh`, and record or check the
-    fingerprint of the knobs that shape its results."""
+    stack: AsyncExitStack, db: Database, exp_id: str, kind: str, shaping: dict, row_ids: list[str], fresh: bool,
+    row_prefixes: tuple[str, ...] = (),
+) -> None:  # fmt: skip
+    """Make `exp_id` this run's: take its lease (held until `stack` closes), refuse an experiment of another
+    kind and attempt rows under `row_ids` (or `row_prefixes`) that another experiment owns, forget everything
+    with `fresh`, and record or check the fingerprint of the knobs that shape its results."""
     await stack.enter_async_context(experiment_lease(db, exp_id))
-    await check_row_owner(db, row_ids, exp_id)
+    await check_kind(db, exp_id, kind)
+    await check_row_owner(db, row_ids, exp_id, row_prefixes)
     if fresh:
         await forget_experiment(db, exp_id)
         await delete_rows(db, exp_id)

@@ -299,6 +299,51 @@ def test_an_eval_cannot_read_or_delete_a_practices_attempts(tmp_path, workspace,
     assert agent.request_count == 0
 
 
+def test_fresh_never_deletes_another_kind_of_experiment(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    assert run_practice(tmp_path, configs, db_url, stub(agent_script()), stub(evolving_learner()),
+                        "--epochs", "1").returncode == 0  # fmt: skip
+    counts = "SELECT (SELECT count(*) FROM evaluation_data), (SELECT count(*) FROM practice_steps)"
+    before = query(db_url, counts)
+    agent = stub(agent_script())
+    env = {"UTU_CONFIG_DIR": str(configs), "UTU_LLM_BASE_URL": agent.base_url, "UTU_LLM_MODEL": "a",
+           "UTU_LLM_API_KEY": "k"}  # fmt: skip
+    evaluation = run_script(str(ROOT / "scripts/run_eval.py"), "--config_name", "local/mawps", "--dataset", "Arith",
+                            "--exp_id", "t", "--db_url", db_url, "--fresh", env=env, cwd=tmp_path)  # fmt: skip
+    assert evaluation.returncode == 2 and "'t' is a practice experiment" in evaluation.stderr, evaluation.stderr
+    assert query(db_url, counts) == before and agent.request_count == 0
+    assert query(db_url, "SELECT kind FROM experiments WHERE exp_id='t'") == [("practice",)]
+    # the reverse: a practice --fresh on an eval's id
+    assert run_script(str(ROOT / "scripts/run_eval.py"), "--config_name", "local/mawps", "--dataset", "Arith",
+                      "--exp_id", "e", "--db_url", db_url, env=env, cwd=tmp_path).returncode == 0  # fmt: skip
+    before = query(db_url, counts)
+    practice = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--exp_id", "e", "--fresh")
+    assert practice.returncode == 2 and "'e' is a eval experiment" not in practice.stderr
+    assert "'e' is an eval experiment" in practice.stderr, practice.stderr
+    assert query(db_url, counts) == before
+
+
+def test_a_clash_with_an_in_step_evaluation_is_refused_before_any_work(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    agent = stub(agent_script())
+    env = {"UTU_CONFIG_DIR": str(configs), "UTU_LLM_BASE_URL": agent.base_url, "UTU_LLM_MODEL": "a",
+           "UTU_LLM_API_KEY": "k"}  # fmt: skip
+    assert run_script(str(ROOT / "scripts/run_eval.py"), "--config_name", "local/mawps", "--dataset", "Arith",
+                      "--exp_id", "t_eval_step0", "--db_url", db_url, env=env, cwd=tmp_path).returncode == 0  # fmt: skip
+    served = agent.request_count
+    result = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--do_eval", "true")
+    assert result.returncode == 2 and "'t_eval_step0' holds attempts of experiment" in result.stderr, result.stderr
+    assert agent.request_count == served
+
+
+def test_an_export_step_past_the_last_is_refused_before_any_work(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    agent = stub(agent_script())
+    result = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--export_step", "99")
+    assert result.returncode == 2 and "--export_step 99: this practice has steps 0 to 3" in result.stderr
+    assert agent.request_count == 0
+
+
 def test_a_wrong_key_stops_practice_at_once_and_records_no_step(tmp_path, workspace, stub):
     configs, db_url = workspace
     script = agent_script()

@@ -40,7 +40,7 @@ async def register_experiment(db: Database, exp_id: str, kind: str, shaping_conf
             session.add(Experiment(exp_id=exp_id, kind=kind, fingerprint=print_, config=shaping_config))
             return False
     if existing.kind != kind:
-        raise ConfigError(f"exp_id {exp_id!r} is a {existing.kind} experiment; choose another --exp_id")
+        raise ConfigError(f"exp_id {exp_id!r} is {_a(existing.kind)} experiment; choose another --exp_id")
     if existing.fingerprint != print_:
         fields = changed_fields(existing.config, shaping_config)
         if not fields:  # only knobs a later version added, at their defaults: the same experiment
@@ -55,6 +55,21 @@ async def register_experiment(db: Database, exp_id: str, kind: str, shaping_conf
     return True
 
 
+async def check_kind(db: Database, exp_id: str, kind: str) -> None:
+    """Refuse `exp_id` if another kind of experiment holds it (before --fresh could delete that one's work)."""
+    async with db.sessions() as session:
+        existing = await session.get(Experiment, exp_id)
+    if existing is not None and existing.kind != kind:
+        raise ConfigError(
+            f"exp_id {exp_id!r} is {_a(existing.kind)} experiment, not {_a(kind)}; nothing was changed "
+            f"(--fresh forgets only {_a(kind)} of that name): choose another --exp_id"
+        )
+
+
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
 async def forget_experiment(db: Database, exp_id: str) -> None:
     async with db.transaction() as session:
         existing = await session.get(Experiment, exp_id)
@@ -62,14 +77,17 @@ async def forget_experiment(db: Database, exp_id: str) -> None:
             await session.delete(existing)
 
 
-async def check_row_owner(db: Database, exp_ids: list[str], owner: str) -> None:
-    """Refuse to touch attempt rows stored under one of `exp_ids` by another experiment."""
+async def check_row_owner(db: Database, exp_ids: list[str], owner: str, prefixes: tuple[str, ...] = ()) -> None:
+    """Refuse to touch attempt rows stored under one of `exp_ids`, or an exp_id that starts with one of
+    `prefixes`, by another experiment."""
+    named = or_(EvaluationSample.exp_id.in_(exp_ids), *(EvaluationSample.exp_id.startswith(p, autoescape=True)
+                                                         for p in prefixes))  # fmt: skip
     async with db.sessions() as s:
         row = (
             await s.execute(
                 select(EvaluationSample.exp_id, EvaluationSample.owner)
                 .where(
-                    EvaluationSample.exp_id.in_(exp_ids),
+                    named,
                     or_(EvaluationSample.owner != owner, EvaluationSample.owner.is_(None)),
                 )
                 .limit(1)

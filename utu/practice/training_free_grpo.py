@@ -30,6 +30,7 @@ from utu.practice.export import check_export_target, practice_agent_path, write_
 from utu.practice.initial import initial_library, pick_step
 from utu.practice.library import Library
 from utu.practice.loop import PracticeLoop, PracticeResult
+from utu.practice.store import EVAL_PREFIX
 from utu.practice.types import StepStats
 from utu.tasks import gather_or_cancel
 from utu.tracing import setup_tracing
@@ -120,8 +121,19 @@ class TrainingFreeGRPO:
             log.info("starting from a library of %d experiences", len(initial.experiences))
         epoch_ids = [PracticeData.epoch_exp_id_of(config.exp_id, e) for e in range(config.practice.epochs)]
         shaping = shaping_config(config, content_digest(questions)) | {"initial_library": initial.experiences}
-        await claim_experiment(resources, db, config.exp_id, "practice", shaping, epoch_ids, self.fresh)
+        self._check_export_step(len(questions))
+        in_step_evals = (EVAL_PREFIX.format(config.exp_id),)
+        await claim_experiment(resources, db, config.exp_id, "practice", shaping, epoch_ids, self.fresh, in_step_evals)
         return initial
+
+    def _check_export_step(self, questions: int) -> None:
+        """A step number past the run's last step is refused before any work, not after the whole run."""
+        if self.export_step in ("last", "best"):
+            return
+        p = self.config.practice
+        steps = p.epochs * -(-questions // p.batch_size)
+        if not 0 <= int(self.export_step) < steps:
+            raise ConfigError(f"--export_step {self.export_step}: this practice has steps 0 to {steps - 1}")
 
     def export(self, outcome: PracticeOutcome) -> dict[str, Path]:
         """Write the enhanced agent (and with `export_to` the configs); `RunFailed` if nothing was learned."""
