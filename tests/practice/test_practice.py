@@ -328,8 +328,9 @@ def test_a_clash_with_an_in_step_evaluation_is_refused_before_any_work(tmp_path,
     agent = stub(agent_script())
     env = {"UTU_CONFIG_DIR": str(configs), "UTU_LLM_BASE_URL": agent.base_url, "UTU_LLM_MODEL": "a",
            "UTU_LLM_API_KEY": "k"}  # fmt: skip
-    assert run_script(str(ROOT / "scripts/run_eval.py"), "--config_name", "local/mawps", "--dataset", "Arith",
-                      "--exp_id", "t_eval_step0", "--db_url", db_url, env=env, cwd=tmp_path).returncode == 0  # fmt: skip
+    clash = run_script(str(ROOT / "scripts/run_eval.py"), "--config_name", "local/mawps", "--dataset", "Arith",
+                       "--exp_id", "t_eval_step0", "--db_url", db_url, env=env, cwd=tmp_path)  # fmt: skip
+    assert clash.returncode == 0, clash.stderr
     served = agent.request_count
     result = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--do_eval", "true")
     assert result.returncode == 2 and "'t_eval_step0' holds attempts of experiment" in result.stderr, result.stderr
