@@ -1,6 +1,5 @@
 """Redaction masks secrets, not data: short or numeric keys are never matched as free text."""
 
-import json
 import sqlite3
 
 from tests.practice.helpers import agent_script, evolving_learner, run_practice, setup_workspace
@@ -11,6 +10,14 @@ def test_long_keys_and_bearer_headers_are_masked(monkeypatch):
     monkeypatch.setenv("UTU_LLM_API_KEY", "sk-live-0123456789abcdef")
     assert redact("key sk-live-0123456789abcdef here") == f"key {MASK} here"
     assert redact("Authorization: Bearer abcdefgh12345678") == f"Authorization: Bearer {MASK}"
+    assert redact('{"Authorization": "Bearer abcdefghijk"}') == f'{{"Authorization": "Bearer {MASK}"}}'
+    assert redact("token: bearer sk-proj-abc123def456ghi789") == f"token: bearer {MASK}"
+
+
+def test_ordinary_words_after_bearer_are_data():
+    for text in ("A ring bearer delivered 15 rings to 3 tables.", "The Bearer Bonds Company paid 1500 dollars.",
+                 "Each flag bearer carried 2 flags; the standard-bearer walked ahead."):  # fmt: skip
+        assert redact(text) == text
 
 
 def test_short_or_numeric_keys_never_rewrite_data(monkeypatch):
@@ -21,19 +28,22 @@ def test_short_or_numeric_keys_never_rewrite_data(monkeypatch):
     assert Redactor()(text) == text
 
 
-def test_a_secret_in_a_question_is_masked_in_every_stored_field(tmp_path, stub, monkeypatch):
+def test_the_model_is_asked_the_question_as_given_and_stored_text_is_masked(tmp_path, stub, monkeypatch):
     secret = "sk-question-secret-0123456789"
     configs, db_url = setup_workspace(tmp_path)
     monkeypatch.setenv("MY_SERVICE_TOKEN", secret)
     with sqlite3.connect(db_url.removeprefix("sqlite:///")) as conn:
-        question = conn.execute('SELECT question FROM data ORDER BY "index" LIMIT 1').fetchone()[0]
-        conn.execute("UPDATE data SET question = ? WHERE question = ?", (f"{question} {secret}", question))
-    agent = stub(agent_script())  # it finds its question inside the masked text
+        rows = conn.execute('SELECT question FROM data ORDER BY "index" LIMIT 2').fetchall()
+        secret_question, bearer_question = (f"{rows[0][0]} {secret}", f"A ring bearer delivered this: {rows[1][0]}")
+        conn.execute("UPDATE data SET question = ? WHERE question = ?", (secret_question, rows[0][0]))
+        conn.execute("UPDATE data SET question = ? WHERE question = ?", (bearer_question, rows[1][0]))
+    agent = stub(agent_script())
     result = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--epochs", "1")
     assert result.returncode == 0, result.stderr
+    asked = [m["content"] for body in agent.requests for m in body["messages"] if m["role"] == "user"]
+    assert any(secret_question in text for text in asked) and any(bearer_question in text for text in asked)
     with sqlite3.connect(db_url.removeprefix("sqlite:///")) as conn:
-        rows = conn.execute("SELECT raw_question, trajectories FROM evaluation_data").fetchall()
-    masked = [(q, t) for q, t in rows if MASK in q]
-    assert masked and all(MASK in json.dumps(t) for _, t in masked)
-    assert not [r for r in rows if secret in r[0] or secret in (r[1] or "")]
-    assert not [body for body in agent.requests if secret in json.dumps(body)]  # nor was it sent to the LLM
+        stored = conn.execute("SELECT raw_question, trajectories, response FROM evaluation_data").fetchall()
+    assert {q for q, _, _ in stored} >= {secret_question, bearer_question}  # the question as the data set has it
+    assert not [t for _, t, r in stored if secret in (t or "") + (r or "")]  # what the run wrote is masked
+    assert [t for q, t, _ in stored if q == secret_question and MASK in (t or "")]

@@ -22,7 +22,6 @@ from utu.db.experiments import check_row_owner
 from utu.db.models import DatasetSample, EvaluationSample
 from utu.eval.attempt import run_attempt
 from utu.tasks import gather_or_cancel
-from utu.tracing.redact import Redactor
 from utu.tracing.spans import CHAIN, session, span
 from utu.verify import Verifier
 
@@ -61,7 +60,6 @@ class EvalRunner:
         c = self.config
         await check_row_owner(self.db, [c.exp_id], self.owner)
         self.questions = await select_questions(self.db, c.data.dataset, c.data.limit, c.data.offset)
-        redact = Redactor()
         async with self.db.transaction() as s:
             mine = (EvaluationSample.exp_id == c.exp_id) & (EvaluationSample.owner == self.owner)
             if fresh:
@@ -70,8 +68,8 @@ class EvalRunner:
             s.add_all(
                 EvaluationSample(
                     exp_id=c.exp_id, owner=self.owner, dataset=q.dataset, dataset_index=q.index, attempt=k,
-                    source=q.source, level=q.level, raw_question=redact(q.question),
-                    correct_answer=redact.value(q.answer), stage="init",
+                    source=q.source, level=q.level, raw_question=q.question,
+                    correct_answer=q.answer, stage="init",
                 )
                 for q in self.questions
                 for k in range(c.pass_k)

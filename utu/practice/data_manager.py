@@ -14,7 +14,6 @@ from sqlalchemy import delete, insert, select
 from utu.db.dataset_io import select_questions
 from utu.db.engine import Database
 from utu.db.models import DatasetSample, EvaluationSample
-from utu.tracing.redact import Redactor
 
 
 class PracticeData:
@@ -65,7 +64,6 @@ class PracticeData:
     async def step_rows(self, epoch: int, step: int, batch: list[DatasetSample]) -> list[EvaluationSample]:
         """The step's G attempts per question, creating those that do not exist yet."""
         exp = self.epoch_exp_id(epoch)
-        redact = Redactor()
         async with self.db.transaction() as s:
             existing = {
                 (r.dataset_index, r.attempt): r
@@ -80,8 +78,8 @@ class PracticeData:
                 {
                     "exp_id": exp, "owner": self.exp_id, "dataset": q.dataset, "dataset_index": q.index,
                     "attempt": k, "step": step, "source": q.source, "level": q.level,
-                    "raw_question": redact(q.question),
-                    "correct_answer": redact.value(q.answer), "stage": "init",
+                    "raw_question": q.question,
+                    "correct_answer": q.answer, "stage": "init",
                 }
                 for q in batch
                 for k in range(self.grpo_n)

@@ -4,8 +4,10 @@ The secrets are the values of environment variables named like keys (`*_API_KEY`
 `*PASSWORD*`) plus any key registered at run time (e.g. an api_key written in a YAML config). A value
 shorter than `MIN_SECRET_LENGTH` characters, or made only of digits, is never matched as free text: a
 local server's `UTU_LLM_API_KEY=12345678` must not turn an answer `\\boxed{12345678}` into `[REDACTED]`.
-Every text field utu stores is masked the same way (attempt rows from creation on, library snapshots,
-operations, learner errors); so are span attributes and log lines.
+Every text field utu stores is masked the same way (attempts' trajectories and replies, library snapshots,
+operations, learner errors); so are span attributes and log lines. What the model is asked is never masked:
+an attempt row keeps its question and answer as the data set has them, and the model and the verifier get
+exactly those.
 """
 
 import json
@@ -16,7 +18,11 @@ from typing import Any
 
 MASK = "[REDACTED]"
 _SECRET_NAME = re.compile(r"(_API_KEY|_TOKEN|_SECRET|PASSWORD)$|^(OPENAI_API_KEY|PHOENIX_API_KEY)$", re.IGNORECASE)
-_BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._\-~+/=]{8,}")
+# A bearer token is a header's value, or a long run with a digit in it: never a word ("a ring bearer delivered").
+_BEARER = re.compile(
+    r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?bearer\s+)[A-Za-z0-9._\-~+/=]{8,}"
+    r"|(bearer\s+)(?=[A-Za-z._\-~+/=]*[0-9])[A-Za-z0-9._\-~+/=]{16,}"
+)
 MIN_SECRET_LENGTH = 16
 _extra: set[str] = set()
 
@@ -47,7 +53,7 @@ class Redactor:
     def __call__(self, text: str) -> str:
         if self._secrets is not None:
             text = self._secrets.sub(MASK, text)
-        return _BEARER.sub(rf"\g<1>{MASK}", text)
+        return _BEARER.sub(lambda m: (m.group(1) or m.group(2)) + MASK, text)
 
     def value(self, value: Any) -> Any:
         """Redact strings anywhere inside a JSON-like value (dicts, lists)."""
