@@ -143,10 +143,11 @@ def test_failed_attempts_fail_the_run_are_stored_and_retried_on_rerun(stub, tmp_
     failed = [r for r in rows(db[0], "e1") if r[2] == "failed"]
     assert [(r[0], r[1]) for r in failed] == [(2, 0), (2, 1)]
     assert all("400" in r[4] for r in failed)
-    metrics = json.loads((tmp_path / "runs/e1/eval_metrics.json").read_text())
-    assert (metrics["attempts_failed"], metrics["attempts_judged"]) == (2, 10)
+    assert not (tmp_path / "runs/e1/eval_metrics.json").exists()  # a failed run leaves no result file
     allowed = run_script(*eval_args(db[1], "e1", "--max_failed_share", "0.2"), env=env_for(server), cwd=tmp_path)
     assert allowed.returncode == 0, allowed.stderr  # 2 of 12 is within 20%
+    metrics = json.loads((tmp_path / "runs/e1/eval_metrics.json").read_text())
+    assert (metrics["attempts_failed"], metrics["attempts_judged"]) == (2, 10)
     state["fixed"] = True
     assert run_script(*eval_args(db[1]), env=env_for(server), cwd=tmp_path).returncode == 0
     assert {r[2] for r in rows(db[0], "e1")} == {"judged"}
@@ -184,6 +185,35 @@ def test_nothing_judged_is_no_result_and_a_failure(stub, tmp_path, db):
     assert result.returncode == 2
     assert "no result: nothing was judged" in result.stdout
     assert "12 of 12 attempts failed" in result.stderr
+    assert not list(tmp_path.glob("**/eval_metrics.json"))  # nothing that looks like a result
+    with sqlite3.connect(db[0]) as conn:
+        assert conn.execute("SELECT count(*) FROM eval_results").fetchone() == (0,)
+    for pair in (["e1", "e1"], ["e1", "other"]):
+        compared = run_script(RUN_EVAL, "--compare", *pair, "--db_url", db[1], cwd=tmp_path)
+        assert compared.returncode == 2, compared.stdout
+    assert "both runs are 'e1'" in compared.stderr or "has no result" in compared.stderr
+
+
+def test_empty_replies_everywhere_are_no_result(stub, tmp_path, db):
+    server = stub(StubScript(reply_fn=lambda body: ""))
+    result = run_script(*eval_args(db[1]), env=env_for(server), cwd=tmp_path)
+    assert result.returncode != 0 and "final reply was empty in all 12 attempts" in result.stderr, result.stderr
+    assert not list(tmp_path.glob("**/eval_metrics.json"))
+
+
+def test_questions_without_answers_are_refused_before_any_work(stub, tmp_path, db):
+    data = tmp_path / "half.jsonl"
+    data.write_text(json.dumps({"question": "What is 2 plus 2?", "answer": "4"}) + "\n"
+                    + json.dumps({"question": "What is 3 plus 3?"}) + "\n")  # fmt: skip
+    upload = run_script("scripts/data/upload_dataset.py", "--file_path", str(data), "--dataset_name", "Half",
+                        "--db_url", db[1])  # fmt: skip
+    assert upload.returncode == 0, upload.stderr
+    server = stub(StubScript(reply_fn=lambda body: "\\boxed{4}"))
+    args = [RUN_EVAL, "--config_name", "local/mawps", "--dataset", "Half", "--limit", "2", "--exp_id", "h",
+            "--db_url", db[1]]  # fmt: skip
+    result = run_script(*args, env=env_for(server), cwd=tmp_path)
+    assert result.returncode == 2 and "1 of 2 questions have no answer (first: #1)" in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and server.request_count == 0
 
 
 def test_resuming_under_a_changed_config_is_refused(stub, tmp_path, db):

@@ -302,6 +302,21 @@ async def test_auto_mode_probes_once_and_falls_back_to_text_whatever_the_status(
     assert kinds[4:] == [None, None, None]
 
 
+async def test_a_rate_limit_during_the_probe_does_not_turn_structured_output_off(stub):
+    limited = [2]
+
+    def rate_limited_at_start(body):
+        if "response_format" in body and limited[0]:
+            limited[0] -= 1
+            return "http429"
+        return None
+
+    server = stub(StubScript(replies=['{"value": 2, "unit": "y"}'], fault_fn=rate_limited_at_start))
+    client = client_for(server, structured_output="auto", max_retries=3)
+    assert (await client.structured(USER, Answer)).value == 2
+    assert server.requests[-1]["response_format"]["type"] == "json_schema"
+
+
 async def test_auto_mode_uses_json_object_where_only_that_is_accepted(stub):
     def only_json_object(body):  # llama-cpp-python's server: json_schema gives HTTP 500
         fmt = body.get("response_format")

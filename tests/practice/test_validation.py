@@ -78,6 +78,8 @@ def test_a_harmless_update_is_applied_and_the_best_step_is_exported(tmp_path, st
 
 def test_export_step_names_a_missing_step_in_one_line(tmp_path, stub):
     configs, db_url = workspace_with_validation_set(tmp_path)
-    result = run_practice(tmp_path, configs, db_url, stub(adder()), stub(learner_proposing(HARMLESS)),
+    agent = stub(adder())
+    result = run_practice(tmp_path, configs, db_url, agent, stub(learner_proposing(HARMLESS)),
                           "--epochs", "1", "--export_step", "7")  # fmt: skip
-    assert result.returncode == 2 and "--export_step 7: there is no step 7 (steps: 0, 1)" in result.stderr
+    assert result.returncode == 2 and "--export_step 7: this practice has steps 0 to 1" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and agent.request_count == 0  # refused before any work

@@ -32,7 +32,7 @@ from utu.errors import ConfigError
 from utu.eval.metrics import Attempt, EvalMetrics, compare, compute_metrics
 from utu.eval.outcome import check_attempts
 from utu.tracing import setup_tracing
-from utu.verify import load_verifier
+from utu.verify import check_answers, load_verifier
 
 log = logging.getLogger("run_eval")
 console = Console()
@@ -91,11 +91,13 @@ def shaping_config(config: EvalConfig, content: dict) -> dict:
 async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database) -> int:
     config = build_config(args, overrides)
     out = inside(args.output_dir, config.exp_id, "eval_metrics.json")  # before any work
-    load_verifier(config.verify_filename, config.verify_func_name)  # a verifier that cannot load fails now
+    verify = load_verifier(config.verify_filename, config.verify_func_name)  # a verifier that cannot load fails now
     setup_tracing()
     await ensure_dataset(db, config.data.dataset)
     async with contextlib.AsyncExitStack() as stack:
-        content = content_digest(await select_questions(db, config.data.dataset, config.data.limit, config.data.offset))
+        questions = await select_questions(db, config.data.dataset, config.data.limit, config.data.offset)
+        check_answers(verify, questions, config.data.dataset)
+        content = content_digest(questions)
         shaping = shaping_config(config, content)
         await claim_experiment(stack, db, config.exp_id, "eval", shaping, [config.exp_id], args.fresh)
         runner = await build_eval(stack, config, db)
@@ -108,13 +110,14 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
         metrics = compute_metrics((Attempt.from_row(r) for r in rows), config.pass_k)
         metrics = metrics.model_copy(update={"exp_id": config.exp_id, "dataset": config.data.dataset, "model": model,
                                              "wall_time": time.perf_counter() - start})  # fmt: skip
+        print_metrics(metrics)
+        # a run that did not do its job leaves no result behind that looks like one
+        check_attempts(rows, config.max_failed_share, config.exp_id, judged_expected=args.step != "rollout")
         async with db.transaction() as s:
             s.add(EvalResult(exp_id=config.exp_id, metrics=metrics.model_dump(mode="json")))
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(metrics.model_dump_json(indent=2) + "\n")
-        print_metrics(metrics)
         console.print(f"metrics written to {out}")
-        check_attempts(rows, config.max_failed_share, config.exp_id, judged_expected=args.step != "rollout")
     return 0
 
 
@@ -156,10 +159,16 @@ async def compare_runs(exp_a: str, exp_b: str, db: Database) -> int:
             ]
             for exp in (exp_a, exp_b)
         }
+    if exp_a == exp_b:
+        raise ConfigError(f"--compare: both runs are {exp_a!r}; compare a baseline with another run")
     for exp, attempts in rows.items():
         if not attempts:
             raise ConfigError(f"--compare: no attempts stored for exp_id {exp!r}")
+        if not any(a.stage == "judged" for a in attempts):
+            raise ConfigError(f"--compare: run {exp!r} has no result (none of its attempts was judged); rerun it first")
     result = compare(rows[exp_a], rows[exp_b])
+    if not result.rows:
+        raise ConfigError(f"--compare: {exp_a!r} and {exp_b!r} judged no question in common")
     table = Table(title=f"per-question mean reward: {exp_a} (A) vs {exp_b} (B)")
     for column in ("question", "A", "B", "B - A"):
         table.add_column(column, justify="right")

@@ -18,5 +18,12 @@ def check_attempts(rows: Sequence[Any], max_failed_share: float, where: str, jud
         raise RunFailed(
             f"{where}: {len(failed)} of {len(rows)} attempts failed{allowed}; first error: {failed[0].error}; {RERUN}"
         )
-    if judged_expected and rows and not any(r.stage == "judged" for r in rows):
+    judged = [r for r in rows if r.stage == "judged"]
+    if judged_expected and rows and not judged:
         raise RunFailed(f"{where}: no result: none of {len(rows)} attempts was judged; {RERUN}")
+    if judged and not any((r.response or "").strip() for r in judged):
+        raise RunFailed(
+            f"{where}: no result: the model's final reply was empty in all {len(judged)} attempts (a reasoning"
+            " model whose reply stayed in its reasoning, or a token limit used up before the reply?): fix the"
+            " model's settings and run again with --fresh"
+        )

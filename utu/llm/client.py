@@ -241,15 +241,23 @@ class LLMClient:
         return "text"
 
     async def _probe(self, response_format: dict[str, Any]) -> str | None:
-        """None if the endpoint answers a request with this response_format, else why not."""
-        try:
-            params = {"max_tokens": 8, "response_format": response_format}
-            await self._transport.complete(self.model, _PROBE_MESSAGES, params)
-        except openai.APIStatusError as e:
-            return f"HTTP {e.status_code}: {_detail(e)}"
-        except _UNREADABLE as e:
-            return type(e).__name__
-        return None
+        """None if the endpoint answers a request with this response_format, else why not. A rate limit or a
+        gateway's error says nothing about the format: it is waited out (as many times as `max_retries`)."""
+        params = {"max_tokens": 8, "response_format": response_format}
+        for attempt in range(self.config.max_retries + 1):
+            try:
+                await self._transport.complete(self.model, _PROBE_MESSAGES, params)
+                return None
+            except openai.APIStatusError as e:
+                why = f"HTTP {e.status_code}: {_detail(e)}"
+                if e.status_code not in _NOT_A_REJECTION:
+                    return why
+                base = self.config.retry_base_delay
+                delay = _retry_after(e)
+                await asyncio.sleep(delay if delay is not None else min(self.config.retry_max_delay, base * 2**attempt))
+            except _UNREADABLE as e:
+                return type(e).__name__
+        return why
 
     def _wait(self, retry_state) -> float:
         exc = retry_state.outcome.exception() if retry_state.outcome else None
@@ -298,6 +306,10 @@ def _detail(e: openai.APIStatusError) -> str:
     if isinstance(body, dict):
         body = body.get("message") or body.get("error") or body
     return " ".join(str(body or f"HTTP {e.status_code}").split())[:300]
+
+
+# Statuses a server gives for load or an upstream fault, never for a response_format it does not take.
+_NOT_A_REJECTION = (408, 409, 429, 502, 503, 504)
 
 
 def _is_transient(e: BaseException) -> bool:

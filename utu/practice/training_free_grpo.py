@@ -34,7 +34,7 @@ from utu.practice.store import EVAL_PREFIX
 from utu.practice.types import StepStats
 from utu.tasks import gather_or_cancel
 from utu.tracing import setup_tracing
-from utu.verify import load_verifier
+from utu.verify import check_answers, load_verifier
 
 log = logging.getLogger("practice")
 
@@ -115,7 +115,9 @@ class TrainingFreeGRPO:
                   validation.dataset if validation else None]  # fmt: skip
         for name in dict.fromkeys(filter(None, needed)):
             await ensure_dataset(db, name)
-        questions = await select_questions(db, config.data.practice_dataset_name, config.data.rollout_data_truncate)
+        practice_set = config.data.practice_dataset_name
+        questions = await select_questions(db, practice_set, config.data.rollout_data_truncate)
+        check_answers(load_verifier(ev.verify_filename, ev.verify_func_name), questions, practice_set)
         initial = await initial_library(db, config.practice.init_library, ev.agent.experiences)
         if initial.experiences:
             log.info("starting from a library of %d experiences", len(initial.experiences))

@@ -17,7 +17,7 @@ import importlib.util
 import inspect
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,26 @@ def load_verifier(verify_filename: str, verify_func_name: str = "verify_func") -
     if not callable(func):
         raise ConfigError(f"verify_func_name: {target!r} has no function {func_name!r}")
     return func
+
+
+def needs_answer(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a verify function that can only judge against a gold answer: questions without one are refused
+    before any work (`check_answers`), instead of each scoring `timeout_score` with an error."""
+    func.needs_answer = True
+    return func
+
+
+def check_answers(func: Callable[..., Any], questions: Sequence[Any], dataset: str) -> None:
+    """`ConfigError` if `func` needs gold answers and some of `questions` (rows with `index`, `answer`) have none."""
+    if not getattr(func, "needs_answer", False):
+        return
+    missing = [q.index for q in questions if q.answer is None or not str(q.answer).strip()]
+    if missing:
+        raise ConfigError(
+            f"data set {dataset!r}: {len(missing)} of {len(questions)} questions have no answer (first: #{missing[0]}),"
+            " and this verifier judges only against one: add the answers and upload again, or use a verifier"
+            " that needs none"
+        )
 
 
 def warm_up(func: Callable[..., Any]) -> None:

@@ -16,6 +16,8 @@ from concurrent.futures.process import BrokenProcessPool
 
 from pebble import ProcessExpired, ProcessPool
 
+from utu.verify import needs_answer
+
 DEFAULT_TIMEOUT = 10.0
 
 _pool: ProcessPool | None = None
@@ -107,6 +109,7 @@ def _shutdown() -> None:
         _pool.join(timeout=5)
 
 
+@needs_answer
 async def verify_func(sample, timeout_score: float = 0, timeout: float = DEFAULT_TIMEOUT, **kwargs) -> dict:
     """Reward 1.0 if the response's final answer equals the gold answer mathematically, else 0.0."""
     if sample.correct_answer is None:

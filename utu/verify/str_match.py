@@ -8,6 +8,8 @@ event loop, where a sync verifier's worker-thread hop would cost a hundred times
 import re
 import unicodedata
 
+from utu.verify import needs_answer
+
 _BOXED = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
 
 
@@ -22,6 +24,7 @@ def final_answer(response: str) -> str:
     return boxed[-1] if boxed else response
 
 
+@needs_answer
 async def verify_func(sample, timeout_score: float = 0, **kwargs) -> dict:
     if sample.correct_answer is None:
         raise ValueError("string matching needs a gold answer (the question has answer: null)")

@@ -5,6 +5,7 @@ factors are 0.5% or more off, fails; loose enough for rounding to two decimals.
 
 import re
 
+from utu.verify import needs_answer
 from utu.verify.str_match import final_answer
 
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
@@ -16,6 +17,7 @@ def last_number(text: str) -> float | None:
     return float(numbers[-1].replace(",", "")) if numbers else None
 
 
+@needs_answer
 async def verify_func(sample, timeout_score: float = 0, **kwargs) -> dict:
     if sample.correct_answer is None:
         raise ValueError("the unit-conversion verifier needs a gold answer (the question has answer: null)")

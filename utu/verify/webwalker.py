@@ -5,6 +5,8 @@ The judge's explanation is kept as `reasoning`, which the learner reads as a cri
 
 import re
 
+from utu.verify import needs_answer
+
 JUDGE_PROMPT = """You are grading an answer to a question against the gold answer.
 Judge only whether the response conveys the gold answer's meaning; ignore style and extra detail
 unless it contradicts the gold answer.
@@ -19,6 +21,7 @@ First explain your judgement in one or two sentences. Then end with a last line 
 _GRADE = re.compile(r"GRADE:\s*(CORRECT|INCORRECT)", re.IGNORECASE)
 
 
+@needs_answer
 async def verify_func(sample, timeout_score: float = 0, **kwargs) -> dict:
     llm = kwargs.get("llm")
     if llm is None:
