@@ -157,6 +157,54 @@ def test_a_bad_database_url_is_one_line(tmp_path, url, message):
     assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr, result.stderr
 
 
+def test_a_file_that_is_not_a_database_is_one_line_and_left_alone(tmp_path):
+    path = write(tmp_path / "data.jsonl", GOOD)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes, not a database\n" * 100)
+    result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", f"sqlite:///{notes}")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "cannot open it: file is not a database" in result.stderr
+    assert notes.read_text() == "my notes, not a database\n" * 100
+
+
+def test_a_sync_sqlite_driver_is_taken_as_its_async_twin(tmp_path):
+    path = write(tmp_path / "data.jsonl", GOOD)
+    result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T",
+                        "--db_url", f"sqlite+pysqlite:///{tmp_path / 'x.db'}")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert [r.question for r in rows(f"sqlite:///{tmp_path / 'x.db'}", "T")] == ["1+1?", "2+2?", "Name it."]
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", "tab\there", "x" * 201, ""])
+def test_a_dataset_name_is_a_plain_name(tmp_path, db_url, name):
+    path = write(tmp_path / "data.jsonl", GOOD)
+    result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", name, "--db_url", db_url)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "--dataset_name" in result.stderr and "is not a plain name" in result.stderr
+    in_lines = write(tmp_path / "named.jsonl", [json.dumps({"dataset": "../up", "question": "q", "answer": "1"})])
+    result = run_script(UPLOAD, "--file_path", str(in_lines), "--db_url", db_url)
+    assert result.returncode == 2 and "named.jsonl:1: field 'dataset': '../up' is not a plain name" in result.stderr
+
+
+def test_a_huge_line_is_refused_without_holding_it(tmp_path, db_url):
+    path = tmp_path / "huge.jsonl"
+    with path.open("w") as f:
+        f.write(GOOD[0] + "\n")
+        f.write('{"question": "' + "x" * (3 * 1024 * 1024) + '", "answer": "1"}\n')
+        f.write(GOOD[1] + "\n")
+    result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", db_url,
+                        "--max_line_bytes", "100000")  # fmt: skip
+    assert result.returncode == 2 and "huge.jsonl:2: longer than 100000 bytes" in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1 and rows(db_url, "T") == []
+
+
+def test_many_bad_lines_are_counted_not_all_printed(tmp_path, db_url):
+    path = write(tmp_path / "bad.jsonl", ["{oops"] * 5000)
+    result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", db_url)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 21 and lines[-1].endswith("... and 4980 more bad lines")
+
+
 def test_missing_file_is_one_clear_line(tmp_path, db_url):
     result = run_script(UPLOAD, "--file_path", str(tmp_path / "nope.jsonl"), "--dataset_name", "T", "--db_url", db_url)
     assert result.returncode == 2

@@ -253,6 +253,30 @@ def test_bad_input_is_one_line_and_exit_2(stub, tmp_path, db, args, message):
     assert server.request_count == 0
 
 
+@pytest.mark.parametrize(
+    ("base_url", "message"),
+    [
+        ("http://[::1", "is not a URL (Invalid IPv6 URL)"),
+        ("http://127.0.0.1:notaport/v1", "is not a URL (Port could not be cast"),
+        ("http://user:pw-secret@host/v1", "carries credentials (user:password@): put the key in UTU_LLM_API_KEY"),
+        ("localhost:8000/v1", "is not an http(s) URL"),
+    ],
+)
+def test_a_bad_endpoint_url_is_one_line(tmp_path, db, base_url, message):
+    env = {"UTU_LLM_BASE_URL": base_url, "UTU_LLM_MODEL": "m", "UTU_LLM_API_KEY": "k"}
+    result = run_script(*eval_args(db[1]), env=env, cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+    assert "pw-secret" not in result.stderr
+
+
+def test_an_agent_file_that_is_not_utf8_is_one_line(stub, tmp_path, db):
+    agent = tmp_path / "agent.yaml"
+    agent.write_bytes(b"instructions: caf\xe9 au lait\n")
+    result = run_script(*eval_args(db[1]), "--agent_config", str(agent), env=env_for(stub(StubScript())), cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "agent.yaml: not UTF-8 text (byte 0xe9" in result.stderr
+
+
 def test_compare_reports_the_paired_difference(stub, tmp_path, db):
     server = stub(StubScript(reply_fn=scripted()))
     assert run_script(*eval_args(db[1], "base"), env=env_for(server), cwd=tmp_path).returncode == 0

@@ -25,12 +25,12 @@ from utu.config import EvalConfig, load_agent_config, load_config
 from utu.config.flags import add_flags
 from utu.config.loader import validate
 from utu.config.models import DataConfig, shaping_dump
-from utu.config.names import inside
 from utu.db import Database, EvalResult, EvaluationSample
 from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
 from utu.errors import ConfigError
 from utu.eval.metrics import Attempt, EvalMetrics, compare, compute_metrics
 from utu.eval.outcome import check_attempts
+from utu.names import inside
 from utu.tracing import setup_tracing
 from utu.verify import check_answers, load_verifier
 

@@ -28,9 +28,9 @@ from utu import cli
 from utu.app import open_client
 from utu.cli import refuse_unknown_flags
 from utu.config.loader import load_config, load_model_config, validate
-from utu.config.names import inside
 from utu.config.rl import RLConfig
 from utu.errors import ConfigError
+from utu.names import inside
 from utu.verify import Verifier, load_verifier
 
 log = logging.getLogger("run_grpo")

@@ -25,9 +25,9 @@ from rich.table import Table
 from utu import cli
 from utu.app import open_client
 from utu.config.loader import load_model_config
-from utu.config.names import check_name
 from utu.db import Database
 from utu.errors import ConfigError
+from utu.names import check_name
 from utu.practice.history import applied_operations, diff, provenance
 from utu.practice.initial import REFERENCE, library_at
 from utu.practice.merge import merge

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from utu import cli
 from utu.db import Database
-from utu.db.dataset_io import FORMATS, parse_dataset_file, store_dataset
+from utu.db.dataset_io import FORMATS, MAX_LINE_BYTES, parse_dataset_file, store_dataset
 
 log = logging.getLogger("upload_dataset")
 
@@ -26,13 +26,17 @@ def parse_args() -> argparse.Namespace:
         "--data_format", choices=FORMATS, default="default",
         help="default: question/answer lines; llamafactory: instruction/input/output lines",
     )  # fmt: skip
+    parser.add_argument(
+        "--max_line_bytes", type=int, default=MAX_LINE_BYTES,
+        help=f"refuse a line longer than this (default {MAX_LINE_BYTES}: one question, not a whole file)",
+    )  # fmt: skip
     parser.add_argument("--db_url", help="SQLAlchemy URL (default: UTU_DB_URL, else ./utu.db)")
     return parser.parse_args()
 
 
 async def run() -> int:
     args = parse_args()
-    name, rows = parse_dataset_file(args.file_path, args.dataset_name, args.data_format)
+    name, rows = parse_dataset_file(args.file_path, args.dataset_name, args.data_format, args.max_line_bytes)
     renamed = sorted({row.dataset for row in rows if row.dataset and row.dataset != name})
     if renamed:
         log.info("lines naming data set %s are stored as %r (--dataset_name)", ", ".join(map(repr, renamed)), name)

@@ -171,6 +171,9 @@ def _read_agent_file(path: Path, resolve: bool) -> dict:
             data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
     except (HydraException, OmegaConfBaseException, yaml.YAMLError) as e:
         raise ConfigError(f"{path}: {_one_line(e)}") from e
+    except UnicodeDecodeError as e:
+        byte = e.object[e.start]
+        raise ConfigError(f"{path}: not UTF-8 text (byte {byte:#04x} at offset {e.start}); save it as UTF-8") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of agent settings")
     data.pop("defaults", None)

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from utu.config import youtu
-from utu.config.names import NAME_PATTERN, NAME_RULE
+from utu.names import NAME_PATTERN, NAME_RULE
 
 
 def _plain_name(value: str) -> str:
@@ -15,7 +15,7 @@ def _plain_name(value: str) -> str:
     return value
 
 
-# An experiment id becomes a folder under runs/ and a database key: see utu/config/names.py.
+# An experiment id becomes a folder under runs/ and a database key: see utu/names.py.
 ExpId = Annotated[str, AfterValidator(_plain_name)]
 
 

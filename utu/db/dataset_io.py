@@ -9,8 +9,9 @@ Only `question` is required. Other keys are kept in `meta`.
 import hashlib
 import importlib.resources
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 from sqlalchemy import delete, func, select
@@ -18,11 +19,14 @@ from sqlalchemy.exc import IntegrityError
 
 from utu.db.engine import Database
 from utu.db.models import DatasetSample
-from utu.errors import DataError
+from utu.errors import ConfigError, DataError
+from utu.names import check_name
 
 DEFAULT_SOURCE = "training_free_grpo"
 KNOWN_KEYS = {"dataset", "source", "question", "answer", "level", "topic", "meta", "source_index", "file_name"}
 FORMATS = ("default", "llamafactory")
+MAX_LINE_BYTES = 1024 * 1024  # a question longer than this is a mistake (a whole file on one line), not data
+MAX_PROBLEMS_SHOWN = 20
 UNION_HINTS = {
     "answer": "must be a string, a number or null",
     "level": "must be a string, an integer or null",
@@ -58,17 +62,20 @@ class DatasetLine(BaseModel):
 
 
 def parse_dataset_file(
-    path: Path, dataset_name: str | None = None, data_format: str = "default"
+    path: Path, dataset_name: str | None = None, data_format: str = "default", max_line_bytes: int = MAX_LINE_BYTES
 ) -> tuple[str, list[DatasetLine]]:
-    """Validate every line. Raise `DataError` listing each bad line as `FILE:LINE: reason`.
+    """Validate every line. Raise `DataError` listing the bad lines as `FILE:LINE: reason` (the first
+    MAX_PROBLEMS_SHOWN of them, then how many more).
 
     `data_format` llamafactory: lines are `{"instruction", "input", "output"}` (Alpaca style, as LLaMA-Factory
     and Youtu-Agent read them): instruction and input, joined by a blank line, are the question; output the
-    answer.
+    answer. A line over `max_line_bytes` is refused without being held in memory.
 
     Returns the data set name (the argument, else the lines' `dataset` field) and the rows. With a
     `dataset_name`, the lines' own `dataset` fields are ignored: the rows are stored under that name.
     """
+    if dataset_name is not None:
+        check_name(dataset_name, "--dataset_name")
     if path.is_dir():
         raise DataError(f"{path}: is a directory; give the JSONL file itself")
     if not path.is_file():
@@ -76,7 +83,10 @@ def parse_dataset_file(
     rows: list[DatasetLine] = []
     problems: list[str] = []
     with path.open("rb") as f:
-        for number, raw in enumerate(f, start=1):
+        for number, raw in enumerate(_lines(f, max_line_bytes), start=1):
+            if raw is None:
+                problems.append(f"{path}:{number}: longer than {max_line_bytes} bytes: one question per line")
+                continue
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
@@ -94,12 +104,30 @@ def parse_dataset_file(
                 problems.append(f'{path}:{number}: no dataset name: add a "dataset" field or pass --dataset_name')
             elif not dataset_name and rows and name != rows[0].dataset:
                 problems.append(f"{path}:{number}: dataset {name!r} differs from earlier lines ({rows[0].dataset!r})")
+            elif not dataset_name:
+                try:
+                    check_name(name, "field 'dataset'")
+                except ConfigError as e:
+                    problems.append(f"{path}:{number}: {e}")
             rows.append(row)
     if problems:
-        raise DataError("\n".join(problems))
+        more = len(problems) - MAX_PROBLEMS_SHOWN
+        shown = problems[:MAX_PROBLEMS_SHOWN] + ([f"{path}: ... and {more} more bad lines"] if more > 0 else [])
+        raise DataError("\n".join(shown))
     if not rows:
         raise DataError(f"{path}: the file has no data lines")
     return dataset_name or rows[0].dataset or "", rows
+
+
+def _lines(f: BinaryIO, max_bytes: int) -> Iterator[bytes | None]:
+    """The file's lines; None for a line longer than `max_bytes`, whose rest is read past in chunks."""
+    while line := f.readline(max_bytes + 1):
+        if len(line) > max_bytes and not line.endswith(b"\n"):
+            while (rest := f.readline(max_bytes)) and not rest.endswith(b"\n"):
+                pass
+            yield None
+        else:
+            yield line
 
 
 def _parse_line(text: str, data_format: str = "default") -> DatasetLine:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sqlalchemy import event, inspect, select, update
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, InterfaceError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, DatabaseError, InterfaceError, InvalidRequestError, NoSuchModuleError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from utu.db.models import Base, EvaluationSample, Experiment
@@ -39,7 +39,7 @@ def database_url(url: str | None = None) -> str:
         raise ConfigError(f"database URL {url!r} names no file: an in-memory database keeps nothing; {URL_HINT}")
     if parsed.drivername.startswith("sqlite") and not Path(parsed.database).parent.is_dir():
         raise ConfigError(f"database URL {url!r}: the folder {Path(parsed.database).parent} does not exist")
-    if parsed.drivername == "sqlite":
+    if parsed.drivername.startswith("sqlite"):  # sqlite, sqlite+pysqlite, ...: the async driver of the same file
         parsed = parsed.set(drivername="sqlite+aiosqlite")
     elif parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg2"):
         parsed = parsed.set(drivername="postgresql+psycopg")
@@ -58,7 +58,7 @@ class Database:
                 _configure_sqlite(self.engine)
             else:
                 self.engine = create_async_engine(self.url, pool_size=20, max_overflow=40, pool_pre_ping=True)
-        except (ArgumentError, NoSuchModuleError, ImportError) as e:
+        except (ArgumentError, NoSuchModuleError, InvalidRequestError, ImportError) as e:
             raise ConfigError(f"database URL {self.describe()}: {' '.join(str(e).split())[:200]}; {URL_HINT}") from None
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
         # SQLite has one writer at a time; writers that wait on its lock sleep in coarse busy-timeout steps
@@ -71,7 +71,7 @@ class Database:
             async with self.engine.begin() as conn:
                 await conn.run_sync(Base.metadata.create_all)
                 await conn.run_sync(_add_missing_columns)
-        except (OperationalError, InterfaceError, OSError) as e:
+        except (DatabaseError, InterfaceError, OSError) as e:  # DatabaseError: also "file is not a database"
             reason = " ".join(str(getattr(e, "orig", None) or e).split())[:200]
             raise ConfigError(f"database {self.describe()}: cannot open it: {reason}") from None
 

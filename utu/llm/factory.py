@@ -1,6 +1,7 @@
 """Build an `LLMClient` from a `ModelConfig`, starting the embedded model when no endpoint is set."""
 
 import logging
+import urllib.parse
 
 from utu.config.models import ModelConfig
 from utu.errors import ConfigError
@@ -16,6 +17,7 @@ def make_client(config: ModelConfig, usage: UsageTracker | None = None, env_pref
     provider = config.model_provider
     register_secret(provider.api_key)  # a key written in a YAML file is masked like one from the environment
     if provider.base_url:
+        check_base_url(provider.base_url, env_prefix)
         if not provider.model:
             raise ConfigError(f"{env_prefix}_BASE_URL is set but {env_prefix}_MODEL is not: set the model name")
         return LLMClient(
@@ -36,3 +38,17 @@ def make_client(config: ModelConfig, usage: UsageTracker | None = None, env_pref
         usage=usage,
         env_prefix=env_prefix,
     )
+
+
+def check_base_url(url: str, env_prefix: str = "UTU_LLM") -> None:
+    """A `ConfigError` in one line for an endpoint URL the HTTP client would fail on with a traceback."""
+    where = f"{env_prefix}_BASE_URL (or model_provider.base_url)"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - parsing the port is the check: a port that is not a number raises
+    except ValueError as e:
+        raise ConfigError(f"{where} {url!r} is not a URL ({e}): write it as http://host:port/v1") from None
+    if parts.username is not None or parts.password is not None:  # never echo them: they may be a password
+        raise ConfigError(f"{where} carries credentials (user:password@): put the key in {env_prefix}_API_KEY")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{where} {url!r} is not an http(s) URL: write it as http://host:port/v1")

@@ -7,8 +7,8 @@ import yaml
 
 from utu.config.loader import packaged_configs
 from utu.config.models import AgentConfig, EvalConfig
-from utu.config.names import check_name, inside
 from utu.errors import ConfigError
+from utu.names import check_name, inside
 from utu.practice.library import Library
 
 

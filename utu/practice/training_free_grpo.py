@@ -21,10 +21,10 @@ from pathlib import Path
 from utu.app import claim_experiment, open_practice
 from utu.config import TrainingFreeGRPOConfig, config_root, load_config
 from utu.config.models import shaping_dump
-from utu.config.names import inside
 from utu.db import Database
 from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
 from utu.errors import ConfigError, RunFailed
+from utu.names import inside
 from utu.practice.data_manager import PracticeData
 from utu.practice.export import check_export_target, practice_agent_path, write_outputs
 from utu.practice.initial import initial_library, pick_step

@@ -1,4 +1,4 @@
-"""Names that become file names, database keys or URLs: experiment ids and export names.
+"""Names that become file names, database keys or URLs: experiment ids, export names and data set names.
 
 A name is 1 to 64 characters of letters, digits, `_`, `-` and `.`, starting with a letter or a digit.
 So it can never be empty, absolute, contain a path separator or `..`, or be too long for a file name once
