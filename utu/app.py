@@ -62,8 +62,9 @@ async def build_eval(stack: AsyncExitStack, config: EvalConfig, db: Database) ->
     """An evaluation runner: the agent with its tools, the verifier with its judge."""
     verify = load_verifier(config.verify_filename, config.verify_func_name)  # before any client starts
     warm_up(verify)  # while the clients connect and the first rollouts run
-    client = await open_client(stack, config.agent.model)
-    judge = await open_judge(stack, config)
+    usage = UsageTracker(max_cost=config.max_cost)
+    client = await open_client(stack, config.agent.model, usage)
+    judge = await open_judge(stack, config, usage)
     verifier = Verifier(verify, config.verify_timeout, config.timeout_score, llm=judge)
     agent = Agent(config.agent, client, await open_toolkits(stack, config.agent.toolkits, llm=client))
     return EvalRunner(config, db, agent, verifier)
@@ -92,7 +93,7 @@ async def open_practice(stack: AsyncExitStack, config: TrainingFreeGRPOConfig) -
     ev = config.evaluation
     verify = load_verifier(ev.verify_filename, ev.verify_func_name)
     warm_up(verify)  # while the clients connect and the first rollouts run
-    usage = UsageTracker()
+    usage = UsageTracker(max_cost=config.practice.max_cost)
     client = await open_client(stack, ev.agent.model, usage)
     learner = client
     if config.practice.learner_model:

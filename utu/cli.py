@@ -48,7 +48,7 @@ def tune_gc() -> None:
 
 
 def run(main: Callable[[], Coroutine[Any, Any, int | None]]) -> None:
-    """Run an async entry point; user errors print one line each and exit 2."""
+    """Run an async entry point; user errors print one line each and exit 2 (3: the budget was spent)."""
     tune_gc()
     try:
         code = asyncio.run(main())
@@ -56,7 +56,7 @@ def run(main: Callable[[], Coroutine[Any, Any, int | None]]) -> None:
     except UtuError as e:
         for line in redact(str(e)).splitlines() or [type(e).__name__]:
             print(f"error: {line}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(e.exit_code)
     except KeyboardInterrupt:
         print("interrupted: finished work is saved; run the same command again to resume", file=sys.stderr)
         sys.exit(130)

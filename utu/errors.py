@@ -4,6 +4,8 @@
 class UtuError(Exception):
     """Base class for errors caused by input, configuration or the environment (not by a bug)."""
 
+    exit_code = 2
+
 
 class ConfigError(UtuError):
     """A config file, field or flag is invalid."""
@@ -23,6 +25,12 @@ class EndpointError(UtuError):
     Not an `LLMError`: the code that turns an `LLMError` into a failed attempt or learner call must let this
     one through, so that the run stops at once instead of failing every attempt the same way.
     """
+
+
+class BudgetExhausted(EndpointError):
+    """The run spent its `max_cost`: it stops between calls (as on a refused key), with its work saved. Exit 3."""
+
+    exit_code = 3
 
 
 class RunFailed(UtuError):

@@ -277,6 +277,21 @@ def test_an_agent_file_that_is_not_utf8_is_one_line(stub, tmp_path, db):
     assert "agent.yaml: not UTF-8 text (byte 0xe9" in result.stderr
 
 
+def test_max_cost_stops_the_run_with_exit_3_and_a_rerun_goes_on(stub, tmp_path, db):
+    server = stub(StubScript(reply_fn=scripted()))
+    priced = ["agent.model.pricing.input_per_million=1000000", "--concurrency", "1"]  # $1 per prompt token
+    first = run_script(*eval_args(db[1]), *priced, "--max_cost", "0.001", env=env_for(server), cwd=tmp_path)
+    errors = [line for line in first.stderr.splitlines() if line.startswith("error:")]
+    assert first.returncode == 3 and len(errors) == 1, first.stderr
+    assert "of max_cost $0.0010: stopped before the next LLM call" in errors[0]
+    assert server.request_count == 1  # the first call spent the budget; no other started
+    assert {r[2] for r in rows(db[0], "e1")} <= {"init", "judged"} and not (tmp_path / "runs/e1").exists()
+    judged = sum(r[2] == "judged" for r in rows(db[0], "e1"))
+    rest = run_script(*eval_args(db[1]), *priced, "--max_cost", "1000000", env=env_for(server), cwd=tmp_path)
+    assert rest.returncode == 0, rest.stderr
+    assert server.request_count == 1 + 12 - judged and {r[2] for r in rows(db[0], "e1")} == {"judged"}
+
+
 def test_compare_reports_the_paired_difference(stub, tmp_path, db):
     server = stub(StubScript(reply_fn=scripted()))
     assert run_script(*eval_args(db[1], "base"), env=env_for(server), cwd=tmp_path).returncode == 0

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from tests.conftest import client_for, fast_config
 from utu.config import Pricing
-from utu.errors import EndpointError, LLMError, StructuredOutputError
+from utu.errors import BudgetExhausted, EndpointError, LLMError, StructuredOutputError
 from utu.llm import LLMClient, UsageTracker
 from utu.llm.stub import StubScript, count_tokens
 
@@ -370,3 +370,30 @@ async def test_preflight_stops_on_an_invalid_key_but_not_on_a_key_that_may_not_l
     finally:
         await client.close()
         await runner.cleanup()
+
+
+async def test_requests_per_minute_spread_the_calls_with_no_429(stub):
+    server = stub(StubScript(replies=["ok"]))
+    client = client_for(server, requests_per_minute=240, concurrency=12)  # 4 a second, one second's share at once
+    start = time.perf_counter()
+    await asyncio.gather(*(client.chat(USER) for _ in range(12)))
+    assert time.perf_counter() - start >= 1.9  # 8 calls beyond the first second's 4, at 4 a second: 2 s at least
+    assert server.request_count == 12
+
+
+async def test_tokens_per_minute_count_the_prompt_and_the_reply_cap(stub):
+    server = stub(StubScript(replies=["ok"]))
+    client = client_for(server, tokens_per_minute=6000, concurrency=4)  # 100 tokens a second
+    start = time.perf_counter()
+    await asyncio.gather(*(client.chat(USER, max_tokens=95) for _ in range(4)))  # ~100 tokens each
+    assert time.perf_counter() - start >= 2.9  # the first in the first second's share, then one a second
+
+
+async def test_a_spent_budget_stops_the_next_call(stub):
+    server = stub(StubScript(replies=["ok"]))
+    usage = UsageTracker(max_cost=0.5)
+    client = client_for(server, usage, pricing={"input_per_million": 1e6})  # a dollar per prompt token
+    await client.chat(USER)
+    with pytest.raises(BudgetExhausted, match=r"of max_cost \$0.5000"):
+        await client.chat(USER)
+    assert server.request_count == 1 and BudgetExhausted.exit_code == 3

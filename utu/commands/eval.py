@@ -38,7 +38,7 @@ log = logging.getLogger("run_eval")
 console = Console()
 
 
-EVAL_FLAGS = ["exp_id", "concurrency", "pass_k", "max_failed_share", "judge_concurrency"]
+EVAL_FLAGS = ["exp_id", "concurrency", "pass_k", "max_failed_share", "judge_concurrency", "max_cost"]
 
 
 def parse_args() -> tuple[argparse.Namespace, list[str]]:

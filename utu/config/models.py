@@ -113,6 +113,14 @@ class ModelConfig(StrictModel):
     model_settings: ModelSettings = knob(ModelSettings, "Sampling settings sent with every request.")
     pricing: Pricing = knob(Pricing, "For cost accounting only.", shapes=False)
     concurrency: int = knob(16, "Requests in flight at once, per client.", shapes=False, gt=0)
+    requests_per_minute: int | None = knob(
+        None, "Requests started per minute, at most (your plan's RPM): the rate is shaped before a 429 can come; "
+        "null: no limit.", shapes=False, gt=0,
+    )  # fmt: skip
+    tokens_per_minute: int | None = knob(
+        None, "Tokens per minute, at most (your plan's TPM), counted before each request as its prompt's characters "
+        "/ 4 plus max_tokens; null: no limit.", shapes=False, gt=0,
+    )  # fmt: skip
     timeout: float = knob(600.0, "Seconds per request.", shapes=False, gt=0)
     max_retries: int = knob(4, "Retries on 429, 5xx, timeouts, lost connections.", shapes=False, ge=0)
     retry_base_delay: float = knob(1.0, "First backoff in seconds; doubles, with jitter.", shapes=False, ge=0)
@@ -228,6 +236,10 @@ class EvalConfig(StrictModel):
         "(a warning says so when it is set).", shapes=False,
     )  # fmt: skip
     concurrency: int = knob(16, "Attempts in flight at once.", shapes=False, gt=0)
+    max_cost: float | None = knob(
+        None, "Dollars this command may spend on LLM calls (priced by each model's `pricing`): when reached, the run "
+        "stops before its next call with exit code 3, its work saved; null: no limit.", shapes=False, gt=0,
+    )  # fmt: skip
     pass_k: int = knob(1, "Attempts per question (K).", gt=0)
     task_timeout: float = knob(600.0, "Seconds before an attempt is abandoned (then retried).", shapes=False, gt=0)
     max_attempt_retries: int = knob(
@@ -301,6 +313,11 @@ class PracticeArguments(StrictModel):
     num_experiences_per_query: int = knob(2, "Experiences extracted per group.", gt=0)
     max_experiences: int | None = knob(None, "Cap on the library size; none: no cap.", gt=0)
     learner_model: ModelConfig | None = knob(None, "A separate model for the learner; none: the agent's.")
+    max_cost: float | None = knob(
+        None, "Dollars this command may spend on LLM calls, agent, learner and judge together (priced by each "
+        "model's `pricing`): when reached, practice stops before its next call with exit code 3, every finished "
+        "attempt and step saved (rerun to resume); null: no limit.", shapes=False, gt=0,
+    )  # fmt: skip
     summary_token_budget: int = knob(4000, "Trajectory tokens shown to the summariser.", gt=0)
     do_eval: bool = knob(False, "Evaluate the current library on the eval set during practice.", shapes=False)
     eval_strategy: Literal["epoch", "steps"] = knob("epoch", "When to evaluate: each epoch or every eval_steps.",

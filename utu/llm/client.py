@@ -23,6 +23,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 from utu.config.models import ModelConfig
 from utu.errors import EndpointError, LLMError, StructuredOutputError
 from utu.llm.json_extract import extract_json
+from utu.llm.ratelimit import RateLimit
 from utu.llm.slots import PrioritySlots
 from utu.llm.transport import Transport, UnreadableReply
 from utu.llm.usage import Usage, UsageTracker, priced
@@ -72,6 +73,7 @@ class LLMClient:
             base_url, api_key or "not-needed", config.timeout, provider.type, provider.api_version
         )
         self._slots = PrioritySlots(config.concurrency)
+        self._rate = RateLimit(config.requests_per_minute, config.tokens_per_minute)
         # How structured replies are asked for; in auto mode found by one probe, on first use.
         self._format: str | None = None if config.structured_output == "auto" else config.structured_output
         self._probe_lock = asyncio.Lock()
@@ -120,6 +122,7 @@ class LLMClient:
             params["tools"] = tools
         if response_format:
             params["response_format"] = response_format
+        self.usage.check_budget()
         attempts = 0
         start = time.perf_counter()
         retrying = AsyncRetrying(
@@ -133,6 +136,7 @@ class LLMClient:
                 with attempt:
                     attempts += 1
                     async with self._slots.hold(priority):
+                        await self._rate.wait(messages, params)
                         with llm_span(self.model, messages, params) as current:
                             reply = await self._transport.complete(self.model, messages, params)
                             set_llm_output(current, reply)

@@ -5,6 +5,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from utu.config.models import Pricing
+from utu.errors import BudgetExhausted
 
 
 @dataclass
@@ -39,7 +40,20 @@ class UsageTracker:
 
     by_tag: dict[str, Usage] = field(default_factory=dict)
     on_call: Callable[[str, Usage], None] | None = None
+    max_cost: float | None = None  # dollars this run may spend (priced by each model's `pricing`)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def check_budget(self) -> None:
+        """`BudgetExhausted` once the run has spent `max_cost`: called before each LLM call, so calls under way
+        finish (and are saved) and no new one starts."""
+        if self.max_cost is None:
+            return
+        spent = self.total().cost
+        if spent >= self.max_cost:
+            raise BudgetExhausted(
+                f"spent ${spent:.4f} of max_cost ${self.max_cost:.4f}: stopped before the next LLM call; the work"
+                " done is saved: run the same command with a larger --max_cost to go on"
+            )
 
     def record(self, tag: str, usage: Usage) -> None:
         with self._lock:
