@@ -103,15 +103,17 @@ async def test_a_youtu_verifier_calls_query_one_on_the_judge(stub, tmp_path):
         "    up = [{'role': 'user', 'content': f'Is {sample.response} equal to {sample.correct_answer}?'}]\n"
         "    verdict = await llm.query_one(messages=up, model='ignored', temperature=0)\n"
         "    again = await llm.query_one(input='Say yes or no.')\n"
+        "    third = await llm.query_one(messages='A string, as webwalker.py sends it.')\n"
         "    return {'reward': 1.0 if verdict == 'yes' else 0.0, 'reasoning': verdict + again, 'confidence': 90}\n"
     )
-    server = stub(StubScript(replies=["yes", "no"]))
+    server = stub(StubScript(replies=["yes", "no", "x"]))
     verifier = Verifier(load_verifier(str(youtu_verifier), "judge"), llm=client_for(server))
     verdict = await verifier(SimpleNamespace(response="4", correct_answer="4", raw_question="2+2"))
     assert (verdict.reward, verdict.reasoning, verdict.confidence, verdict.error) == (1.0, "yesno", 90, None)
-    first, second = server.requests
+    first, second, third = server.requests
     assert first["model"] == "stub-model" and first["temperature"] == 0 and "Is 4 equal to 4?" in str(first)
     assert second["messages"] == [{"role": "user", "content": "Say yes or no."}]
+    assert third["messages"] == [{"role": "user", "content": "A string, as webwalker.py sends it."}]
 
 
 def test_a_chat_completion_is_read_from_its_json():

@@ -167,10 +167,10 @@ async def test_a_dead_math_worker_is_replaced(math_verifier):
     import os
     import signal
 
-    from utu.verify import math as math_module
+    from utu.verify import workers as verify_workers
 
     assert (await math_verifier(sample("4", "\\boxed{4}"))).reward == 1.0
-    workers = [w.pid for w in math_module.pool()._pool_manager.worker_manager.workers.values()]
+    workers = [w.pid for w in verify_workers.pool()._pool_manager.worker_manager.workers.values()]
     for pid in workers:  # what the OOM killer would do
         os.kill(pid, signal.SIGKILL)
     verdicts = await asyncio.gather(*(math_verifier(sample("4", "\\boxed{4}")) for _ in range(4)))
@@ -190,10 +190,10 @@ async def test_math_workers_are_forks_of_one_warm_server(math_verifier):
     replaced without a new interpreter importing sympy), and none of them loaded the command's modules."""
     import os
 
-    from utu.verify import math as math_module
+    from utu.verify import workers as verify_workers
 
     assert (await math_verifier(sample("4", "\\boxed{4}"))).reward == 1.0
-    workers = math_module.pool()
+    workers = verify_workers.pool()
     states = {workers.schedule(_worker_state).result(timeout=30) for _ in range(8)}
     parents = {parent for parent, _, _ in states}
     assert len(parents) == 1 and os.getpid() not in parents  # the fork server, not this process
@@ -214,3 +214,49 @@ def test_scripts_import_their_command_only_when_run():
         assert not top, f"{script}: `from {top[0].module} import ...` belongs under `if __name__ == '__main__':`"
         checked += any("utu.commands" in ast.unparse(n) for n in tree.body if isinstance(n, ast.If))
     assert checked >= 5
+
+
+YOUTU_MATH_VERIFIER = """from math_verify.errors import TimeoutException
+from math_verify.metric import math_metric
+from math_verify.parser import ExprExtractionConfig, LatexExtractionConfig
+
+from utu.db import EvaluationSample
+
+
+def verify_func(sample: EvaluationSample, timeout_score: float = 0, **kwargs) -> dict:
+    model_output = sample.response
+    verify_func = math_metric(
+        gold_extraction_target=(LatexExtractionConfig(),),
+        pred_extraction_target=(ExprExtractionConfig(), LatexExtractionConfig()),
+    )
+    ret_score = 0.0
+    ground_truth = sample.correct_answer
+    ground_truth_boxed = "\\\\boxed{" + str(ground_truth) + "}"
+    try:
+        ret_score, _ = verify_func([ground_truth_boxed], [model_output])
+    except Exception:
+        pass
+    except TimeoutException:
+        ret_score = timeout_score
+    return {"reward": float(ret_score), "reasoning": None}
+"""
+
+
+async def test_a_sync_verifier_on_math_verify_runs_where_its_timeout_works(tmp_path):
+    """Youtu-Agent's math.py (its code, as in its repository): math-verify's SIGALRM timeout fails in a thread,
+    and its `except Exception: pass` turned that into reward 0 for every answer."""
+    path = tmp_path / "youtu_math.py"
+    path.write_text(YOUTU_MATH_VERIFIER)
+    verifier = Verifier(load_verifier(str(path)), timeout=20)
+    right, wrong = await asyncio.gather(verifier(sample("42", "so \\boxed{42}")), verifier(sample("42", "\\boxed{41}")))
+    assert (right.reward, right.error, wrong.reward, wrong.error) == (1.0, None, 0.0, None)
+
+
+async def test_a_hung_sync_verifier_from_a_file_is_killed_at_its_timeout(tmp_path):
+    path = tmp_path / "hangs.py"
+    path.write_text("import time\n\ndef verify_func(sample, timeout_score=0, **kw):\n    time.sleep(600)\n")
+    verifier = Verifier(load_verifier(str(path)), timeout=0.5, timeout_score=0.25)
+    verdicts = await asyncio.gather(*(verifier(sample("a", "b")) for _ in range(4)))
+    assert all(v.reward == 0.25 and "timed out" in v.error for v in verdicts)
+    ok = Verifier(load_verifier("str_match.py"), timeout=5)
+    assert (await ok(sample("a", "a"))).reward == 1.0  # the workers were replaced

@@ -342,6 +342,11 @@ class DataArguments(StrictModel):
 
 
 class TrainingFreeGRPOConfig(StrictModel):
+    @model_validator(mode="before")
+    @classmethod
+    def _youtu_format(cls, data: Any) -> Any:
+        return youtu.practice_from_youtu(data) if isinstance(data, dict) else data
+
     exp_id: ExpId = knob("practice", "The experiment id: steps, library, runs/<exp_id>/.", shapes=False)
     practice: PracticeArguments = knob(PracticeArguments, "The knobs of Training-Free GRPO.")
     data: DataArguments = knob(description="The practice data.")

@@ -24,8 +24,13 @@ UNUSED_AGENT_KEYS = {
     "context_manager": "utu keeps the whole conversation",
     "env": "tools run in utu's own sandbox",
     "runner": "utu runs its own ReAct loop",
+    "enabled_skills": "skills need Youtu-Agent's shell_local env",
+    "stop_at_tool_names": "the agent stops when it answers without a tool call",
 }
-UNUSED_TOOLKIT_KEYS = ("mode", "env_mode", "activated_tools", "config", "customized_filepath", "customized_classname")
+# The keys of Youtu-Agent's ToolkitConfig that change nothing for utu's builtin toolkits (a saved agent writes
+# them all, at their defaults).
+UNUSED_TOOLKIT_KEYS = ("mode", "env_mode", "activated_tools", "config", "customized_filepath", "customized_classname",
+                       "config_llm", "mcp_transport", "mcp_client_session_timeout_seconds")  # fmt: skip
 SETTINGS = ("temperature", "top_p", "max_tokens", "seed")
 
 
@@ -106,4 +111,28 @@ def _mcp_toolkit(key: str, value: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"toolkit {key!r} (mode mcp): its `config` needs `command` (with `args`) or `url`")
     if value.get("activated_tools"):
         out["include"] = list(value["activated_tools"])
+    if value.get("mcp_client_session_timeout_seconds"):
+        out["timeout"] = value["mcp_client_session_timeout_seconds"]
+    if value.get("mcp_transport") == "sse":
+        raise ValueError(f"toolkit {key!r}: mcp_transport sse is not supported: serve it over streamable_http")
     return out
+
+
+DATA_KEYS_UNDER_PRACTICE = ("rollout_data_truncate", "eval_data_truncate")
+
+
+def practice_from_youtu(data: dict[str, Any]) -> dict[str, Any]:
+    """Youtu-Agent keeps `rollout_data_truncate` and `eval_data_truncate` under `practice`; utu under `data`,
+    with the practice set they cut. Either place is read; the same key in both with two values is refused."""
+    practice = data.get("practice")
+    if not isinstance(practice, dict) or not any(k in practice for k in DATA_KEYS_UNDER_PRACTICE):
+        return data
+    practice, moved = dict(practice), dict(data.get("data") or {})
+    for key in DATA_KEYS_UNDER_PRACTICE:
+        if key in practice:
+            value = practice.pop(key)
+            if moved.get(key) is not None and value is not None and moved[key] != value:
+                raise ValueError(f"practice.{key} ({value}) and data.{key} ({moved[key]}) differ: keep one")
+            if moved.get(key) is None:
+                moved[key] = value
+    return {**data, "practice": practice, "data": moved}

@@ -162,14 +162,18 @@ class LLMClient:
         )
 
     async def query_one(
-        self, messages: list[dict[str, Any]] | None = None, *, input: str | list | None = None, **settings: Any
+        self, messages: list[dict[str, Any]] | str | None = None, *, input: str | list | None = None, **settings: Any
     ) -> str:
         """The reply's text: Youtu-Agent's `SimplifiedAsyncOpenAI.query_one`, so verify functions written for it
-        (`await llm.query_one(messages=...)` on the judge) work unchanged. `input` is the Responses API's
-        spelling of the messages; `model` is this client's (a verifier cannot switch it)."""
+        (`await llm.query_one(messages=...)` on the judge) work unchanged. `messages` may be one string (one user
+        message, as Youtu-Agent's webwalker.py sends it); `input` is the Responses API's spelling of the
+        messages; `model` is this client's (a verifier cannot switch it)."""
         settings.pop("model", None)
         if messages is None:
-            messages = [{"role": "user", "content": input}] if isinstance(input, str) else list(input or [])
+            messages = input
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": messages}]
+        messages = list(messages or [])
         return (await self.chat(messages, tag=settings.pop("tag", "judge"), **settings)).content
 
     async def structured(

@@ -4,7 +4,10 @@ Contract:
     def verify_func(sample, timeout_score: float = 0, **kwargs) -> {"reward": 0.0..1.0, "reasoning": str | None}
 (optionally also "extracted_final_answer" and an integer "confidence", stored with the attempt)
 `sample` has `raw_question`, `correct_answer`, `response` (and the other `EvaluationSample` fields);
-`kwargs["llm"]` is the judge client; `kwargs["timeout"]` the time budget. Sync or async.
+`kwargs["llm"]` is the judge client; `kwargs["timeout"]` the time budget. Sync or async: a sync function
+loaded from a file or module runs in a worker process (`utu.verify.workers`), in its main thread, where
+math-verify's signal-based timeout works and a hung call is killed; one handed over from Python (a lambda) runs
+in a thread of its own.
 
 `load_verifier` finds the function; `Verifier` calls it with a timeout and turns every failure into
 `timeout_score` plus a recorded error, never a crash or a silent loss.
@@ -20,9 +23,11 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from utu.errors import ConfigError, EndpointError
+from utu.verify import workers
 
 VERIFY_DIR = Path(__file__).resolve().parent
 GRACE_SECONDS = 2.0  # beyond the verifier's own budget, before we stop waiting for it
@@ -56,6 +61,8 @@ def load_verifier(verify_filename: str, verify_func_name: str = "verify_func") -
     func = getattr(module, func_name, None)
     if not callable(func):
         raise ConfigError(f"verify_func_name: {target!r} has no function {func_name!r}")
+    if not inspect.iscoroutinefunction(func):  # run in a worker process, which loads it again from this
+        func.__utu_verifier__ = (str(path.resolve()) if path is not None else target, func_name)
     return func
 
 
@@ -85,6 +92,12 @@ def warm_up(func: Callable[..., Any]) -> None:
     hook = getattr(inspect.getmodule(func), "warm_up", None)
     if callable(hook):
         hook()
+
+
+def _call_loaded(spec: tuple[str, str], fields: dict[str, Any], timeout_score: float, timeout: float) -> Any:
+    """In a worker process: the sync verify function `spec` names, called in the worker's main thread (where
+    math-verify's signal-based timeout works). It gets no judge client: that lives in the run's process."""
+    return load_verifier(*spec)(SimpleNamespace(**fields), timeout_score, timeout=timeout, llm=None)
 
 
 def _import_file(path: Path):
@@ -127,10 +140,14 @@ class Verifier:
         try:
             if inspect.iscoroutinefunction(self.func):
                 call = self.func(sample, self.timeout_score, **kwargs)
-            else:  # a sync verifier must not block the event loop
+            elif hasattr(self.func, "__utu_verifier__"):  # loaded from a file or module: a worker process
+                fields = {k: v for k, v in vars(sample).items() if not k.startswith("_")}
+                spec = self.func.__utu_verifier__
+                call = workers.run(_call_loaded, spec, fields, self.timeout_score, self.timeout, timeout=self.timeout)
+            else:  # a sync callable handed over in Python: a thread, so it does not block the event loop
                 call = self._in_own_thread(sample, kwargs)
             result = await asyncio.wait_for(call, self.timeout + GRACE_SECONDS)
-        except TimeoutError:
+        except (TimeoutError, workers.WorkerTimeout):
             return Verdict(self.timeout_score, None, f"{self.name}: timed out after {self.timeout:g}s")
         except EndpointError:
             raise  # the judge's endpoint refuses everything: stop the run

@@ -1,4 +1,4 @@
-"""Imported by the math verifier's fork server (see `utu.verify.math._context`): one judgement there loads
+"""Imported by the math verifier's fork server (see `utu.verify.workers._context`): one judgement there loads
 math-verify, sympy and the LaTeX parser, which every worker forked from the server then has ready."""
 
 import atexit
