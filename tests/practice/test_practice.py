@@ -274,6 +274,20 @@ def test_the_exported_agent_keeps_the_baseline_settings_and_placement(tmp_path, 
     assert shipped.returncode == 2 and agent.request_count == 0
 
 
+def test_the_enhanced_agent_is_where_youtu_agents_guide_looks_next(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    result = run_practice(tmp_path, configs, db_url, stub(agent_script()), stub(evolving_learner()), "--epochs", "1")
+    assert result.returncode == 0, result.stderr
+    written = configs / "agents/practice/t_agent.yaml"  # configs/agents/practice/<exp_id>_agent.yaml
+    assert yaml.safe_load(written.read_text())["experiences"] == {"G0": "When adding, line up digits and carry."}
+    mine = configs / "agents/practice/u_agent.yaml"
+    mine.write_text("# my own agent\n")
+    other = run_practice(tmp_path, configs, db_url, stub(agent_script()), stub(evolving_learner()), "--epochs", "1",
+                         "--exp_id", "u")  # fmt: skip
+    assert other.returncode == 0 and "was not written by practice" in other.stderr, other.stderr
+    assert mine.read_text() == "# my own agent\n"  # never replaced; the run's own copy is in runs/u/
+
+
 @pytest.mark.parametrize("name", ["../../../evil", "sub/name", "/tmp/abs", "", "x" * 65])
 def test_export_names_are_plain_and_checked_before_any_work(tmp_path, workspace, stub, name):
     configs, db_url = workspace

@@ -98,6 +98,17 @@ def test_verifier_by_path_and_by_dotted_name(tmp_path):
     assert load_verifier("utu.verify.str_match:normalize").__name__ == "normalize"
 
 
+def test_a_verify_file_where_the_guide_puts_it_wins_over_a_built_in_of_that_name(tmp_path, monkeypatch):
+    folder = tmp_path / "utu/practice/verify"
+    folder.mkdir(parents=True)
+    returns = "def verify_func(sample, timeout_score=0, **kw):\n    return {{'reward': {}}}\n"
+    (folder / "my_verify.py").write_text(returns.format(0.5))
+    (folder / "str_match.py").write_text(returns.format(0.25))
+    monkeypatch.chdir(tmp_path)
+    assert load_verifier("my_verify.py")(sample("a", "a")) == {"reward": 0.5}
+    assert load_verifier("str_match.py")(sample("a", "a")) == {"reward": 0.25}  # the user's, not utu's
+
+
 @pytest.mark.parametrize(
     ("filename", "func", "message"),
     [

@@ -81,6 +81,7 @@ class TrainingFreeGRPO:
         self.provider_source = provider_source
         if export_to is not None:
             check_export_target(config_root(), export_to)
+        self.export_agent = self.config.export_agent or default_export_agent(self.config.exp_id)
         if self.config.export_agent:
             practice_agent_path(config_root(), self.config.export_agent)
         ev = self.config.evaluation
@@ -142,10 +143,22 @@ class TrainingFreeGRPO:
         check_learned(outcome)
         outcome.files = write_outputs(
             self.config.evaluation, outcome.library, self.config.exp_id, self.run_dir, self.export_to,
-            config_root(), self.provider_source, self.config.export_agent,
+            config_root(), self.provider_source, self.export_agent,
         )  # fmt: skip
         outcome.agent_path = outcome.files["agent"]
         return outcome.files
+
+
+def default_export_agent(exp_id: str) -> str | None:
+    """Where Youtu-Agent always writes the enhanced agent: configs/agents/practice/<exp_id>_agent.yaml (the
+    agent its guide's next eval config names). None, with a warning, if a file there is not practice's own."""
+    name = f"{exp_id}_agent"
+    try:
+        practice_agent_path(config_root(), name)
+    except ConfigError as e:
+        log.warning("the enhanced agent goes to runs/<exp_id>/ only: %s", e)
+        return None
+    return name
 
 
 def run_practice(config: TrainingFreeGRPOConfig | str, *, exp_id: str | None = None,

@@ -30,19 +30,21 @@ from utu.errors import ConfigError, EndpointError
 from utu.verify import workers
 
 VERIFY_DIR = Path(__file__).resolve().parent
+GUIDE_VERIFY_DIR = Path("utu/practice/verify")  # where Youtu-Agent's practice guide puts a domain's verify file
 GRACE_SECONDS = 2.0  # beyond the verifier's own budget, before we stop waiting for it
 MAX_HUNG_CALLS = 256  # sync calls still running (e.g. hung) before a verifier is not started again
 
 
 def load_verifier(verify_filename: str, verify_func_name: str = "verify_func") -> Callable[..., Any]:
-    """Resolve a verifier from a file in utu/verify/, a file path, or a dotted module name.
+    """Resolve a verifier from a file path (relative to the working directory, or in ./utu/practice/verify/ where
+    Youtu-Agent's guide puts it), a built-in file in utu/verify/, or a dotted module name.
 
     `module.path:func` is also accepted (then `verify_func_name` is ignored). Anything that cannot be
     loaded is a `ConfigError` at start, never a silent fallback.
     """
     target, _, func_name = verify_filename.partition(":")
     func_name = func_name or verify_func_name
-    candidates = [Path(target), VERIFY_DIR / target]
+    candidates = [Path(target), GUIDE_VERIFY_DIR / target, VERIFY_DIR / target]  # a user's file before a built-in
     path = next((p for p in candidates if p.suffix == ".py" and p.is_file()), None)
     try:
         if path is not None and path.resolve().parent == VERIFY_DIR:
@@ -51,7 +53,8 @@ def load_verifier(verify_filename: str, verify_func_name: str = "verify_func") -
         elif path is not None:
             module = _import_file(path)
         elif target.endswith(".py"):
-            raise ConfigError(f"verify_filename: {target!r} not found (looked in ., {VERIFY_DIR})")
+            where = f"., ./{GUIDE_VERIFY_DIR}, {VERIFY_DIR}"
+            raise ConfigError(f"verify_filename: {target!r} not found (looked in {where})")
         else:
             module = importlib.import_module(target)
     except ConfigError:
