@@ -13,6 +13,7 @@ list and `max_turns`. Keys that have no counterpart here are named in one warnin
 """
 
 import logging
+import re
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -50,12 +51,41 @@ def agent_from_youtu(data: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(inner, dict):
         raise ValueError("`agent` must be a mapping with name and instructions")
     data |= {k: inner[k] for k in ("name", "instructions") if inner.get(k) is not None}
+    if isinstance(data.get("instructions"), str) and not data.get("experiences"):
+        data["instructions"], experiences = split_experiences(data["instructions"])
+        if experiences:
+            data["experiences"] = experiences
     if isinstance(data.get("toolkits"), dict):
         data["toolkits"] = [_toolkit(key, value) for key, value in data["toolkits"].items()]
     ignored = [f"{k} ({why})" for k, why in UNUSED_AGENT_KEYS.items() if data.pop(k, None) is not None]
     if ignored:
         log.warning("Youtu-Agent agent keys without effect in utu: %s", "; ".join(ignored))
     return data
+
+
+# How Youtu-Agent's practice writes a library into an enhanced agent's instructions (its pre-learned agents).
+EXPERIENCE_HEADER = (
+    "\n\nWhen solving problems, you MUST first carefully read and understand "
+    "the helpful instructions and experiences:\n"
+)
+_EXPERIENCE_LINE = re.compile(r"\[([^\]\n]+)\]\. ")
+
+
+def split_experiences(instructions: str) -> tuple[str, dict[str, str]]:
+    """(instructions, library) from a Youtu-Agent enhanced agent's instructions: the `[G0]. text` lines after
+    EXPERIENCE_HEADER are its library. Instructions without that block come back as they are, with no library."""
+    head, found, block = instructions.rpartition(EXPERIENCE_HEADER)
+    if not found or not _EXPERIENCE_LINE.match(block):
+        return instructions, {}
+    experiences: dict[str, str] = {}
+    for line in block.split("\n"):
+        start = _EXPERIENCE_LINE.match(line)
+        if start:
+            experiences[start.group(1)] = line[start.end() :].strip()
+        elif experiences and line.strip():  # an experience that ran over more than one line
+            last = next(reversed(experiences))
+            experiences[last] += "\n" + line.strip()
+    return head, experiences
 
 
 def model_from_youtu(data: dict[str, Any]) -> dict[str, Any]:
