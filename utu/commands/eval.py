@@ -11,12 +11,13 @@ Extra arguments are Hydra overrides, e.g. `agent.model.model_settings.temperatur
 import argparse
 import contextlib
 import logging
+import re
 import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from utu import cli
 from utu.app import build_eval, claim_experiment
@@ -25,7 +26,7 @@ from utu.config import EvalConfig, load_agent_config, load_config
 from utu.config.flags import add_flags
 from utu.config.loader import validate
 from utu.config.models import DataConfig, shaping_dump
-from utu.db import Database, EvalResult, EvaluationSample
+from utu.db import Database, EvalResult, EvaluationSample, Experiment
 from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
 from utu.errors import ConfigError
 from utu.eval.metrics import Attempt, EvalMetrics, compare, compute_metrics
@@ -35,6 +36,7 @@ from utu.tracing import setup_tracing
 from utu.verify import check_answers, load_verifier
 
 log = logging.getLogger("run_eval")
+PRACTICE_ROW_NAME = re.compile(r"_(epoch_\d+|eval_step\d+)$")  # the exp_ids of a practice's own attempt rows
 console = Console()
 
 
@@ -90,6 +92,8 @@ def shaping_config(config: EvalConfig, content: dict) -> dict:
 
 async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database) -> int:
     config = build_config(args, overrides)
+    if PRACTICE_ROW_NAME.search(config.exp_id):
+        raise ConfigError(f"--exp_id {config.exp_id!r}: names ending in _epoch_N or _eval_stepN are a practice's own")
     out = inside(args.output_dir, config.exp_id, "eval_metrics.json")  # before any work
     verify = load_verifier(config.verify_filename, config.verify_func_name)  # a verifier that cannot load fails now
     setup_tracing()
@@ -100,6 +104,10 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
         content = content_digest(questions)
         shaping = shaping_config(config, content)
         await claim_experiment(stack, db, config.exp_id, "eval", shaping, [config.exp_id], args.fresh)
+        if args.fresh:  # the old result goes with the attempts it was computed from
+            out.unlink(missing_ok=True)
+            async with db.transaction() as s:
+                await s.execute(delete(EvalResult).where(EvalResult.exp_id == config.exp_id))
         runner = await build_eval(stack, config, db)
         total = await runner.prepare(fresh=args.fresh)
         model = runner.agent.llm.model
@@ -151,6 +159,8 @@ def print_metrics(m: EvalMetrics) -> None:
 
 
 async def compare_runs(exp_a: str, exp_b: str, db: Database) -> int:
+    if exp_a == exp_b:
+        raise ConfigError(f"--compare: both runs are {exp_a!r}; compare a baseline with another run")
     async with db.sessions() as s:
         rows = {
             exp: [
@@ -159,13 +169,19 @@ async def compare_runs(exp_a: str, exp_b: str, db: Database) -> int:
             ]
             for exp in (exp_a, exp_b)
         }
-    if exp_a == exp_b:
-        raise ConfigError(f"--compare: both runs are {exp_a!r}; compare a baseline with another run")
+        unfinished = set(  # evals that stored no result: they failed, or stopped part-way
+            await s.scalars(
+                select(Experiment.exp_id).where(
+                    Experiment.exp_id.in_([exp_a, exp_b]), Experiment.kind == "eval",
+                    Experiment.exp_id.not_in(select(EvalResult.exp_id)),
+                )
+            )
+        )  # fmt: skip
     for exp, attempts in rows.items():
         if not attempts:
             raise ConfigError(f"--compare: no attempts stored for exp_id {exp!r}")
-        if not any(a.stage == "judged" for a in attempts):
-            raise ConfigError(f"--compare: run {exp!r} has no result (none of its attempts was judged); rerun it first")
+        if exp in unfinished or not any(a.stage == "judged" for a in attempts):
+            raise ConfigError(f"--compare: run {exp!r} has no result (it failed or did not finish); rerun it first")
     result = compare(rows[exp_a], rows[exp_b])
     if not result.rows:
         raise ConfigError(f"--compare: {exp_a!r} and {exp_b!r} judged no question in common")

@@ -109,6 +109,8 @@ async def run_attempt(
         values: dict[str, Any] = {}
         if needs_rollout(row):
             async with slots or contextlib.nullcontext():
+                if agent.llm.usage.over_budget:  # max_cost spent: this attempt is not started (the row stays)
+                    return
                 outcome = await rollout(agent, row.raw_question, timeout=timeout, retries=retries,
                                         experiences=experiences, **settings)  # fmt: skip
             values = outcome.row_values()

@@ -122,6 +122,8 @@ class EvalRunner:
                     progress.update(task, advance=1, description=self._describe())
 
                 await gather_or_cancel(*(one(row) for row in todo))
+            if any(row.stage == "init" for row in todo):  # attempts not started: max_cost was spent
+                self.agent.llm.usage.check_budget()
 
     def _describe(self) -> str:
         k = self.config.pass_k

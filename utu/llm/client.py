@@ -122,7 +122,6 @@ class LLMClient:
             params["tools"] = tools
         if response_format:
             params["response_format"] = response_format
-        self.usage.check_budget()
         attempts = 0
         start = time.perf_counter()
         retrying = AsyncRetrying(

@@ -43,16 +43,19 @@ class UsageTracker:
     max_cost: float | None = None  # dollars this run may spend (priced by each model's `pricing`)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
+    @property
+    def over_budget(self) -> bool:
+        """Whether the run has spent its `max_cost`: no new attempt (or practice step) starts; those under way
+        finish and are saved."""
+        return self.max_cost is not None and self.total().cost >= self.max_cost
+
     def check_budget(self) -> None:
-        """`BudgetExhausted` once the run has spent `max_cost`: called before each LLM call, so calls under way
-        finish (and are saved) and no new one starts."""
-        if self.max_cost is None:
-            return
-        spent = self.total().cost
-        if spent >= self.max_cost:
+        """`BudgetExhausted` if the run has spent its `max_cost`."""
+        if self.over_budget:
             raise BudgetExhausted(
-                f"spent ${spent:.4f} of max_cost ${self.max_cost:.4f}: stopped before the next LLM call; the work"
-                " done is saved: run the same command with a larger --max_cost to go on"
+                f"spent ${self.total().cost:.4f} of max_cost ${self.max_cost:.4f}: stopped before the next attempt;"
+                " every finished attempt is saved, and the same command goes on from there (with a budget of its"
+                " own: --max_cost is per command)"
             )
 
     def record(self, tag: str, usage: Usage) -> None:

@@ -129,6 +129,7 @@ class PracticeLoop:
 
     async def practice_step(self, epoch: int, b: int, step: int, batch, library: Library) -> tuple[StepStats, Library]:
         """One step; returns its statistics and the new library (both already saved)."""
+        self.usage.check_budget()  # max_cost spent: stop between steps
         start = time.perf_counter()
         usage_before = self.usage.snapshot()
         rows = await self.data.step_rows(epoch, step, batch)
@@ -148,13 +149,15 @@ class PracticeLoop:
 
         async def group_task(group_rows: list[EvaluationSample]) -> GroupOutcome | None:
             await gather_or_cancel(*(attempt(row) for row in group_rows))
-            if not self.pipeline:
+            if not self.pipeline or any(r.stage == "init" for r in group_rows):  # (init: max_cost was spent)
                 return None
             if self.updater.llm is self.agent.llm:  # one client: the step's rollouts take its slots first
                 await issued.all.wait()
             return await self.updater.learn_from_group([_as_attempt(r) for r in group_rows], library)
 
         outcomes = await gather_or_cancel(*(group_task(g) for g in groups.values()))
+        if any(row.stage == "init" for row in rows):  # attempts not started: the finished ones are saved
+            self.usage.check_budget()
         if not self.pipeline:
             outcomes = await gather_or_cancel(
                 *(self.updater.learn_from_group([_as_attempt(r) for r in g], library) for g in groups.values())

@@ -125,7 +125,7 @@ class TrainingFreeGRPO:
         epoch_ids = [PracticeData.epoch_exp_id_of(config.exp_id, e) for e in range(config.practice.epochs)]
         shaping = shaping_config(config, content_digest(questions)) | {"initial_library": initial.experiences}
         self._check_export_step(len(questions))
-        in_step_evals = (EVAL_PREFIX.format(config.exp_id),)
+        in_step_evals = (EVAL_PREFIX.format(config.exp_id),) if config.practice.do_eval else ()
         await claim_experiment(resources, db, config.exp_id, "practice", shaping, epoch_ids, self.fresh, in_step_evals)
         return initial
 
