@@ -14,9 +14,13 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 NAME_RULE = "1-64 letters, digits, '_', '-' or '.', starting with a letter or digit"
 
 
+def is_plain_name(value: object) -> bool:
+    return isinstance(value, str) and bool(NAME_PATTERN.fullmatch(value)) and ".." not in value
+
+
 def check_name(value: str, what: str) -> str:
     """`value` if it is a plain name, else a `ConfigError` saying what `what` must look like."""
-    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value) or ".." in value:
+    if not is_plain_name(value):
         raise ConfigError(f"{what}: {value!r} is not a plain name ({NAME_RULE})")
     return value
 

@@ -4,7 +4,9 @@ Run by root under `unshare --mount --propagation private`: every folder on the w
 traversable in this mount namespace only (a folder others may not enter, such as /root, is covered by a tmpfs
 holding just the way through), then root is dropped for good and the snippet runs.
 
-    unshare --mount --propagation private -- python as_user.py UID SNIPPET PATH...
+    unshare --mount --propagation private -- python as_user.py UID STAGE SNIPPET PATH...
+
+STAGE is a folder of the caller's (a test's tmp_path) where the covered folders stay reachable for root.
 """
 
 import os
@@ -14,13 +16,13 @@ import tempfile
 from pathlib import Path
 
 
-def make_reachable(paths: list[str]) -> None:
+def make_reachable(paths: list[str], stage: str) -> None:
     covered: dict[Path, Path] = {}  # a folder covered by a tmpfs -> where its real content is still seen
     for path in sorted(paths):
         parts, here = Path(path).parts[1:], Path("/")
         while parts:
             if here not in covered and not os.stat(here).st_mode & 0o001:
-                real = Path(tempfile.mkdtemp(prefix="as-user-"))
+                real = Path(tempfile.mkdtemp(prefix="covered-", dir=stage))
                 subprocess.run(["mount", "--bind", str(here), str(real)], check=True)
                 subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", str(here)], check=True)
                 covered[here] = real
@@ -34,8 +36,8 @@ def make_reachable(paths: list[str]) -> None:
 
 
 def main() -> None:
-    uid, snippet, *paths = sys.argv[1:]
-    make_reachable(paths)
+    uid, stage, snippet, *paths = sys.argv[1:]
+    make_reachable(paths, stage)
     os.setgroups([])
     os.setresgid(int(uid), int(uid), int(uid))
     os.setresuid(int(uid), int(uid), int(uid))

@@ -7,8 +7,10 @@ the kernel ran its command as root on the host. Each escape below is tried from 
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -33,10 +35,12 @@ async def in_box(mode: str, code: str, **limits) -> dict:
         f"print(json.dumps(asyncio.run(run_python({code!r}, **{limits!r}))))"
     )
     paths = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, sys.executable, CHECKOUT)}
+    stage = tempfile.mkdtemp(prefix="as-user-")
     argv = ["unshare", "--mount", "--propagation", "private", "--", sys.executable, "-I", str(AS_USER),
-            str(TEST_UID), snippet, *sorted(paths)]  # fmt: skip
+            str(TEST_UID), stage, snippet, *sorted(paths)]  # fmt: skip
     proc = await asyncio.create_subprocess_exec(*argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = await proc.communicate()
+    shutil.rmtree(stage, ignore_errors=True)  # its binds lived in the child's mount namespace only
     assert proc.returncode == 0, err.decode()[-2000:]
     return json.loads(out.decode().strip().splitlines()[-1])
 
@@ -116,6 +120,23 @@ async def test_no_nested_namespace(mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
+async def test_io_uring_and_vsock_are_refused(mode):
+    code = (
+        "import ctypes, socket\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "params = ctypes.create_string_buffer(120)\n"
+        "print(libc.syscall(425, 4, params), ctypes.get_errno())\n"  # io_uring_setup on x86_64 and arm64
+        "try:\n"
+        "    socket.socket(40, socket.SOCK_STREAM)\n"  # AF_VSOCK: the hypervisor's sockets
+        "    print('vsock open')\n"
+        "except OSError as e:\n"
+        "    print('vsock', e.errno)\n"
+    )
+    result = await in_box(mode, code)
+    uring, vsock = result["output"].strip().splitlines()
+    assert uring == "-1 1" and vsock == "vsock 97", result  # EPERM; EAFNOSUPPORT
+
+
+@pytest.mark.parametrize("mode", MODES)
 async def test_the_box_is_not_root_on_the_host(mode):
     mark = f"utu-marker-{uuid.uuid4().hex}"
     code = (
@@ -161,7 +182,8 @@ async def test_only_the_capped_folders_are_writable(mode):
         "except OSError:\n"
         "    pass\n"
         "print('shm', n)\n"
-        "print('host paths', '/tmp/utu-' in open('/proc/self/mountinfo').read())\n"
+        "seen = [open(p, 'rb').read() for p in ('/proc/self/mountinfo', '/proc/1/cmdline', '/proc/1/environ')]\n"
+        "print('host paths', any(b'/tmp/utu-' in s for s in seen) or seen[2] not in (b'', b'PWD=/\\x00'))\n"
     )
     result = await in_box(mode, code, disk_mb=8, timeout=30)
     lines = result["output"].strip().splitlines()
@@ -190,3 +212,15 @@ async def test_an_out_of_memory_kill_says_so_and_leaves_no_cgroup():
     assert not result["success"] and "out-of-memory" in result["error"], result
     mine = f"utu-sandbox-{os.getpid()}-*"
     assert not [*sandbox.CGROUP_ROOT.glob(mine), *sandbox.CGROUP_ROOT.glob(f"*/{mine}")]
+
+
+def test_what_a_killed_run_left_is_swept(tmp_path):
+    dead = 2**22 + 12345  # above any pid this machine hands out (pid_max is at most 2**22)
+    staged = Path(f"/tmp/utu-box-{dead}-x")
+    staged.mkdir()
+    groups = [d / f"utu-sandbox-{dead}-x" for d in (sandbox._controller_dir("pids"), sandbox._controller_dir("memory"))
+              if d is not None]  # fmt: skip
+    for group in groups:
+        group.mkdir()
+    sandbox._sweep_leftovers.__wrapped__()
+    assert not staged.exists() and not [g for g in groups if g.exists()]

@@ -15,6 +15,13 @@ from utu.db.dataset_io import FORMATS, MAX_LINE_BYTES, parse_dataset_file, store
 log = logging.getLogger("upload_dataset")
 
 
+def _line_bytes(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 2**30:
+        raise argparse.ArgumentTypeError(f"{value}: a line's size must be 1 byte to 1 GiB")
+    return value
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--file_path", required=True, type=Path, help="JSONL file, one question per line")
@@ -27,7 +34,7 @@ def parse_args() -> argparse.Namespace:
         help="default: question/answer lines; llamafactory: instruction/input/output lines",
     )  # fmt: skip
     parser.add_argument(
-        "--max_line_bytes", type=int, default=MAX_LINE_BYTES,
+        "--max_line_bytes", type=_line_bytes, default=MAX_LINE_BYTES,
         help=f"refuse a line longer than this (default {MAX_LINE_BYTES}: one question, not a whole file)",
     )  # fmt: skip
     parser.add_argument("--db_url", help="SQLAlchemy URL (default: UTU_DB_URL, else ./utu.db)")

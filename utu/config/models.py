@@ -6,11 +6,11 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from utu.config import youtu
-from utu.names import NAME_PATTERN, NAME_RULE
+from utu.names import NAME_RULE, is_plain_name
 
 
 def _plain_name(value: str) -> str:
-    if not NAME_PATTERN.fullmatch(value) or ".." in value:
+    if not is_plain_name(value):
         raise ValueError(f"not a plain name ({NAME_RULE})")
     return value
 
@@ -75,8 +75,9 @@ class ModelProvider(StrictModel):
     @field_validator("model", "base_url", "api_key", "api_version", "local_model", mode="before")
     @classmethod
     def _empty_is_unset(cls, v: object) -> object:
-        # `${oc.env:VAR,null}` gives "" when VAR is set but empty (a common .env line); treat it as unset.
-        return None if isinstance(v, str) and not v.strip() else v
+        # `${oc.env:VAR,null}` gives "" when VAR is set but empty (a common .env line); treat it as unset. A
+        # space or newline around a value (pasted into .env) is not part of it.
+        return (v.strip() or None) if isinstance(v, str) else v
 
 
 class ModelSettings(StrictModel):
@@ -161,7 +162,10 @@ class ToolkitConfig(StrictModel):
         "you, with your files and network).",
     )
     max_processes: int = knob(64, "python_executor: processes one call may run (needs cgroups).", gt=0)
-    disk_mb: int = knob(64, "python_executor: size of its private working directory and /tmp, in MB.", gt=0)
+    disk_mb: int = knob(
+        64, "python_executor: size of each of its writable folders (its working directory, /tmp, /dev/shm), in MB.",
+        gt=0,
+    )  # fmt: skip
 
     @model_validator(mode="after")
     def _function_named(self) -> "ToolkitConfig":

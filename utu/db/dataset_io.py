@@ -78,6 +78,8 @@ def parse_dataset_file(
         check_name(dataset_name, "--dataset_name")
     if path.is_dir():
         raise DataError(f"{path}: is a directory; give the JSONL file itself")
+    if path.exists() and not path.is_file():
+        raise DataError(f"{path}: not a regular file (a device or a pipe); give the JSONL file itself")
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     rows: list[DatasetLine] = []
@@ -98,6 +100,9 @@ def parse_dataset_file(
                 row = _parse_line(text, data_format)
             except ValueError as e:
                 problems.append(f"{path}:{number}: {e}")
+                continue
+            except RecursionError:
+                problems.append(f"{path}:{number}: nested too deeply to read")
                 continue
             name = dataset_name or row.dataset
             if name is None:

@@ -35,11 +35,14 @@ def database_url(url: str | None = None) -> str:
         parsed = make_url(url)
     except ArgumentError:
         raise ConfigError(f"database URL {url!r} is not a URL: {URL_HINT}") from None
-    if parsed.drivername.startswith("sqlite") and parsed.database in (None, "", ":memory:"):
+    except ValueError as e:  # a malformed host or port; the URL is not echoed: it may hold a password
+        raise ConfigError(f"the database URL is not a URL ({e}): {URL_HINT}") from None
+    in_memory = parsed.database in (None, "", ":memory:") or parsed.query.get("mode") == "memory"
+    if parsed.drivername.startswith("sqlite") and in_memory:
         raise ConfigError(f"database URL {url!r} names no file: an in-memory database keeps nothing; {URL_HINT}")
     if parsed.drivername.startswith("sqlite") and not Path(parsed.database).parent.is_dir():
         raise ConfigError(f"database URL {url!r}: the folder {Path(parsed.database).parent} does not exist")
-    if parsed.drivername.startswith("sqlite"):  # sqlite, sqlite+pysqlite, ...: the async driver of the same file
+    if parsed.drivername in ("sqlite", "sqlite+pysqlite"):  # the sync drivers of the same file: the async one
         parsed = parsed.set(drivername="sqlite+aiosqlite")
     elif parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg2"):
         parsed = parsed.set(drivername="postgresql+psycopg")

@@ -253,18 +253,19 @@ class LLMClient:
         params = {"max_tokens": 8, "response_format": response_format}
         for attempt in range(self.config.max_retries + 1):
             try:
+                await self._rate.wait(_PROBE_MESSAGES, params)
                 await self._transport.complete(self.model, _PROBE_MESSAGES, params)
                 return None
             except openai.APIStatusError as e:
                 why = f"HTTP {e.status_code}: {_detail(e)}"
-                if e.status_code not in _NOT_A_REJECTION:
+                if e.status_code not in _NOT_A_REJECTION or attempt == self.config.max_retries:
                     return why
                 base = self.config.retry_base_delay
                 delay = _retry_after(e)
                 await asyncio.sleep(delay if delay is not None else min(self.config.retry_max_delay, base * 2**attempt))
             except _UNREADABLE as e:
                 return type(e).__name__
-        return why
+        raise AssertionError("unreachable")
 
     def _wait(self, retry_state) -> float:
         exc = retry_state.outcome.exception() if retry_state.outcome else None

@@ -5,6 +5,7 @@ rate is spread evenly: a leaky bucket that holds one second's share (at least on
 per-minute rate.
 """
 
+import asyncio
 import json
 from typing import Any
 
@@ -32,12 +33,16 @@ class RateLimit:
     def __init__(self, requests_per_minute: int | None, tokens_per_minute: int | None):
         self._requests = per_minute(requests_per_minute) if requests_per_minute else None
         self._tokens = per_minute(tokens_per_minute) if tokens_per_minute else None
+        self._turn = asyncio.Lock()  # first come, first served: a large request's pieces are not interleaved
 
     async def wait(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> None:
-        if self._requests is not None:
-            await take(self._requests, 1)
-        if self._tokens is not None:
-            await take(self._tokens, estimated_tokens(messages, params))
+        if self._requests is None and self._tokens is None:
+            return
+        async with self._turn:
+            if self._requests is not None:
+                await take(self._requests, 1)
+            if self._tokens is not None:
+                await take(self._tokens, estimated_tokens(messages, params))
 
 
 def estimated_tokens(messages: list[dict[str, Any]], params: dict[str, Any]) -> int:

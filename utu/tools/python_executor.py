@@ -70,9 +70,9 @@ async def run_python(
     limits = [str(memory_mb * 1024 * 1024), str(max(1, int(timeout) + 1)), str(MAX_FILE_BYTES), str(max_processes)]
     memory_cap = (memory_mb + 3 * disk_mb + 256) * 1024 * 1024  # the code plus its three tmpfs
     if sandbox == "bwrap":
-        with open_box(code, disk_mb=disk_mb, max_processes=max_processes, memory_bytes=memory_cap) as box:
-            argv = [*box.argv, sys.executable, "-I", "-c", _BOOTSTRAP, CODE_PATH_IN_BOX, *limits]
-            return await _run(argv, None, {}, timeout, max_output_chars, box)
+        command = [sys.executable, "-I", "-c", _BOOTSTRAP, CODE_PATH_IN_BOX, *limits]
+        with open_box(code, command, disk_mb=disk_mb, max_processes=max_processes, memory_bytes=memory_cap) as box:
+            return await _run(box.argv, "/", {}, timeout, max_output_chars, box)  # cwd /: the box sees no host path
     workdir = tempfile.mkdtemp(prefix="utu-py-")
     try:
         code_path = os.path.join(workdir, "main.py")

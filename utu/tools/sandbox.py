@@ -51,6 +51,7 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 BOX_DIR = "/sandbox"  # the code's working directory and HOME; not a prefix of any folder bound into the box
 CODE_PATH_IN_BOX = "/code/main.py"
 BOX_HOST_UID = 65534  # "nobody": the host user a root caller's boxes run as
+LAUNCHER_PROCESSES = 3  # the launcher's `mount`, bwrap and its init: counted in the cgroup, not in max_processes
 # Syscalls a Python snippet never needs and a box escape often does; each fails with EPERM.
 SECCOMP_DENIED = (
     "ptrace", "process_vm_readv", "process_vm_writev", "mount", "umount2", "pivot_root", "chroot", "unshare",
@@ -59,7 +60,9 @@ SECCOMP_DENIED = (
     "init_module", "finit_module", "delete_module", "reboot", "swapon", "swapoff", "acct", "quotactl",
     "syslog", "open_by_handle_at", "name_to_handle_at", "iopl", "ioperm", "lookup_dcookie", "settimeofday",
     "clock_settime", "clock_adjtime", "adjtimex", "sethostname", "setdomainname", "vhangup",
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
 )  # fmt: skip
+AF_VSOCK = 40  # sockets to the hypervisor: not in the box's network namespace, so refused by the filter
 # clone() with any of these flags makes a namespace: refused. clone3 hides its flags in memory a filter cannot
 # read, so it answers ENOSYS and the C library falls back to clone().
 CLONE_NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000, 0x00000080)
@@ -99,11 +102,15 @@ def bwrap_problem() -> str | None:
         seccomp_program()
     except OSError as e:  # pyseccomp loads libseccomp when imported
         return f"the seccomp filter cannot be built ({e}); install libseccomp2"
-    with open_box("pass", disk_mb=1, max_processes=8, memory_bytes=256 * 1024 * 1024) as box:
-        probe = subprocess.run([*box.argv, sys.executable, "-I", CODE_PATH_IN_BOX], pass_fds=box.pass_fds,
-                               capture_output=True)  # fmt: skip
+    command = [sys.executable, "-I", CODE_PATH_IN_BOX]
+    with open_box("pass", command, disk_mb=1, max_processes=8, memory_bytes=256 * 1024 * 1024) as box:
+        probe = subprocess.run(box.argv, pass_fds=box.pass_fds, cwd="/", capture_output=True)
     if probe.returncode != 0:
-        return f"bwrap cannot create a sandbox here: {probe.stderr.decode(errors='replace').strip()[:200]}"
+        why = probe.stderr.decode(errors="replace").strip()[:200]
+        if os.geteuid() == 0:  # the box runs as nobody: the Python it runs must be readable by others
+            roots = ", ".join(_python_roots())
+            why += f" (as root, the box runs as uid {BOX_HOST_UID}: {roots} must be readable by it)"
+        return f"bwrap cannot create a sandbox here: {why}"
     return None
 
 
@@ -125,6 +132,7 @@ def seccomp_program() -> bytes:
     for flag in CLONE_NAMESPACE_FLAGS:
         rules.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
     rules.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    rules.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), "socket", sc.Arg(0, sc.EQ, AF_VSOCK))
     with tempfile.TemporaryFile() as out:
         rules.export_bpf(out)
         out.seek(0)
@@ -145,12 +153,12 @@ def _python_roots() -> list[str]:
     return sorted(r for r in roots if not r.startswith("/usr/"))
 
 
-def bwrap_argv(disk_mb: int, code_fd: int, seccomp_fd: int, binds: dict[str, str]) -> list[str]:
-    """The bwrap command up to `--`: namespaces, `binds` (box path -> host path) read-only, the code, the
-    filter, size-capped /tmp, BOX_DIR and /dev/shm, and everything else read-only."""
+def bwrap_args(disk_mb: int, code_fd: int, seccomp_fd: int, binds: dict[str, str]) -> list[str]:
+    """bwrap's options: namespaces, `binds` (box path -> host path) read-only, the code, the
+    filter, size-capped /tmp, BOX_DIR and /dev/shm, and everything else (/proc, so /proc/sys too) read-only."""
     size = str(disk_mb * 1024 * 1024)
     argv = [
-        "bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
+        "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
         "--die-with-parent", "--new-session", "--clearenv",
         "--uid", "65534", "--gid", "65534", "--hostname", "sandbox",
         "--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/dev/shm",
@@ -163,24 +171,26 @@ def bwrap_argv(disk_mb: int, code_fd: int, seccomp_fd: int, binds: dict[str, str
     for box_path, host_path in binds.items():
         argv += ["--ro-bind", host_path, box_path]
     argv += ["--ro-bind-data", str(code_fd), CODE_PATH_IN_BOX, "--add-seccomp-fd", str(seccomp_fd)]
-    return [*argv, "--remount-ro", "/", "--remount-ro", "/dev", "--remount-ro", "/proc", "--"]
+    return [*argv, "--remount-ro", "/", "--remount-ro", "/dev", "--remount-ro", "/proc"]
 
 
 @contextlib.contextmanager
-def open_box(code: str, *, disk_mb: int, max_processes: int, memory_bytes: int) -> Iterator[Box]:
-    """Everything one call's box needs, removed again on exit: its code and filter as anonymous files, its
-    cgroups, and (as root) the folder where the Python it needs is bound for `nobody` to reach."""
-    code_fd = _memfd("main.py", code.encode("utf-8"))
-    seccomp_fd = _memfd("seccomp", seccomp_program())
+def open_box(code: str, command: list[str], *, disk_mb: int, max_processes: int, memory_bytes: int) -> Iterator[Box]:
+    """Everything one call's box needs to run `command` (which finds the code at CODE_PATH_IN_BOX), removed again
+    on exit: the code, the filter and bwrap's options as anonymous files (so the staging folders do not show in
+    the box's /proc/1/cmdline), its cgroups, and (as root) the folder where the Python it needs is bound."""
+    _sweep_leftovers()
+    fds = [_memfd("main.py", code.encode("utf-8", errors="replace")), _memfd("seccomp", seccomp_program())]
     try:
         with call_cgroup(max_processes, memory_bytes) as groups, _staged_python() as (binds, mounts):
             procs = [g / "cgroup.procs" for g in groups]
             prefix = launcher(procs, mounts, drop_to=BOX_HOST_UID if os.geteuid() == 0 else None)
-            argv = [*prefix, *bwrap_argv(disk_mb, code_fd, seccomp_fd, binds)]
-            yield Box(argv, (code_fd, seccomp_fd), groups, bwrap=True)
+            options = bwrap_args(disk_mb, fds[0], fds[1], binds)
+            fds.append(_memfd("bwrap-args", b"".join(a.encode() + b"\0" for a in options)))
+            yield Box([*prefix, "bwrap", "--args", str(fds[2]), "--", *command], tuple(fds), groups, bwrap=True)
     finally:
-        os.close(code_fd)
-        os.close(seccomp_fd)
+        for fd in fds:
+            os.close(fd)
 
 
 @contextlib.contextmanager
@@ -191,7 +201,7 @@ def _staged_python() -> Iterator[tuple[dict[str, str], list[tuple[str, str]]]]:
     if os.geteuid() != 0:
         yield {root: root for root in roots}, []
         return
-    stage = tempfile.mkdtemp(prefix="utu-box-", dir="/tmp")
+    stage = tempfile.mkdtemp(prefix=f"utu-box-{os.getpid()}-", dir="/tmp")
     try:
         os.chmod(stage, 0o711)
         mounts = []
@@ -201,6 +211,21 @@ def _staged_python() -> Iterator[tuple[dict[str, str], list[tuple[str, str]]]]:
         yield {root: point for root, point in mounts}, mounts
     finally:
         shutil.rmtree(stage, ignore_errors=True)  # the binds live only in the call's mount namespace
+
+
+@functools.cache
+def _sweep_leftovers() -> None:
+    """Once per process: remove the cgroups and staging folders of boxes whose process was killed (kill -9
+    leaves them), recognised by the dead pid in their names."""
+    groups = [*CGROUP_ROOT.glob("utu-sandbox-*"), *CGROUP_ROOT.glob("*/utu-sandbox-*")]
+    for path in [*groups, *Path("/tmp").glob("utu-box-*")]:
+        pid = path.name.split("-")[2]
+        if not pid.isdigit() or Path(f"/proc/{pid}").exists():
+            continue
+        if path.parent == Path("/tmp"):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            kill_cgroup(path, wait_seconds=0)
 
 
 def launcher(procs_files: list[Path], mounts: list[tuple[str, str]], drop_to: int | None) -> list[str]:
@@ -228,7 +253,7 @@ def call_cgroup(max_processes: int, memory_bytes: int) -> Iterator[list[Path]]:
     made: list[Path] = []
     name = f"utu-sandbox-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     for controller, limits in (
-        ("pids", {"pids.max": max_processes}),
+        ("pids", {"pids.max": max_processes + LAUNCHER_PROCESSES}),
         ("memory", {"memory.limit_in_bytes": memory_bytes, "memory.max": memory_bytes}),
     ):
         folder = _controller_dir(controller)

@@ -18,10 +18,11 @@ from typing import Any
 
 MASK = "[REDACTED]"
 _SECRET_NAME = re.compile(r"(_API_KEY|_TOKEN|_SECRET|PASSWORD)$|^(OPENAI_API_KEY|PHOENIX_API_KEY)$", re.IGNORECASE)
-# A bearer token is a header's value, or a long run with a digit in it: never a word ("a ring bearer delivered").
+# A bearer token is a header's value, or a long run of letters and digits: never a word ("a ring bearer delivered")
+# nor a number.
 _BEARER = re.compile(
     r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?bearer\s+)[A-Za-z0-9._\-~+/=]{8,}"
-    r"|(bearer\s+)(?=[A-Za-z._\-~+/=]*[0-9])[A-Za-z0-9._\-~+/=]{16,}"
+    r"|(bearer\s+)(?=[A-Za-z._\-~+/=]*[0-9])(?=[0-9._\-~+/=]*[A-Za-z])[A-Za-z0-9._\-~+/=]{16,}"
 )
 MIN_SECRET_LENGTH = 16
 _extra: set[str] = set()
