@@ -232,6 +232,15 @@ def test_resuming_under_a_changed_config_is_refused(stub, tmp_path, db):
     assert server.request_count == 24
 
 
+def test_a_run_that_computed_nothing_can_be_rerun_with_a_fixed_config(stub, tmp_path, db):
+    refused = stub(StubScript(reply_fn=scripted(), fault_fn=lambda body: "http400"))
+    assert run_script(*eval_args(db[1]), env=env_for(refused), cwd=tmp_path).returncode == 2
+    server = stub(StubScript(reply_fn=scripted()))
+    fixed = run_script(*eval_args(db[1]), "agent.max_turns=3", "--limit", "3", env=env_for(server), cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stderr  # no --fresh needed: nothing was computed under the old config
+    assert len(rows(db[0], "e1")) == 6 and server.request_count == 6  # 3 questions x K=2, the old rows gone
+
+
 def test_step_rollout_then_judge(stub, tmp_path, db):
     server = stub(StubScript(reply_fn=scripted()))
     assert run_script(*eval_args(db[1]), "--step", "rollout", env=env_for(server), cwd=tmp_path).returncode == 0

@@ -242,6 +242,7 @@ def test_eval_during_practice_uses_the_agents_temperature_and_the_library(tmp_pa
     assert (
         stats["eval"]["exp_id"] == "t_eval_step1" and stats["eval"]["k"] == 1 and 0 <= stats["eval"]["mean_at_k"] <= 1
     )
+    assert "Mean@1" in result.stdout  # the in-step evaluation's column of the step table (G=2 elsewhere)
 
 
 def test_the_exported_agent_keeps_the_baseline_settings_and_placement(tmp_path, workspace, stub):

@@ -146,16 +146,17 @@ def print_summary(config: TrainingFreeGRPOConfig, result: PracticeOutcome) -> No
     g = config.practice.grpo_n
     table = Table(title=f"practice {config.exp_id}")
     for column in ("step", "epoch", f"Mean@{g}", f"Pass@{g}", "groups used/skipped", "library", "ADD/UPD/DEL",
-                   "refused (junk)", "validation", "learner err", "tokens", "cost", "time"):  # fmt: skip
+                   "refused (junk)", "validation", "eval", "learner err", "tokens", "cost", "time"):  # fmt: skip
         table.add_column(column, justify="right")
     for s in result.steps:
-        ops, v = s.operations, s.validation
+        ops, v, e = s.operations, s.validation, s.eval
         checked = f"{v.current:.2f}->{v.proposed:.2f} {'kept' if v.accepted else 'rejected'}" if v else "-"
+        evaluated = f"Mean@{e.k} {e.mean_at_k:.3f}" if e else "-"  # do_eval: the library on the eval set
         table.add_row(
             str(s.step), str(s.epoch), f"{s.mean_at_g:.3f}", f"{s.pass_at_g:.3f}",
             f"{s.groups_used}/{s.groups_skipped}", str(s.library_size),
             f"{ops['ADD']}/{ops['UPDATE']}/{ops['DELETE']}", f"{s.operations_refused} ({s.operations_junk})", checked,
-            str(s.learner_errors), str(s.tokens), f"${s.cost:.4f}", f"{s.wall_time:.1f}s",
+            evaluated, str(s.learner_errors), str(s.tokens), f"${s.cost:.4f}", f"{s.wall_time:.1f}s",
         )  # fmt: skip
     console.print(table)
     console.print(f"library ({len(result.library.experiences)} experiences):")

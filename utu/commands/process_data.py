@@ -24,7 +24,7 @@ from utu.db.dataset_io import (
     parse_dataset_file,
     store_dataset,
 )
-from utu.db.hub import HUB_SETS, load_from_hub
+from utu.db.hub import HUB_SETS, INSTALL, load_from_hub
 from utu.errors import DataError
 
 log = logging.getLogger("process_data")
@@ -114,6 +114,11 @@ async def run() -> int:
         )
     if args.from_hub:
         wanted += [n for n in HUB_SETS if n not in wanted]
+    elif not args.datasets:
+        log.info(
+            "the paper's %s come from the hub: add --from-hub (%s first), or --hub_dir with local copies",
+            ", ".join(HUB_SETS), INSTALL,
+        )  # fmt: skip
     db = Database(args.db_url)
     try:
         await db.create_tables()

@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import delete, or_, select
 
 from utu.db.engine import Database
-from utu.db.models import EvaluationSample, Experiment
+from utu.db.models import EvaluationSample, Experiment, PracticeStep
 from utu.errors import ConfigError
 
 
@@ -43,7 +43,11 @@ async def register_experiment(db: Database, exp_id: str, kind: str, shaping_conf
         raise ConfigError(f"exp_id {exp_id!r} is {_a(existing.kind)} experiment; choose another --exp_id")
     if existing.fingerprint != print_:
         fields = changed_fields(existing.config, shaping_config)
-        if not fields:  # only knobs a later version added, at their defaults: the same experiment
+        if not fields or not await _has_results(db, exp_id):
+            # only knobs a later version added, at their defaults; or nothing was computed under the old config
+            # (a run refused by its endpoint, then fixed): the same experiment, its unrun rows made anew
+            if fields:
+                await delete_rows(db, exp_id)
             async with db.transaction() as session:
                 stored = await session.get(Experiment, exp_id)
                 stored.fingerprint, stored.config = print_, shaping_config
@@ -53,6 +57,15 @@ async def register_experiment(db: Database, exp_id: str, kind: str, shaping_conf
             "pass --fresh to start over, or use a new --exp_id"
         )
     return True
+
+
+async def _has_results(db: Database, exp_id: str) -> bool:
+    """Whether anything was computed for `exp_id`: a rolled-out attempt or a practice step."""
+    async with db.sessions() as s:
+        done = EvaluationSample.stage.in_(("rollout", "judged"))
+        attempt = await s.scalar(select(EvaluationSample.id).where(EvaluationSample.owner == exp_id, done).limit(1))
+        step = await s.scalar(select(PracticeStep.exp_id).where(PracticeStep.exp_id == exp_id).limit(1))
+    return attempt is not None or step is not None
 
 
 async def check_kind(db: Database, exp_id: str, kind: str) -> None:
