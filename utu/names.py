@@ -5,6 +5,7 @@ So it can never be empty, absolute, contain a path separator or `..`, or be too 
 utu adds its own suffixes (`_epoch_0`, `_eval_step12`, `.yaml`). Checked before any work is done.
 """
 
+import os
 import re
 from pathlib import Path
 
@@ -23,6 +24,16 @@ def check_name(value: str, what: str) -> str:
     if not is_plain_name(value):
         raise ConfigError(f"{what}: {value!r} is not a plain name ({NAME_RULE})")
     return value
+
+
+def writable_folder(folder: Path) -> None:
+    """Make the run's output folder now, before any work: `ConfigError` if it cannot be made or written."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"{folder}: cannot create it ({e.strerror}); choose another --output_dir") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"{folder}: not writable; choose another --output_dir")
 
 
 def inside(base: Path, *parts: str) -> Path:

@@ -301,7 +301,7 @@ def test_max_cost_stops_the_run_with_exit_3_and_loses_no_paid_attempt(stub, tmp_
     paid = server.request_count
     judged = sum(r[2] == "judged" for r in rows(db[0], "e1"))
     assert 1 <= paid <= 4 and judged == paid  # the calls under way finished and were saved; no other started
-    assert not (tmp_path / "runs/e1").exists()
+    assert not (tmp_path / "runs/e1/eval_metrics.json").exists()
     rest = run_script(*eval_args(db[1]), *priced, "--max_cost", "1000000", env=env_for(server), cwd=tmp_path)
     assert rest.returncode == 0, rest.stderr
     assert server.request_count == 12 and {r[2] for r in rows(db[0], "e1")} == {"judged"}
@@ -337,6 +337,13 @@ def test_a_small_eval_on_the_real_embedded_model(local_model, tmp_path, db):
     final = rows(db[0], "real")
     assert len(final) == 2 and {r[2] for r in final} == {"judged"}
     assert all(r[3] in (0.0, 1.0) for r in final)
+
+
+def test_an_output_dir_that_cannot_be_written_is_refused_before_any_work(stub, tmp_path, db):
+    server = stub(StubScript(reply_fn=scripted()))
+    result = run_script(*eval_args(db[1]), "--output_dir", "/proc", env=env_for(server), cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "choose another --output_dir" in result.stderr
+    assert server.request_count == 0
 
 
 @pytest.mark.parametrize("exp_id", ["../../x", "/tmp/abs", "", "x" * 300, "a/b", ".hidden"])

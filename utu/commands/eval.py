@@ -31,7 +31,7 @@ from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
 from utu.errors import ConfigError
 from utu.eval.metrics import Attempt, EvalMetrics, compare, compute_metrics
 from utu.eval.outcome import check_attempts
-from utu.names import inside
+from utu.names import inside, writable_folder
 from utu.tracing import setup_tracing
 from utu.verify import check_answers, load_verifier
 
@@ -95,6 +95,7 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
     if PRACTICE_ROW_NAME.search(config.exp_id):
         raise ConfigError(f"--exp_id {config.exp_id!r}: names ending in _epoch_N or _eval_stepN are a practice's own")
     out = inside(args.output_dir, config.exp_id, "eval_metrics.json")  # before any work
+    writable_folder(out.parent)
     verify = load_verifier(config.verify_filename, config.verify_func_name)  # a verifier that cannot load fails now
     setup_tracing()
     await ensure_dataset(db, config.data.dataset)

@@ -24,7 +24,7 @@ from utu.config.models import shaping_dump
 from utu.db import Database
 from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
 from utu.errors import ConfigError, RunFailed
-from utu.names import inside
+from utu.names import inside, writable_folder
 from utu.practice.data_manager import PracticeData
 from utu.practice.export import check_export_target, practice_agent_path, write_outputs
 from utu.practice.initial import initial_library, pick_step
@@ -73,6 +73,7 @@ class TrainingFreeGRPO:
         self.config = load_practice_config(config) if isinstance(config, str) else config
         self.db_url = db_url
         self.run_dir = inside(Path(output_dir), self.config.exp_id)  # names and paths are checked before any work
+        writable_folder(self.run_dir)
         self.fresh = fresh
         self.pipeline = pipeline
         self.export_step = export_step
