@@ -156,6 +156,21 @@ async def test_a_knob_added_later_at_its_default_does_not_block_a_resume(tmp_pat
     assert await register_experiment(db, "e", "eval", upgraded) is True  # the same experiment
     assert await register_experiment(db, "e", "eval", upgraded) is True  # and recorded as such
     changed = {"agent": {"model_settings": {"temperature": 0.3, "extra_body": {"top_k": 5}}}}
+    async with db.transaction() as s:  # a result computed under the recorded config
+        s.add(EvaluationSample(exp_id="e", owner="e", dataset="d", dataset_index=0, raw_question="q", stage="judged"))
     with pytest.raises(ConfigError, match=r"changed: agent.model_settings.extra_body"):
         await register_experiment(db, "e", "eval", changed)
+    await db.dispose()
+
+
+async def test_a_changed_config_is_taken_while_nothing_was_computed(tmp_path):
+    from utu.db.experiments import register_experiment
+
+    db = Database(f"sqlite:///{tmp_path / 'f.db'}")
+    await db.create_tables()
+    assert await register_experiment(db, "e", "eval", {"model": "typo"}) is False
+    async with db.transaction() as s:  # the refused run's rows, never rolled out
+        s.add(EvaluationSample(exp_id="e", owner="e", dataset="d", dataset_index=0, raw_question="q", stage="failed"))
+    assert await register_experiment(db, "e", "eval", {"model": "fixed"}) is True
+    assert await count(db, EvaluationSample) == 0  # made anew under the fixed config
     await db.dispose()

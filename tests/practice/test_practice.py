@@ -309,7 +309,7 @@ def test_an_eval_cannot_read_or_delete_a_practices_attempts(tmp_path, workspace,
     for extra in ([], ["--fresh"]):
         result = run_script(str(ROOT / "scripts/run_eval.py"), "--config_name", "local/mawps", "--dataset", "Arith",
                             "--exp_id", "t_epoch_0", "--db_url", db_url, *extra, env=env, cwd=tmp_path)  # fmt: skip
-        assert result.returncode == 2 and "holds attempts of experiment 't'" in result.stderr
+        assert result.returncode == 2 and "are a practice's own" in result.stderr
     assert query(db_url, "SELECT count(*) FROM evaluation_data WHERE exp_id='t_epoch_0'") == before
     assert agent.request_count == 0
 

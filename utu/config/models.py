@@ -357,7 +357,8 @@ class TrainingFreeGRPOConfig(StrictModel):
     evaluation: EvalConfig = knob(description="The agent, its verifier and the eval set (an eval config).")
     export_agent: ExpId | None = knob(
         None, "Also write the enhanced agent as configs/agents/practice/<name>.yaml, the agent an eval config "
-        "names (math_reasoning: math_practice_agent); null: <exp_id>_agent, as Youtu-Agent does. A file there "
+        "names (math_reasoning: math_practice_agent); null: <exp_id>_agent, as Youtu-Agent does, where there is a "
+        "configs/ folder. A file there "
         "that practice did not write is never replaced.",
         shapes=False,
     )  # fmt: skip

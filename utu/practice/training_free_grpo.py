@@ -152,7 +152,10 @@ class TrainingFreeGRPO:
 
 def default_export_agent(exp_id: str) -> str | None:
     """Where Youtu-Agent always writes the enhanced agent: configs/agents/practice/<exp_id>_agent.yaml (the
-    agent its guide's next eval config names). None, with a warning, if a file there is not practice's own."""
+    agent its guide's next eval config names), when the user has a configs/ folder (utu never makes one
+    unasked). None, with a warning, if a file there is not practice's own."""
+    if not config_root().is_dir():
+        return None
     name = f"{exp_id}_agent"
     try:
         practice_agent_path(config_root(), name)
