@@ -108,3 +108,12 @@ def test_a_missing_agent_file_is_named_as_a_file():
         load_agent_config("runs/x/enhanced_agent.yaml")
     assert str(e.value).startswith("runs/x/enhanced_agent.yaml: no such file")
     assert load_agent_config("practice/math_agent.yaml").name == "math_agent"  # a config name with its suffix
+
+
+def test_a_users_configs_folder_with_a_few_files_still_finds_the_packaged_ones(tmp_path, monkeypatch):
+    """--export_to (or practice) writes into ./configs: the packaged eval configs must still load after that."""
+    (tmp_path / "configs/agents/practice").mkdir(parents=True)
+    (tmp_path / "configs/agents/practice/mine.yaml").write_text("name: mine\ninstructions: hi\n")
+    monkeypatch.setenv("UTU_CONFIG_DIR", str(tmp_path / "configs"))
+    config = load_config("eval", "local/mawps", EvalConfig)
+    assert config.data.dataset == "MAWPS_singleop"

@@ -92,7 +92,10 @@ def compose_dict(
 def _compose(group: str, name: str, overrides: list[str] | None) -> tuple[DictConfig, dict[str, Path]]:
     primary = find_config(group, name)
     name = name.removesuffix(".yaml")
-    root, *others = config_dirs()
+    # Hydra finds the primary config only in its config_dir: the folder that holds it (the user's, else the
+    # packaged one); the others are searched for its defaults after it.
+    root = next(d for d in config_dirs() if d in primary.parents)
+    others = [d for d in config_dirs() if d != root]
     search = [f"hydra.searchpath=[{','.join(f'file://{d}' for d in others)}]"] if others else []
     try:
         with initialize_config_dir(config_dir=str(root), version_base="1.3"):
