@@ -219,7 +219,7 @@ def _sweep_leftovers() -> None:
     leaves them), recognised by the dead pid in their names."""
     groups = [*CGROUP_ROOT.glob("utu-sandbox-*"), *CGROUP_ROOT.glob("*/utu-sandbox-*")]
     for path in [*groups, *Path("/tmp").glob("utu-box-*")]:
-        pid = path.name.split("-")[2]
+        pid = (path.name.split("-") + ["", "", ""])[2]  # utu-sandbox-<pid>-<hex>, utu-box-<pid>-<random>
         if not pid.isdigit() or Path(f"/proc/{pid}").exists():
             continue
         if path.parent == Path("/tmp"):
