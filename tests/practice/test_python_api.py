@@ -57,3 +57,17 @@ def upload(workspace, db_file: str) -> None:
                         "--db_url", f"sqlite:///{workspace / db_file}", "--replace")  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert len(data.read_text().splitlines()) == len(QUESTIONS)
+
+
+def test_youtu_agents_practice_utilities_import_from_utu_practice(monkeypatch):
+    from utu.practice import TaskRecorder, parse_training_free_grpo_config
+
+    monkeypatch.setattr("sys.argv", ["x.py", "--config_name", "math_reasoning", "--experiment_name", "mine",
+                                     "--epochs", "2", "--rollout_data_truncate", "10"])  # fmt: skip
+    config = parse_training_free_grpo_config()
+    assert (config.exp_id, config.practice.epochs, config.data.rollout_data_truncate) == ("mine", 2, 10)
+    recorder = TaskRecorder("mine")
+    recorder.experiences_update({"G0": "Check parity."})
+    recorder.stat_update({"step": 0})
+    recorder.stat_update({"mean": 0.5})
+    assert (recorder.experiences, recorder.stats) == ({"G0": "Check parity."}, {"step": 0, "mean": 0.5})

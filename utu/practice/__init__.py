@@ -1,15 +1,24 @@
 """Training-Free GRPO practice: rollouts, verification, the experience updater and the library.
 
 from utu.practice import TrainingFreeGRPO, run_practice, load_practice_config
+(and Youtu-Agent's utilities: TaskRecorder, parse_training_free_grpo_config)
 """
 
-__all__ = ["PracticeOutcome", "TrainingFreeGRPO", "load_practice_config", "run_practice"]
+import importlib
+
+_HOMES = {
+    "PracticeOutcome": "training_free_grpo",
+    "TrainingFreeGRPO": "training_free_grpo",
+    "load_practice_config": "training_free_grpo",
+    "run_practice": "training_free_grpo",
+    "TaskRecorder": "types",
+    "parse_training_free_grpo_config": "arguments",
+}
+__all__ = list(_HOMES)
 
 
 def __getattr__(name: str):
     # Imported on first use: utu.app (which the API needs) itself imports modules of this package.
-    if name in __all__:
-        from utu.practice import training_free_grpo
-
-        return getattr(training_free_grpo, name)
+    if name in _HOMES:
+        return getattr(importlib.import_module(f"utu.practice.{_HOMES[name]}"), name)
     raise AttributeError(f"module 'utu.practice' has no attribute {name!r}")

@@ -1,6 +1,7 @@
 """What the practice modules hand each other: the learner's view of an attempt and of a group's outcome, and
 the statistics of a step."""
 
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, model_validator
@@ -123,3 +124,19 @@ class StepStats(BaseModel):
                 data["group_size"] = int(key.split("@")[1])
                 data["mean_at_g" if key.startswith("Mean") else "pass_at_g"] = data.pop(key)
         return data
+
+
+@dataclass
+class TaskRecorder:
+    """Youtu-Agent's record of a practice run (its utility of this name): the experiment, its library and
+    statistics. utu keeps these in the database; a script of one's own may still collect them here."""
+
+    experiment_name: str | None = None
+    experiences: dict[str, str] | None = None
+    stats: dict[str, Any] | None = None
+
+    def experiences_update(self, experiences: dict[str, str]) -> None:
+        self.experiences = experiences
+
+    def stat_update(self, stat: dict[str, Any]) -> None:
+        self.stats = (self.stats or {}) | stat
