@@ -106,10 +106,10 @@ async def _run(argv: list[str], cwd, env, timeout: float, max_output_chars: int,
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(asyncio.shield(reader), DRAIN_SECONDS)
     reader.cancel()
-    if timed_out:
-        return {"success": False, "output": "", "error": f"timed out after {timeout:g}s (process killed)"}
     text = captured.decode("utf-8", errors="replace") + (f"\n[{dropped[0]} more bytes dropped]" if dropped[0] else "")
     text = truncate(text, max_output_chars)
+    if timed_out:  # what it printed before the timeout is kept: it says how far the program got
+        return {"success": False, "output": text, "error": f"timed out after {timeout:g}s (process killed)"}
     code = proc.returncode
     if box.bwrap and code > 128:
         code = -(code - 128)
