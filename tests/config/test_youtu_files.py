@@ -212,3 +212,40 @@ def test_a_youtu_enhanced_agent_is_read_back_with_its_library(tmp_path):
     agent = load_agent_config(str(path))
     assert agent.instructions == "Solve it."
     assert agent.experiences == {"G0": "Parity check: test both cases.", "G1": "验证答案：代入原方程。"}
+
+
+# The shape of its webwalker.py: its prompt file by name, a Jinja template, query_one(messages=<a string>), and a
+# SimplifiedAsyncOpenAI built as the default argument even when the run's judge is handed over.
+WEB_VERIFY = """import re
+
+from utu.db import EvaluationSample
+from utu.utils import FileUtils, SimplifiedAsyncOpenAI
+
+
+async def verify_func(sample: EvaluationSample, timeout_score: float = 0, **kwargs) -> dict:
+    llm = kwargs.get("llm", SimplifiedAsyncOpenAI())
+    template = FileUtils.load_prompts("practice/verify.yaml")["WEBWALKER_JUDGE_TEMPLATE"]
+    up = FileUtils.get_jinja_template_str(template).render(
+        problem=sample.raw_question, answer=sample.correct_answer, response=sample.response
+    )
+    response = await llm.query_one(messages=up)
+    grade = re.search(r"GRADE:\\s*(\\w+)", response)
+    return {"reward": float(bool(grade) and grade.group(1).upper() == "CORRECT"), "reasoning": None}
+"""
+
+
+async def test_a_youtu_web_verifier_runs_on_its_utils(stub, tmp_path):
+    from types import SimpleNamespace
+
+    from tests.conftest import client_for
+    from utu.verify import Verifier, load_verifier
+
+    path = tmp_path / "web_verify.py"
+    path.write_text(WEB_VERIFY)
+    judge = stub(StubScript(replies=["EXPLANATION: same city.\nGRADE: CORRECT"]))
+    verdict = await Verifier(load_verifier(str(path)), llm=client_for(judge))(
+        SimpleNamespace(raw_question="Capital of France?", correct_answer="Paris", response="It is Paris.")
+    )
+    assert (verdict.reward, verdict.error) == (1.0, None)
+    sent = judge.requests[0]["messages"]
+    assert len(sent) == 1 and sent[0]["role"] == "user" and "GOLD ANSWER: Paris" in sent[0]["content"]
