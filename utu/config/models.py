@@ -79,6 +79,11 @@ class ModelProvider(StrictModel):
         # space or newline around a value (pasted into .env) is not part of it.
         return (v.strip() or None) if isinstance(v, str) else v
 
+    @field_validator("type", mode="before")
+    @classmethod
+    def _empty_type_is_the_default(cls, v: object) -> object:
+        return (v.strip() or "chat.completions") if isinstance(v, str) else v  # Youtu's .env: JUDGE_LLM_TYPE=
+
 
 class ModelSettings(StrictModel):
     """Sampling settings sent with every request."""
@@ -105,8 +110,8 @@ class ModelConfig(StrictModel):
     def _youtu_format(cls, data: Any) -> Any:
         settings = data.get("model_settings") if isinstance(data, dict) else None
         youtu_keys = ("model_params", "termination_max_tokens")
-        if isinstance(data, dict) and (any(k in data for k in youtu_keys) or
-                                       (isinstance(settings, dict) and "extra_args" in settings)):  # fmt: skip
+        youtu_settings = isinstance(settings, dict) and bool(set(settings) & youtu.SETTINGS_KEYS)
+        if isinstance(data, dict) and (any(k in data for k in youtu_keys) or youtu_settings):
             return youtu.model_from_youtu(data)
         return data
 

@@ -28,11 +28,18 @@ UNUSED_AGENT_KEYS = {
     "enabled_skills": "skills need Youtu-Agent's shell_local env",
     "stop_at_tool_names": "the agent stops when it answers without a tool call",
 }
-# The keys of Youtu-Agent's ToolkitConfig that change nothing for utu's builtin toolkits (a saved agent writes
-# them all, at their defaults).
-UNUSED_TOOLKIT_KEYS = ("mode", "env_mode", "activated_tools", "config", "customized_filepath", "customized_classname",
-                       "config_llm", "mcp_transport", "mcp_client_session_timeout_seconds")  # fmt: skip
+# The keys of Youtu-Agent's ToolkitConfig that change nothing for utu's builtin toolkits, with its defaults (a
+# saved agent writes them all): only a value other than its default is worth a warning.
+UNUSED_TOOLKIT_KEYS = {
+    "mode": "builtin", "env_mode": "local", "activated_tools": None, "config": {}, "customized_filepath": None,
+    "customized_classname": None, "config_llm": None, "mcp_transport": "stdio",
+    "mcp_client_session_timeout_seconds": 20,
+}  # fmt: skip
 SETTINGS = ("temperature", "top_p", "max_tokens", "seed")
+# Keys of the openai-agents ModelSettings Youtu-Agent's model configs use that are not request fields:
+# usage is always read here; headers and query parameters are not sent.
+NOT_REQUEST_FIELDS = ("include_usage", "extra_headers", "extra_query")
+SETTINGS_KEYS = {"extra_args", *NOT_REQUEST_FIELDS}  # any of them marks a model_settings in Youtu's format
 
 
 def is_youtu_agent(data: Any) -> bool:
@@ -101,6 +108,9 @@ def model_from_youtu(data: dict[str, Any]) -> dict[str, Any]:
     budget = data.pop("termination_max_tokens", None)
     if budget is not None:
         settings.setdefault("max_tokens", budget)
+    dropped = [k for k in NOT_REQUEST_FIELDS if settings.pop(k, None) not in (None, True, {})]
+    if dropped:
+        log.warning("model_settings: %s not sent (utu sends no extra headers or query parameters)", ", ".join(dropped))
     unknown = {k: settings.pop(k) for k in list(settings) if k not in (*SETTINGS, "extra_body")}
     for key, value in {**extra, **unknown, **params}.items():
         if key in SETTINGS:
@@ -121,7 +131,7 @@ def _toolkit(key: str, value: Any) -> dict[str, Any]:
         raise ValueError(
             f"toolkit {name!r} is not available: utu's toolkits are {', '.join(TOOLKITS)} (remove it, or use one)"
         )
-    unused = [k for k in UNUSED_TOOLKIT_KEYS if value.pop(k, None) is not None]
+    unused = [k for k, default in UNUSED_TOOLKIT_KEYS.items() if value.pop(k, default) not in (default, None)]
     if unused:
         log.warning("toolkit %s: Youtu-Agent keys without effect in utu: %s", name, ", ".join(unused))
     return {"name": name, **value}

@@ -82,6 +82,11 @@ def judged_values(verdict: Verdict) -> dict[str, Any]:
     }
 
 
+def needs_judging(row: Any) -> bool:
+    """Rolled out and not judged yet, or judged by a verifier that failed: `run_attempt` judges it (again)."""
+    return row.stage == "rollout" or (row.stage == "judged" and (row.error or "").startswith("verify:"))
+
+
 def needs_rollout(row: Any) -> bool:
     """Not rolled out yet, or its rollout failed: `run_attempt` rolls it out (holding a rollout slot)."""
     return row.stage in ("init", "failed")
@@ -116,7 +121,7 @@ async def run_attempt(
             values = outcome.row_values()
             for key, value in values.items():
                 setattr(row, key, value)
-        if judge and row.stage == "rollout":
+        if judge and needs_judging(row):
             with span("judge", EVALUATOR, input=row.response, **{"verifier": verifier.name}) as judging:
                 verdict = await verifier(row)
                 set_attributes(

@@ -21,6 +21,13 @@ def check_attempts(rows: Sequence[Any], max_failed_share: float, where: str, jud
     judged = [r for r in rows if r.stage == "judged"]
     if judged_expected and rows and not judged:
         raise RunFailed(f"{where}: no result: none of {len(rows)} attempts was judged; {RERUN}")
+    verifier_failed = [r for r in judged if (r.error or "").startswith("verify:")]
+    if judged and len(verifier_failed) == len(judged):
+        raise RunFailed(
+            f"{where}: no result: the verifier failed on all {len(judged)} attempts; first error: "
+            f"{verifier_failed[0].error}; fix the verify function and run the same command again (the attempts"
+            " are judged again, not rolled out)"
+        )
     if judged and not any((r.response or "").strip() for r in judged):
         raise RunFailed(
             f"{where}: no result: the model's final reply was empty in all {len(judged)} attempts (a reasoning"

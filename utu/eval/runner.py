@@ -20,7 +20,7 @@ from utu.db.dataset_io import select_questions
 from utu.db.engine import Database
 from utu.db.experiments import check_row_owner
 from utu.db.models import DatasetSample, EvaluationSample
-from utu.eval.attempt import run_attempt
+from utu.eval.attempt import needs_judging, run_attempt
 from utu.tasks import gather_or_cancel
 from utu.tracing.spans import CHAIN, session, span
 from utu.verify import Verifier
@@ -93,12 +93,12 @@ class EvalRunner:
 
     async def run(self, step: Step = "all") -> None:
         """Roll out what has no rollout (or failed before), then judge what is not judged."""
-        self._rewards = [r.reward for r in await self.rows(["judged"])]
+        self._rewards = [r.reward for r in await self.rows(["judged"]) if not needs_judging(r)]
         todo = []
         if step in ("all", "rollout"):
             todo += await self.rows(["init", "failed"])
         if step in ("all", "judge"):
-            todo += await self.rows(["rollout"])
+            todo += [row for row in await self.rows(["rollout", "judged"]) if needs_judging(row)]
         if not todo:
             return
         slots = asyncio.Semaphore(self.config.concurrency)

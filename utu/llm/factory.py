@@ -16,13 +16,16 @@ log = logging.getLogger(__name__)
 
 def make_client(config: ModelConfig, usage: UsageTracker | None = None, env_prefix: str = "UTU_LLM") -> LLMClient:
     """The endpoint rule, one for every model config: `base_url`, `api_key` and `model` from the config, else
-    from `<env_prefix>_BASE_URL`, `_API_KEY`, `_MODEL` (the judge's `JUDGE_LLM_*` fall back to `UTU_LLM_*`),
-    else the embedded model. A config that names a `local_model` and no base_url always gets the embedded one.
-    (Youtu-Agent's configs/model/base.yaml leaves base_url and api_key out on purpose, for the environment.)"""
+    from `<env_prefix>_BASE_URL`, `_API_KEY`, `_MODEL` (the judge's `JUDGE_LLM_*`, or, with no
+    `JUDGE_LLM_BASE_URL`, all three of `UTU_LLM_*`), else the embedded model. A config that names a
+    `local_model` and no base_url always gets the embedded one. (Youtu-Agent's configs/model/base.yaml
+    leaves base_url and api_key out on purpose, for the environment.)"""
     provider = config.model_provider
     if not provider.base_url and not provider.local_model:
+        # one endpoint's URL, key and model together: the judge never gets the agent's key for its own URL
+        prefix = env_prefix if from_env(env_prefix, "BASE_URL") else "UTU_LLM"
         provider = provider.model_copy(update={
-            key: getattr(provider, key) or from_env(name, env_prefix)
+            key: getattr(provider, key) or from_env(prefix, name)
             for key, name in (("base_url", "BASE_URL"), ("api_key", "API_KEY"), ("model", "MODEL"))
         })  # fmt: skip
         config = config.model_copy(update={"model_provider": provider})
@@ -51,13 +54,9 @@ def make_client(config: ModelConfig, usage: UsageTracker | None = None, env_pref
     )
 
 
-def from_env(name: str, env_prefix: str) -> str | None:
-    """`<env_prefix>_<name>` from the environment (empty counts as unset); the judge's falls back to UTU_LLM_*."""
-    for prefix in dict.fromkeys((env_prefix, "UTU_LLM")):
-        value = os.environ.get(f"{prefix}_{name}", "").strip()
-        if value:
-            return value
-    return None
+def from_env(prefix: str, name: str) -> str | None:
+    """`<prefix>_<name>` from the environment; empty counts as unset."""
+    return os.environ.get(f"{prefix}_{name}", "").strip() or None
 
 
 def check_base_url(url: str, env_prefix: str = "UTU_LLM") -> None:

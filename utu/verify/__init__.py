@@ -18,6 +18,7 @@ import contextlib
 import importlib
 import importlib.util
 import inspect
+import logging
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -29,6 +30,7 @@ from typing import Any
 from utu.errors import ConfigError, EndpointError
 from utu.verify import workers
 
+log = logging.getLogger(__name__)
 VERIFY_DIR = Path(__file__).resolve().parent
 GUIDE_VERIFY_DIR = Path("utu/practice/verify")  # where Youtu-Agent's practice guide puts a domain's verify file
 GRACE_SECONDS = 2.0  # beyond the verifier's own budget, before we stop waiting for it
@@ -42,9 +44,13 @@ def load_verifier(verify_filename: str, verify_func_name: str = "verify_func") -
     `module.path:func` is also accepted (then `verify_func_name` is ignored). Anything that cannot be
     loaded is a `ConfigError` at start, never a silent fallback.
     """
+    from utu.config.loader import config_root  # (the config package is not needed to judge)
+
     target, _, func_name = verify_filename.partition(":")
     func_name = func_name or verify_func_name
-    candidates = [Path(target), GUIDE_VERIFY_DIR / target, VERIFY_DIR / target]  # a user's file before a built-in
+    # a user's file before a built-in: by path, in the guide's folder here or beside the user's configs/
+    candidates = [Path(target), GUIDE_VERIFY_DIR / target, config_root().parent / GUIDE_VERIFY_DIR / target,
+                  VERIFY_DIR / target]  # fmt: skip
     path = next((p for p in candidates if p.suffix == ".py" and p.is_file()), None)
     try:
         if path is not None and path.resolve().parent == VERIFY_DIR:
@@ -107,6 +113,7 @@ def _import_file(path: Path):
     name = "utu_user_verify_" + "".join(c if c.isalnum() else "_" for c in str(path.resolve()))
     if name in sys.modules:
         return sys.modules[name]
+    log.info("verify function from %s", path.resolve())  # once: which file judges, when it is the user's
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -149,7 +156,10 @@ class Verifier:
                 call = workers.run(_call_loaded, spec, fields, self.timeout_score, self.timeout, timeout=self.timeout)
             else:  # a sync callable handed over in Python: a thread, so it does not block the event loop
                 call = self._in_own_thread(sample, kwargs)
-            result = await asyncio.wait_for(call, self.timeout + GRACE_SECONDS)
+            if hasattr(self.func, "__utu_verifier__") and not inspect.iscoroutinefunction(self.func):
+                result = await call  # the pool's timeout runs from when a worker starts it, not while it waits
+            else:
+                result = await asyncio.wait_for(call, self.timeout + GRACE_SECONDS)
         except (TimeoutError, workers.WorkerTimeout):
             return Verdict(self.timeout_score, None, f"{self.name}: timed out after {self.timeout:g}s")
         except EndpointError:
