@@ -152,6 +152,13 @@ def test_the_guides_enhanced_eval_before_practice_names_the_command():
         assert f"--config_name {practice}`" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
+def test_the_hint_holds_in_a_users_own_configs_folder(tmp_path):
+    shutil.copytree(ROOT / "configs", tmp_path / "configs")
+    env = {"UTU_CONFIG_DIR": str(tmp_path / "configs")}
+    result = run_script(RUN_EVAL, "--config_name", "web/web_practice", env=env, cwd=tmp_path)
+    assert result.returncode == 2 and "--config_name web_search`" in result.stderr, result.stderr
+
+
 def test_practice_writes_the_agent_the_guides_eval_configs_use(tmp_path, stub):
     config = TEST_CONFIG.replace("exp_id: t\n", "exp_id: t\nexport_agent: my_practice_agent\n")
     configs, db_url = setup_workspace(tmp_path, config)

@@ -103,7 +103,7 @@ def _compose(group: str, name: str, overrides: list[str] | None) -> tuple[DictCo
                 config_name=f"{group}/{name}", overrides=[*search, *(overrides or [])], return_hydra_config=True
             )
     except (HydraException, OmegaConfBaseException, yaml.YAMLError) as e:
-        missing = re.search(r"Could not find 'agents/practice/([\w.-]+)'", str(e))
+        missing = re.search(r"Could not (?:find|load) '/?agents/practice/([\w.-]+)'", str(e))
         hint = _practice_that_exports(missing.group(1)) if missing else None
         if hint:
             raise ConfigError(f"{primary}: its agent {hint}") from e
