@@ -153,10 +153,16 @@ def test_the_guides_enhanced_eval_before_practice_names_the_command():
 
 
 def test_the_hint_holds_in_a_users_own_configs_folder(tmp_path):
+    """Youtu-Agent's form: the agent named in the defaults path, written by a practice config's exp_id."""
     shutil.copytree(ROOT / "configs", tmp_path / "configs")
+    (tmp_path / "configs/eval/web/mine.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - /agents/practice/my_practice_agent@agent\n  - _self_\n"
+        "exp_id: mine_eval\ndata:\n  dataset: WebWalkerQA\n"
+    )
+    (tmp_path / "configs/practice/mine.yaml").write_text('# @package _global_\nexp_id: "my_practice"\n')
     env = {"UTU_CONFIG_DIR": str(tmp_path / "configs")}
-    result = run_script(RUN_EVAL, "--config_name", "web/web_practice", env=env, cwd=tmp_path)
-    assert result.returncode == 2 and "--config_name web_search`" in result.stderr, result.stderr
+    result = run_script(RUN_EVAL, "--config_name", "web/mine", env=env, cwd=tmp_path)
+    assert result.returncode == 2 and "--config_name mine`" in result.stderr, result.stderr
 
 
 def test_practice_writes_the_agent_the_guides_eval_configs_use(tmp_path, stub):

@@ -226,7 +226,14 @@ def _practice_that_exports(agent: str) -> str | None:
     """'agents/practice/<agent>.yaml does not exist yet: <the practice command that writes it>', if one does."""
     for root in config_dirs():
         for path in sorted((root / "practice").rglob("*.yaml")):
-            if re.search(rf"^export_agent:\s*{re.escape(agent)}\s*$", path.read_text(), re.M):
+            text = path.read_text()
+            exported = re.search(rf"^export_agent:\s*['\"]?{re.escape(agent)}['\"]?\s*$", text, re.M)
+            by_exp_id = (
+                agent.endswith("_agent")
+                and "export_agent:" not in text
+                and re.search(rf"^exp_id:\s*['\"]?{re.escape(agent.removesuffix('_agent'))}['\"]?\s*$", text, re.M)
+            )  # (the default export: <exp_id>_agent, as Youtu-Agent writes it)
+            if exported or by_exp_id:
                 name = path.relative_to(root / "practice").with_suffix("")
                 return (f"configs/agents/practice/{agent}.yaml does not exist yet: it is written by practice, "
                         f"`python scripts/run_training_free_GRPO.py --config_name {name}`")  # fmt: skip
