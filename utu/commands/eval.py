@@ -124,7 +124,6 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
         check_attempts(rows, config.max_failed_share, config.exp_id, judged_expected=args.step != "rollout")
         async with db.transaction() as s:
             s.add(EvalResult(exp_id=config.exp_id, metrics=metrics.model_dump(mode="json")))
-        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(metrics.model_dump_json(indent=2) + "\n")
         console.print(f"metrics written to {out}")
     return 0

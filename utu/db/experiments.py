@@ -40,7 +40,7 @@ async def register_experiment(db: Database, exp_id: str, kind: str, shaping_conf
             session.add(Experiment(exp_id=exp_id, kind=kind, fingerprint=print_, config=shaping_config))
             return False
     if existing.kind != kind:
-        raise ConfigError(f"exp_id {exp_id!r} is {_a(existing.kind)} experiment; choose another --exp_id")
+        raise _other_kind(exp_id, existing.kind, kind)
     if existing.fingerprint != print_:
         fields = changed_fields(existing.config, shaping_config)
         if not fields or not await _has_results(db, exp_id):
@@ -73,10 +73,14 @@ async def check_kind(db: Database, exp_id: str, kind: str) -> None:
     async with db.sessions() as session:
         existing = await session.get(Experiment, exp_id)
     if existing is not None and existing.kind != kind:
-        raise ConfigError(
-            f"exp_id {exp_id!r} is {_a(existing.kind)} experiment, not {_a(kind)}; nothing was changed "
-            f"(--fresh forgets only {_a(kind)} of that name): choose another --exp_id"
-        )
+        raise _other_kind(exp_id, existing.kind, kind)
+
+
+def _other_kind(exp_id: str, existing: str, kind: str) -> ConfigError:
+    return ConfigError(
+        f"exp_id {exp_id!r} is {_a(existing)} experiment, not {_a(kind)}; nothing was changed "
+        f"(--fresh forgets only {_a(kind)} of that name): choose another --exp_id"
+    )
 
 
 def _a(kind: str) -> str:

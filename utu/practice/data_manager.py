@@ -51,8 +51,11 @@ class PracticeData:
         return self._questions
 
     async def batches_per_epoch(self) -> int:
-        n = len(await self.questions())
-        return -(-n // self.batch_size)
+        return self.batch_count(len(await self.questions()), self.batch_size)
+
+    @staticmethod
+    def batch_count(questions: int, batch_size: int) -> int:
+        return -(-questions // batch_size)
 
     async def epoch_batches(self, epoch: int) -> list[list[DatasetSample]]:
         """The epoch's batches of questions, in order."""

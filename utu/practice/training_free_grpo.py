@@ -86,7 +86,7 @@ class TrainingFreeGRPO:
         if self.config.export_agent:
             practice_agent_path(config_root(), self.config.export_agent)
         ev = self.config.evaluation
-        load_verifier(ev.verify_filename, ev.verify_func_name)  # a verifier that cannot load fails now
+        self.verify = load_verifier(ev.verify_filename, ev.verify_func_name)  # one that cannot load fails now
 
     async def run(self) -> PracticeOutcome:
         """Practise, then export the enhanced agent; `RunFailed` if the library did not change."""
@@ -119,7 +119,7 @@ class TrainingFreeGRPO:
             await ensure_dataset(db, name)
         practice_set = config.data.practice_dataset_name
         questions = await select_questions(db, practice_set, config.data.rollout_data_truncate)
-        check_answers(load_verifier(ev.verify_filename, ev.verify_func_name), questions, practice_set)
+        check_answers(self.verify, questions, practice_set)
         initial = await initial_library(db, config.practice.init_library, ev.agent.experiences)
         if initial.experiences:
             log.info("starting from a library of %d experiences", len(initial.experiences))
@@ -135,7 +135,7 @@ class TrainingFreeGRPO:
         if self.export_step in ("last", "best"):
             return
         p = self.config.practice
-        steps = p.epochs * -(-questions // p.batch_size)
+        steps = p.epochs * PracticeData.batch_count(questions, p.batch_size)
         if not 0 <= int(self.export_step) < steps:
             raise ConfigError(f"--export_step {self.export_step}: this practice has steps 0 to {steps - 1}")
 

@@ -148,17 +148,15 @@ class Verifier:
     async def __call__(self, sample: Any) -> Verdict:
         kwargs = {"timeout": self.timeout, "llm": self.llm}
         try:
-            if inspect.iscoroutinefunction(self.func):
-                call = self.func(sample, self.timeout_score, **kwargs)
-            elif hasattr(self.func, "__utu_verifier__"):  # loaded from a file or module: a worker process
+            if hasattr(self.func, "__utu_verifier__"):  # sync, loaded from a file or module: a worker process
                 fields = {k: v for k, v in vars(sample).items() if not k.startswith("_")}
                 spec = self.func.__utu_verifier__
-                call = workers.run(_call_loaded, spec, fields, self.timeout_score, self.timeout, timeout=self.timeout)
-            else:  # a sync callable handed over in Python: a thread, so it does not block the event loop
-                call = self._in_own_thread(sample, kwargs)
-            if hasattr(self.func, "__utu_verifier__") and not inspect.iscoroutinefunction(self.func):
-                result = await call  # the pool's timeout runs from when a worker starts it, not while it waits
-            else:
+                # (the pool's timeout runs from when a worker starts the call, not while it waits for one)
+                result = await workers.run(_call_loaded, spec, fields, self.timeout_score, self.timeout,
+                                           timeout=self.timeout)  # fmt: skip
+            else:  # async, or a sync callable handed over in Python (a thread: the event loop is not blocked)
+                call = (self.func(sample, self.timeout_score, **kwargs) if inspect.iscoroutinefunction(self.func)
+                        else self._in_own_thread(sample, kwargs))  # fmt: skip
                 result = await asyncio.wait_for(call, self.timeout + GRACE_SECONDS)
         except (TimeoutError, workers.WorkerTimeout):
             return Verdict(self.timeout_score, None, f"{self.name}: timed out after {self.timeout:g}s")
