@@ -1,119 +1,161 @@
-"""Does practice help? Baseline vs enhanced agent on held-out questions, with the embedded models.
+"""Does practice teach what the reward encodes? Baseline, a hand-written reference library and the enhanced agent.
 
-    python benchmarks/learning_gain.py [--learner qwen2.5-coder-0.5b|qwen2.5-coder-1.5b] [--heldout 100] [--k 2]
+    python benchmarks/learning_gain.py --task whole_items|percent_of|gsm8k [--learner qwen2.5-coder-1.5b]
 
-The agent is the embedded Qwen2.5-Coder-0.5B. It practises on the first `--practice` questions of
-GSM8K_short (G=4), with validation-gated updates on questions 100..129 (unless --no_validation), and both
-agents are evaluated on the held-out questions 200.. (disjoint from both). GSM8K_short (GSM8K questions
-whose reference solution makes at most two calculations) because the 0.5B is right on about half of them,
-so groups carry contrast; on all of GSM8K it is right on a fifth, on the MAWPS sets on ~85%.
-Every phase is the command a user runs; the paired difference and its bootstrap 95% CI come from the
-same per-question means `run_eval.py --compare` prints. Runs for 30-60 minutes on 2 cores; by hand only.
+The agent is the embedded Qwen2.5-Coder-0.5B, the learner the 1.5B (the defaults `make demo` uses). Practice
+runs the user's command on questions 0.. of the task's data set (`--steps` steps of `--batch_size` questions,
+G=4), with validation-gated updates on questions 100.. ; the baseline agent, the agent with the task's
+hand-written reference library (benchmarks/reference/<task>_agent.yaml, written before any held-out answer was
+looked at) and the enhanced agent are evaluated on the held-out questions 200.. (disjoint from both) at K=2.
+Written to benchmarks/results/learning_efficiency_<task>.json: the three Mean@K, the paired differences with
+bootstrap 95% CIs, per kind of question (`level`), the learned library with its operation log, and
+
+    learning efficiency = (enhanced - baseline) / (reference - baseline)
+
+(above 1 when practice beats the hand-written library). Runs for 30-60 minutes on 2 cores; by hand only.
 """
 
 import argparse
 import asyncio
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import exp_rows, practise, run_command, write_result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-# The practice config is local_mawps (the embedded models), whose objectives were written for one-step MAWPS
-# problems ("choosing the right operation"); these are GSM8K's (runs 1-7 used MAWPS's).
-AGENT_OBJECTIVE = (
-    "input: a grade-school math word problem that takes a few steps\n"
-    "output: the number that answers it, as \\boxed{number}"
-)
-LEARNING_OBJECTIVE = (
-    "Learn general problem-solving habits and common pitfalls that make the final answer correct on new word "
-    "problems: how to set up and order the steps, what to check before answering, and how to report the answer."
-)
+VALIDATION_OFFSET, HELDOUT_OFFSET = 100, 200
 
 
-def baseline_id(args) -> str:
-    return f"lg_baseline_{args.dataset}_{args.heldout}_k{args.k}"
+@dataclass
+class Task:
+    dataset: str
+    why: str
+    agent_objective: str
+    learning_objective: str
 
 
-async def summarise(db_url: str, tag: str, baseline: str) -> dict:
+TASKS = {
+    "whole_items": Task(
+        "WholeItems",
+        "a division with a remainder whose answer counts whole things: round down for how many can be filled or "
+        "bought, up for how many are needed; the 0.5B often boxes the exact quotient or rounds the wrong way",
+        "input: a word problem whose answer is a count of whole things\noutput: that count, as \\boxed{number}",
+        "Learn general habits that make the boxed count right on new problems of this kind: what the question "
+        "asks for, and how to turn a division into a count of whole things.",
+    ),
+    "percent_of": Task(
+        "PercentOf",
+        "'what percent' questions answered with the percent (40), a decrease as a positive percent; the 0.5B "
+        "often boxes a fraction, a negative change or the wrong base",
+        "input: a word problem that asks for a percent\noutput: the percent, as \\boxed{number}",
+        "Learn general habits that make the boxed percent right on new problems of this kind: which quantity to "
+        "divide by which, and the form the answer takes.",
+    ),
+    "gsm8k": Task(
+        "GSM8K_short",
+        "GSM8K questions of at most two calculations: the 0.5B is right on about half; its errors are reasoning "
+        "slips, not habits (README, Does practice help?)",
+        "input: a grade-school math word problem that takes a few steps\noutput: the number that answers it, as "
+        "\\boxed{number}",
+        "Learn general problem-solving habits and common pitfalls that make the final answer correct on new word "
+        "problems: how to set up and order the steps, what to check before answering, and how to report the answer.",
+    ),
+}
+
+
+async def summarise(db_url: str, ids: dict[str, str], practice_id: str, k: int) -> dict:
     from utu.db import Database
-    from utu.db.models import EvaluationSample
+    from utu.db.models import EvaluationSample, ExperienceOperation
     from utu.eval.metrics import Attempt, compare, compute_metrics
     from utu.practice.store import PracticeStore
 
     db = Database(db_url)
     try:
-        rows = {}
-        for name, exp_id in (("baseline", baseline), ("enhanced", f"{tag}_enhanced")):
-            rows[name] = [Attempt.from_row(r) for r in await exp_rows(db, EvaluationSample, exp_id)]
-        store = PracticeStore(db, f"{tag}_practice")
+        rows = {name: [Attempt.from_row(r) for r in await exp_rows(db, EvaluationSample, exp_id)]
+                for name, exp_id in ids.items()}  # fmt: skip
+        store = PracticeStore(db, practice_id)
         steps = await store.steps()
         library = await store.snapshot(steps[-1].step) if steps else None
+        operations = await exp_rows(db, ExperienceOperation, practice_id)
     finally:
         await db.dispose()
-    result = compare(rows["baseline"], rows["enhanced"])
-    metrics = {name: compute_metrics(rows[name], 2) for name in rows}
-    learner_tokens = sum(u.prompt_tokens + u.completion_tokens for s in steps for t, u in s.usage.items()
-                         if t.startswith("learner"))  # fmt: skip
-    return {
-        "baseline_mean": metrics["baseline"].mean_at_k, "enhanced_mean": metrics["enhanced"].mean_at_k,
-        "paired_difference": result.mean_diff, "paired_ci95": result.ci95, "questions": len(result.rows),
-        "library": library.experiences if library else {},
-        "steps": [s.model_dump(mode="json") for s in steps],
-        "practice_tokens": sum(s.tokens for s in steps), "learner_tokens": learner_tokens,
-    }  # fmt: skip
+    metrics = {name: compute_metrics(rows[name], k) for name in rows}
+    out: dict = {}
+    for name, m in metrics.items():
+        levels = {level: v.mean_at_k for level, v in m.by_level.items()}
+        out[name] = {"mean": m.mean_at_k, "ci95": m.mean_at_k_ci95, "by_level": levels}
+    for name in ("reference", "enhanced"):
+        c = compare(rows["baseline"], rows[name])
+        out[f"{name}_minus_baseline"] = {"mean": c.mean_diff, "ci95": c.ci95, "questions": len(c.rows),
+                                         "excludes_zero": c.ci95[0] > 0 or c.ci95[1] < 0}  # fmt: skip
+    gain, reference_gain = out["enhanced_minus_baseline"]["mean"], out["reference_minus_baseline"]["mean"]
+    out["learning_efficiency"] = gain / reference_gain if reference_gain > 0 else None
+    out["library"] = library.experiences if library else {}
+    out["operations"] = [
+        {"step": op.step, "kind": op.kind, "text": op.new_text, "status": op.status, "reason": op.reason,
+         "source_questions": op.source_questions} for op in sorted(operations, key=lambda op: op.id)
+    ]  # fmt: skip
+    out["steps"] = [s.model_dump(mode="json") for s in steps]
+    return out
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--learner", default="qwen2.5-coder-0.5b")
-    parser.add_argument("--dataset", default="GSM8K_short")
-    parser.add_argument("--practice", type=int, default=24, help="practice questions (0..N-1 of --dataset)")
+    parser.add_argument("--task", choices=TASKS, required=True)
+    parser.add_argument("--learner", default="qwen2.5-coder-1.5b")
+    parser.add_argument("--steps", type=int, default=3, help="practice steps")
+    parser.add_argument("--batch_size", type=int, default=8, help="practice questions per step")
     parser.add_argument("--heldout", type=int, default=100)
     parser.add_argument("--k", type=int, default=2)
-    parser.add_argument("--batch_size", type=int, default=8, help="practice questions per step")
-    parser.add_argument(
-        "--max_drop",
-        type=float,
-        default=0.05,
-        help="validation: the largest paired drop an update may bring (0.05: 3 of 60 attempts)",
-    )
+    parser.add_argument("--validation_size", type=int, default=20)
+    parser.add_argument("--max_drop", type=float, default=0.0, help="validation: the largest paired drop allowed")
     parser.add_argument("--no_validation", action="store_true")
-    parser.add_argument("--tag", default=None)
+    parser.add_argument("--reuse", action="store_true", help="keep the baseline and reference evaluations of a "
+                        "previous run (same task, held-out set and K)")  # fmt: skip
     args = parser.parse_args()
-    tag = args.tag or f"lg_{args.learner.replace('.', '').replace('-', '_')}"
-    db_path = ROOT / "runs" / "learning_gain.db"  # one baseline serves every learner
+    task = TASKS[args.task]
+    tag = f"le_{args.task}"
+    db_path = ROOT / "runs" / "learning_gain.db"
     db_path.parent.mkdir(exist_ok=True)
     db_url = f"sqlite:///{db_path}"
     env = {**os.environ, "UTU_LOCAL_MODEL": "qwen2.5-coder-0.5b", "UTU_LEARNER_LOCAL_MODEL": args.learner}
     evaluate = [
-        "scripts/run_eval.py", "--config_name", "local/gsm8k", "--dataset", args.dataset, "--offset", "200",
-        "--limit", str(args.heldout), "--pass_k", str(args.k), "--concurrency", "8", "--db_url", db_url,
+        "scripts/run_eval.py", "--config_name", "local/gsm8k", "--dataset", task.dataset, "--offset",
+        str(HELDOUT_OFFSET), "--limit", str(args.heldout), "--pass_k", str(args.k), "--concurrency", "8",
+        "--db_url", db_url,
     ]  # fmt: skip
+    ids = {name: f"{tag}_{name}_{args.heldout}_k{args.k}" for name in ("baseline", "reference", "enhanced")}
+    fresh = [] if args.reuse else ["--fresh"]
+    times = {"baseline": run_command(*evaluate, "--exp_id", ids["baseline"], *fresh, env=env)}
+    reference = ROOT / "benchmarks" / "reference" / f"{args.task}_agent.yaml"
+    times["reference"] = run_command(*evaluate, "--exp_id", ids["reference"], "--agent_config", str(reference),
+                                     *fresh, env=env)  # fmt: skip
     validation = [] if args.no_validation else [
-        "--validation_dataset", args.dataset, "--validation_offset", "100", "--validation_size", "30",
-        "--validation_pass_k", "2", "--validation_max_drop", str(args.max_drop),
+        "--validation_dataset", task.dataset, "--validation_offset", str(VALIDATION_OFFSET), "--validation_size",
+        str(args.validation_size), "--validation_pass_k", "2", "--validation_max_drop", str(args.max_drop),
     ]  # fmt: skip
-    times = {"baseline": run_command(*evaluate, "--exp_id", baseline_id(args), env=env)}
     practice = [
-        "--practice_dataset_name", args.dataset, "--rollout_data_truncate", str(args.practice),
+        "--practice_dataset_name", task.dataset, "--rollout_data_truncate", str(args.steps * args.batch_size),
         "--batch_size", str(args.batch_size), "--grpo_n", "4", "--rollout_concurrency", "8", *validation,
-        "--agent_objective", AGENT_OBJECTIVE, "--learning_objective", LEARNING_OBJECTIVE,
+        "--agent_objective", task.agent_objective, "--learning_objective", task.learning_objective,
     ]  # fmt: skip
     times["practice"], agent = practise("local_mawps", f"{tag}_practice", db_url, env, *practice)
-    enhanced = ["--exp_id", f"{tag}_enhanced", "--agent_config", str(agent), "--fresh"]  # a rerun replaces it
+    enhanced = ["--exp_id", ids["enhanced"], "--agent_config", str(agent), "--fresh"]
     times["enhanced"] = run_command(*evaluate, *enhanced, env=env)
-    summary = asyncio.run(summarise(db_url, tag, baseline_id(args)))
-    low, high = summary["paired_ci95"]
+    summary = asyncio.run(summarise(db_url, ids, f"{tag}_practice", args.k))
     write_result(
-        f"learning_gain_{tag}",
-        {"agent": "qwen2.5-coder-0.5b", "learner": args.learner, "practice_set": f"{args.dataset}[0:{args.practice}]",
-         "validation": None if args.no_validation else f"{args.dataset}[100:130], K=2, max_drop {args.max_drop}",
-         "batch_size": args.batch_size,
-         "heldout_set": f"{args.dataset}[200:{200 + args.heldout}]", "k": args.k, "wall_time_s": times, **summary,
-         "ci_excludes_zero": low > 0 or high < 0},
+        f"learning_efficiency_{args.task}",
+        {"task": args.task, "dataset": task.dataset, "why_headroom": task.why, "agent": "qwen2.5-coder-0.5b",
+         "learner": args.learner, "practice_set": f"{task.dataset}[0:{args.steps * args.batch_size}]",
+         "practice_steps": args.steps, "batch_size": args.batch_size, "group_size": 4,
+         "validation": None if args.no_validation else (
+             f"{task.dataset}[{VALIDATION_OFFSET}:{VALIDATION_OFFSET + args.validation_size}], K=2, "
+             f"max_drop {args.max_drop}"),
+         "heldout_set": f"{task.dataset}[{HELDOUT_OFFSET}:{HELDOUT_OFFSET + args.heldout}]", "k": args.k,
+         "reference_library": str(reference.relative_to(ROOT)), "wall_time_s": times, **summary},
     )  # fmt: skip
     return 0
 

@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import ROOT, run_script
 from utu.config.docs import MODELS, render
-from utu.config.models import PracticeArguments, shaping_dump
+from utu.config.models import PracticeArguments, ScreeningConfig, shaping_dump
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -27,8 +27,10 @@ def test_the_readme_tables_match_the_models():
 def test_every_plain_practice_knob_is_a_flag():
     help_text = run_script("scripts/run_training_free_GRPO.py", "--help").stdout
     for name in PracticeArguments.model_fields:
-        if name != "learner_model":
+        if name not in ("learner_model", "screening"):
             assert f"--{name}" in help_text, name
+    for name in ScreeningConfig.model_fields:
+        assert f"--screening_{name}" in help_text, name
     assert "Trajectory tokens shown to the summariser" in " ".join(help_text.split())
 
 

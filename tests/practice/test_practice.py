@@ -48,7 +48,7 @@ def test_two_epochs_give_the_expected_library_and_operation_rows(tmp_path, works
         (1, "UPDATE", "G0", "applied", None, "When adding, line up the digits."),
         (2, "DELETE", "G0", "applied", None, "When adding, line up digits and carry."),
         (2, "ADD", "G1", "applied", None, None),
-        (3, "ADD", None, "refused", "junk: not 15-300 characters long (5)", None),  # UPDATE of unknown G9
+        (3, "ADD", None, "refused", "junk: not 15-500 characters long (5)", None),  # UPDATE of unknown G9
         (3, "ADD", "G2", "applied", None, None),
     ]
     sources = query(db_url, "SELECT source_questions FROM experience_operations WHERE step=0")

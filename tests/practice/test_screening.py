@@ -1,118 +1,158 @@
-"""The library's screening: the junk small models actually proposed is refused, sensible advice is not."""
+"""The library's screening: a measured classifier. Capable learners' experiences pass, whatever their form,
+topic or language; the junk small models proposed is refused, each with its reason."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from utu.practice.screening import Source, screen
+from utu.config.models import ScreeningConfig
+from utu.practice.screening import Question, Source, language, screen
 
-QUESTION = "When Joan found 70 seashells on the beach, she gave some of her seashells to Sam. She has 27 seashells. How many seashells did she give to Sam?"  # noqa: E501
-SOURCE = Source([QUESTION, "43"])
+CORPORA = Path(__file__).parent / "corpora"
+QUESTION = "Joan found 70 seashells on the beach. She gave Sam some of her seashells. She has 27 seashells. How many seashells did she give to Sam?"  # noqa: E501
+SOURCE = Source([Question(QUESTION, "43")])
+
+
+def corpus(name: str) -> list[dict]:
+    return [json.loads(line) for line in (CORPORA / name).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def verdict(row: dict) -> str | None:
+    source = Source([Question(row["question"], row.get("answer"))] if row.get("question") else [])
+    return screen(row["experience"], source, row.get("library", []))
+
+
+@pytest.mark.parametrize("name", ["good.jsonl", "good_independent.jsonl"])
+def test_at_most_5_percent_of_good_experiences_are_refused(name):
+    rows = corpus(name)
+    refused = [(row["experience"], why) for row in rows if (why := verdict(row))]
+    assert len(rows) >= 60
+    assert len(refused) <= 0.05 * len(rows), refused
+
+
+def test_at_least_90_percent_of_the_junk_small_models_wrote_is_refused():
+    rows = corpus("junk.jsonl")
+    kept = [row["experience"] for row in rows if not verdict(row)]
+    assert len(rows) >= 25
+    assert len(kept) <= 0.10 * len(rows), kept
+
+
+def test_the_good_corpora_hold_what_capable_learners_write():
+    rows = corpus("good.jsonl") + corpus("good_independent.jsonl")
+    chinese = [r for r in rows if language(r["experience"]) == "zh"]
+    titled = [r for r in rows if ": " in r["experience"][:60] and not r["experience"].startswith("When")]
+    assert len(chinese) >= 20 and len(titled) >= 40
 
 
 @pytest.mark.parametrize(
-    "text",
-    [
-        "When a problem says how many were given away, subtract what is left from what there was at first.",
-        "When the question asks for a total of several groups, add the amounts of all groups.",
-        "When you have the final number, write only that number in \\boxed{}.",
-        "When a quantity doubles, multiply it by 2 before comparing.",
-        "When the numbers are large, e.g. above 1,000, check each column of the addition.",
+    ("text", "question"),
+    [  # the issue's examples: general, topical advice with a plausible source question
+        ("When a problem involves a regular hexagon, split it into six equilateral triangles to find lengths and "
+         "areas.", "A regular hexagon can be divided into six equilateral triangles. What is its perimeter?"),
+        ("When asked for a remainder modulo 1000, reduce every intermediate product modulo 8 and 125 separately "
+         "and combine them with the Chinese remainder theorem.", "Find the remainder when 9 x 99 x 999 is divided "
+         "by 1000."),
+        ("Geometry verification: Systematically verify all constraints (position, distances, angles, area) early "
+         "using multiple independent methods.", "Find the area of the triangle with vertices on the circle."),
+        ("当题目涉及正六边形时，先把它分成六个等边三角形，再计算边长和面积。", "一个正六边形可以分成六个等边三角形。"),
+        ("Lorsque le problème mélange des unités, convertissez tout dans la même unité.", "Un fil de 4 pieds ..."),
     ],
-)
-def test_general_advice_passes(text):
-    assert screen(text, SOURCE, []) is None
+)  # fmt: skip
+def test_topical_advice_in_any_form_and_language_passes(text, question):
+    assert screen(text, Source([Question(question)]), []) is None
 
 
 @pytest.mark.parametrize(
     ("text", "reason"),
     [
-        ('The operation to add the new experience is: ""}}, {', "not of the form"),  # SmolLM2, make demo
-        ('When adding, use the new operation "{name}".', "JSON or template fragment"),
+        ('The operation to add the new experience is: ""}}, {', "JSON or template fragment"),
+        ('When adding, use "content": "the sum".', "JSON or template fragment"),
         ("When <condition>, <strategy>.", "JSON or template fragment"),
-        ("The number of walnut trees planted today is 33.", "not of the form"),  # Qwen-1.5B
-        ("When Joan found 70 seashells on the beach, she gave some to Sam.", "names numbers of its question (70)"),
-        ("When she gave some of her seashells to Sam, subtract.", "copies its question"),
-        ("When the answer is needed, it is 43.", "names numbers of its question (43)"),
-        ("When adding, add. When subtracting, subtract the smaller number.", "more than one sentence"),
+        ("When adding, refine [G3] with a check.", "JSON or template fragment"),
+        ("When Joan found 70 seashells on the beach, she gave some to Sam.", "copies its question"),
+        ("When the answer is needed, box 43 right away.", "gives its question's answer ('43')"),
+        ("When 70 shells become 27, subtract to get the number given away.", "names 2 particulars (27, 70)"),
+        ("When Joan gives shells to Sam, subtract what she has left.", "names 2 particulars (Joan, Sam)"),
+        ("When adding, add. When subtracting, subtract. When dividing, divide.", "3 sentences"),
         ("When x, do y.", "characters long"),
-        ("When adding the numbers, use ADD for the library.", "JSON or template fragment"),
-        ("When a girl gives shells to Sam, subtract what she has left.", "names 'Sam' from its question"),  # demo
         ("When you need to add two numbers, use the formula for the sum of two numbers (e.", "parenthesis left open"),
+        ("When the order of operations is not followed correctly, the result is incorrect.", "states a fact"),
+        ("这道题里她一共送出了四十三个贝壳。", "states a fact"),
+        ("When the number of seashells is given, subtract the seashells left.", "retells its question"),
     ],
 )
 def test_junk_is_refused_with_a_reason(text, reason):
-    assert reason in (screen(text, SOURCE, []) or "")
+    assert reason.replace("particulars (", "particulars of its question (") in (screen(text, SOURCE, []) or "")
 
 
-def test_a_near_duplicate_of_an_existing_experience_is_refused():
-    existing = "When a problem asks how many are left, subtract the part taken away from the total."
-    again = "When a problem asks how many are left, subtract the part that was taken away from the total."
-    assert "near-duplicate" in screen(again, SOURCE, [existing])
-    other = "When the question asks for a total of several groups, add the amounts of all groups."
-    assert screen(other, SOURCE, [existing]) is None
-
-
-def test_several_single_digit_numbers_of_the_question_make_a_worked_example():
-    question = Source(["A candle melts 2 cm every hour. How much shorter is it after 4 hours?", "8"])
-    worked = "When the melting rate is 2 cm/hour and the time range is 4 hours, the total length of the flame is 8 cm."
-    assert screen(worked, question, []).startswith("names numbers of its question (2, 4")
+def test_one_particular_of_its_question_is_allowed_two_are_not():
+    question = Source([Question("A candle melts 2 cm every hour. How much shorter is it after 4 hours?", "8")])
+    worked = "When the melting rate is 2 cm/hour and the time range is 4 hours, multiply them to get the length."
+    assert "particulars of its question (2, 4)" in screen(worked, question, [])
     assert screen("When a rate is given per hour, multiply it by the hours.", question, []) is None
     assert screen("When a quantity halves, divide it by 2.", question, []) is None  # one digit: a rule
+    names = Source([Question("On Wikipedia, what did the Nobel Prize article say in 2019?")])
+    assert screen("When a question asks about a Nobel Prize, read the laureate page itself.", names, []) is None
 
 
-def test_a_question_objects_make_advice_about_that_question():
-    """From `make demo` (2026-11-24, the 1.5B learner): both were applied before this rule."""
-    balloons = Source(["Fred has 5 yellow balloons. Sam has 6 yellow balloons. How many balloons in total?", "11"])
-    junk = "When the problem asks for the total number of yellow balloons, add the number of balloons each person has."
-    assert screen(junk, balloons, []).startswith("names 'yellow balloons' from its question")
-    trees = Source(["There are 33 walnut trees in the park. Park workers will plant 44 more walnut trees today."])
-    junk = "When the park workers are planting walnut trees, add the trees in the park to the trees planted."
-    assert screen(junk, trees, []).startswith("names 'park workers' from its question")
-    # the strategy language side by side is not an object, even when the question has it too
-    advice = "When the problem asks for the total number of items, add the amounts of all groups."
-    assert screen(advice, Source(["What is the total number of items?"]), []) is None
+def test_repeats_of_the_library_are_refused():
+    existing = "When a problem asks how many are left, subtract the part taken away from the total."
+    again = "When a problem asks how many are left, subtract the part that was taken away from the total."
+    assert screen(again, SOURCE, [existing]).startswith("near-duplicate")
+    same_condition = "When the problem involves adding two numbers, always add them together step by step."
+    reworded = "When the problem involves adding two numbers, the strategy is to add them together."
+    assert screen(reworded, SOURCE, [same_condition]).startswith("the same condition and much the same strategy")
+    other_strategy = "When the problem involves adding two numbers, check the sum by subtracting one of them."
+    assert screen(other_strategy, SOURCE, [same_condition]) is None
+    titled = "Unit mixing: Convert every length to one unit before dividing."
+    assert screen("Unit mixing: Convert every length to one unit before you divide.", SOURCE, [titled])
+    assert screen("单位换算：先把所有长度换算成同一单位。", SOURCE, ["单位换算：先把所有长度换算成同一单位再计算。"])
 
 
-def test_much_the_same_strategy_under_an_existing_condition_is_refused():
-    existing = "When the problem involves adding two numbers, always add them together step by step."
-    again = "When the problem involves adding two numbers, the strategy is to add them together."  # make demo
-    assert screen(again, SOURCE, [existing]).startswith("the same condition and much the same strategy")
-    # another strategy under the same condition is new knowledge; another condition is another rule
-    another = "When the problem involves adding two numbers, check the sum by subtracting one of them."
-    assert screen(another, SOURCE, [existing]) is None
-    other = "When the problem involves subtracting, take the smaller from the larger."
-    assert screen(other, SOURCE, [existing]) is None
+def test_every_threshold_is_a_knob_and_screening_can_be_switched_off():
+    fact = "When the order of operations is not followed correctly, the result is incorrect."
+    assert screen(fact, SOURCE, [], ScreeningConfig(require_directive=False)) is None
+    two = "When Joan gives shells to Sam, subtract what she has left."
+    assert screen(two, SOURCE, [], ScreeningConfig(max_particulars=2)) is None
+    long = "When adding, " + "check the sum again and " * 30 + "box it."
+    assert screen(long, SOURCE, []) and screen(long, SOURCE, [], ScreeningConfig(max_chars=1000)) is None
+    off = ScreeningConfig(enabled=False)
+    assert screen('The operation is: ""}}, {', SOURCE, [], off) is None
+    assert screen("Same text.", SOURCE, ["Same text."], off)  # an exact duplicate is still refused
 
 
-def test_counting_a_question_objects_makes_advice_about_that_question():
-    """From `make demo` (2026-11-25) and learning_gain run 7: each was applied before this rule."""
-    puppies = Source(["Sandy had 8 puppies. She gave 4 to her friends. How many puppies does she have now?", "4"])
-    junk = (
-        "When the initial number of puppies is known, the final number of puppies can be subtracted from the "
-        "initial number to find the initial number of puppies."
-    )
-    assert screen(junk, puppies, []).startswith("names 'puppies' from its question")
-    bridge = Source(["A bridge can hold 5000 pounds. How many boxes of 15 pounds can a truck of 3755 pounds carry?"])
-    junk = (
-        "When the problem is about the weight capacity of a bridge and the weight of boxes, the strategy is to set "
-        "up an equation based on the given information and solve for the number of boxes."
-    )
-    assert screen(junk, bridge, []).startswith("names 'boxes' from its question")
-    # said once, or twice but not in its question, the word is the advice's own
-    assert screen("When puppies are given away, subtract them from how many there were.", puppies, []) is None
-    assert screen("When weights are given in pounds, keep every weight in pounds.", bridge, []) is None  # units
+def test_the_screen_command_reports_each_row_and_explains_refusals(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        json.dumps({"question": QUESTION, "answer": "43", "experience": "When Joan found 70 seashells, subtract."})
+        + "\n" + json.dumps({"question": "", "experience": "Unit checks: Convert every quantity to one unit first."})
+        + "\n"
+    )  # fmt: skip
+    command = [sys.executable, "-m", "utu.practice.library", "screen", "--file", str(rows)]
+    out = subprocess.run([*command, "--json"], capture_output=True, text=True, check=True)
+    first, second = map(json.loads, out.stdout.splitlines())
+    assert "names 2 particulars" in first["refused"] and first["experience"].startswith("When Joan")
+    assert second == {"refused": None, "experience": "Unit checks: Convert every quantity to one unit first."}
+    assert "1 of 2 refused" in out.stderr
+    plain = subprocess.run([*command, "--max_particulars", "3"], capture_output=True, text=True, check=True)
+    assert plain.stdout.splitlines()[0].startswith("KEPT: When Joan")
 
 
-def test_the_same_strategy_under_another_condition_is_refused():
-    """From `make demo` (2026-11-25): three of seven experiences said "add the numbers together"."""
-    existing = "When the assistant adds the numbers together, the strategy is to add the numbers together."
-    again = "When the problem involves addition, the strategy is to add the two numbers together."
-    assert screen(again, SOURCE, [existing]).startswith("the same strategy as an existing experience")
-    # a different action, or the same action on other things, is other advice
-    kept = [
-        "When the problem involves a difference, the strategy is to subtract the numbers.",
-        "When a problem is a simple addition, add the numbers together and report the final number.",
-    ]
-    for text in kept:
-        assert screen(text, SOURCE, [existing]) is None, text
-    feet = "When a problem mixes feet and inches, convert everything to inches."
-    assert screen("When a problem mixes hours and minutes, convert everything to minutes.", SOURCE, [feet]) is None
+@pytest.mark.parametrize(
+    ("content", "flags", "message"),
+    [
+        ('{"question": "q"}\n', [], "rows.jsonl:1: experience: Field required"),
+        ('{"experience": "fine text here"}\nnot json\n', [], "rows.jsonl:2: the line: Invalid JSON"),
+        ('{"experience": "fine text here"}\n', ["--max_particulars", "-1"], "--max_particulars: Input should be"),
+    ],
+)
+def test_the_screen_command_refuses_bad_input_in_one_line(tmp_path, content, flags, message):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(content)
+    command = [sys.executable, "-m", "utu.practice.library", "screen", "--file", str(rows), *flags]
+    out = subprocess.run(command, capture_output=True, text=True)
+    assert out.returncode != 0 and message in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr

@@ -5,6 +5,7 @@
     python -m utu.practice.library diff P@last Q@best                # two experiments
     python -m utu.practice.library export --exp_id P --step best --to library.yaml|.json|.md
     python -m utu.practice.library merge P@best Q@last --to PQ [--no_llm]   # a new experiment PQ
+    python -m utu.practice.library screen --file proposals.jsonl [--json]   # why would it be refused?
 
 A step is a number, `best` (highest validation or in-step eval score) or `last`. Exported YAML/JSON files
 are what `practice.init_library` and `--init_library` read.
@@ -24,6 +25,7 @@ from rich.table import Table
 
 from utu import cli
 from utu.app import open_client
+from utu.commands import screen
 from utu.config.loader import load_model_config
 from utu.db import Database
 from utu.errors import ConfigError
@@ -57,6 +59,7 @@ def parse_args() -> argparse.Namespace:
     combine.add_argument("refs", nargs="+", metavar="EXP[@STEP]", help="libraries to combine (default step: last)")
     combine.add_argument("--to", required=True, dest="name", help="the new experiment's id")
     combine.add_argument("--no_llm", action="store_true", help="no learner: drop near-duplicates by rule only")
+    screen.add_parser(commands)
     args = parser.parse_args()
     if args.command == "merge" and len(args.refs) < 2:
         parser.error("merge: give at least two libraries")
@@ -163,6 +166,8 @@ async def combine(db: Database, args) -> None:
 
 async def run() -> int:
     args = parse_args()
+    if args.command == "screen":  # no database: the file holds all it needs
+        return screen.run(args)
     db = Database(args.db_url)
     try:
         await db.create_tables()

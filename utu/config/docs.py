@@ -23,8 +23,9 @@ from utu.config.rl import GRPOSettings, RLConfig
 MODELS: dict[str, type[BaseModel]] = {
     cls.__name__: cls
     for cls in (
-        models.PracticeArguments, models.ValidationConfig, models.DataArguments, models.EvalConfig,
-        models.AgentConfig, models.ModelConfig, models.ModelSettings, models.ToolkitConfig, GRPOSettings, RLConfig,
+        models.PracticeArguments, models.ValidationConfig, models.ScreeningConfig, models.DataArguments,
+        models.EvalConfig, models.AgentConfig, models.ModelConfig, models.ModelSettings, models.ToolkitConfig,
+        GRPOSettings, RLConfig,
     )
 }  # fmt: skip
 TABLE = re.compile(r"(<!-- knobs (\w+) -->\n)(.*?)(<!-- /knobs -->)", re.DOTALL)

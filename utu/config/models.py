@@ -286,6 +286,32 @@ class ValidationConfig(StrictModel):
     )
 
 
+class ScreeningConfig(StrictModel):
+    """What the library refuses before validation (utu/practice/screening.py): a proposal's shape, its question's
+    particulars, a fact stated instead of what to do, and repeats of the library. Measured on the good and junk
+    corpora of tests/practice/corpora (`python -m utu.practice.library screen --file F.jsonl`)."""
+
+    enabled: bool = knob(True, "false: no screening (only exact duplicates of the library are refused); the "
+                         "validation gate is then the only filter.")  # fmt: skip
+    min_chars: int = knob(15, "Shortest experience, in characters.", ge=1)
+    max_chars: int = knob(500, "Longest experience, in characters (Youtu-Agent's run to about 370).", ge=20)
+    max_sentences: int = knob(2, "Most sentences in one experience.", ge=1)
+    copy_words: int = knob(6, "Words of a question in a row that make a copy (a CJK character counts as half a "
+                           "word).", ge=2)  # fmt: skip
+    max_particulars: int = knob(1, "Most particulars of one question an experience may name: its names and its "
+                                "numbers (a number of 2+ digits, or each of several small ones).", ge=0)  # fmt: skip
+    object_repeats: int = knob(2, "A word said this many times in an experience and in its question is the object "
+                               "that question counts, retold ('the number of peaches ... the number of peaches'); "
+                               "0: off.", ge=0)  # fmt: skip
+    require_directive: bool = knob(True, "Refuse an experience that states a fact instead of saying what to "
+                                   "do, in a language with word lists (utu/practice/screening_words.yaml: en, "
+                                   "zh).")  # fmt: skip
+    near_duplicate: float = knob(0.8, "Word-sequence similarity to an existing experience that makes a duplicate "
+                                 "(also of two strategies, their frame aside).", gt=0, le=1)  # fmt: skip
+    same_condition_overlap: float = knob(0.4, "Under the same condition, the strategy similarity that makes a "
+                                         "reworded duplicate.", gt=0, le=1)  # fmt: skip
+
+
 class PracticeArguments(StrictModel):
     """Knobs of Training-Free GRPO (names as in Youtu-Agent)."""
 
@@ -335,6 +361,8 @@ class PracticeArguments(StrictModel):
     validation: ValidationConfig | None = knob(
         None, "Validation-gated updates (see ValidationConfig); none: every step's update is applied."
     )
+    screening: ScreeningConfig = knob(ScreeningConfig, "What the library refuses before validation (see "
+                                      "ScreeningConfig).")  # fmt: skip
     init_library: str | None = knob(
         None, "Start from a library learned before: EXP_ID@STEP (STEP: a number, best or last) or a YAML/JSON file "
         "(an agent with experiences, or id -> text); none: the agent config's own experiences (empty for a "

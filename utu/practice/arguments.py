@@ -12,7 +12,7 @@ from utu.cli import refuse_unknown_flags
 from utu.config import TrainingFreeGRPOConfig, load_agent_config
 from utu.config.flags import add_flags, given
 from utu.config.loader import Composed, compose_config, validate
-from utu.config.models import DataArguments, EvalConfig, PracticeArguments, ValidationConfig
+from utu.config.models import DataArguments, EvalConfig, PracticeArguments, ScreeningConfig, ValidationConfig
 
 log = logging.getLogger("practice")
 DESCRIPTION = "Training-Free GRPO practice: learn an experience library for an agent, then export the enhanced agent."
@@ -51,6 +51,7 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
         data_flags=add_flags(parser, DataArguments),
         eval_flags=add_flags(parser, EvalConfig, EVAL_FLAGS),
         validation_flags=add_flags(parser, ValidationConfig, prefix="validation_"),
+        screening_flags=add_flags(parser, ScreeningConfig, prefix="screening_"),
     )
     parser.add_argument(
         "--export_step", type=_export_step, default="last",
@@ -91,6 +92,7 @@ def build_config(args: argparse.Namespace, composed: Composed) -> TrainingFreeGR
     validation = given(args, args.validation_flags, prefix="validation_")
     if validation:
         config["practice"]["validation"] = (config["practice"].get("validation") or {}) | validation
+    config["practice"]["screening"] |= given(args, args.screening_flags, prefix="screening_")
     if args.exp_id is not None:
         config["exp_id"] = args.exp_id
     if args.agent_config:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from utu.agents.agent import Agent
-from utu.config.models import DataConfig, TrainingFreeGRPOConfig
+from utu.config.models import DataConfig, ScreeningConfig, TrainingFreeGRPOConfig
 from utu.db.attempts import AttemptWriter
 from utu.db.engine import Database
 from utu.db.models import EvaluationSample
@@ -34,7 +34,7 @@ from utu.llm.usage import Usage, UsageTracker
 from utu.practice.data_manager import PracticeData
 from utu.practice.experience_updater import ExperienceUpdater
 from utu.practice.library import JUNK, Library, OpRecord, Screen, apply_operations
-from utu.practice.screening import Source, screen
+from utu.practice.screening import Question, Source, screen
 from utu.practice.store import EVAL_PREFIX, VALIDATION_INFIX, PracticeStore
 from utu.practice.types import (
     Attempt,
@@ -165,7 +165,8 @@ class PracticeLoop:
         failures: list[LearnerFailure] = [f for o in outcomes for f in o.failures]
         await self._check_step(step, rows, outcomes, failures)
         proposed = await self.updater.consolidate(library, outcomes, failures)
-        new_library, records = apply_operations(library, proposed, self.p.max_experiences, _screen_against(rows))
+        screen_step = _screen_against(rows, self.p.screening)
+        new_library, records = apply_operations(library, proposed, self.p.max_experiences, screen_step)
         validation = None
         if self.p.validation and new_library.experiences != library.experiences:
             validation = await self.validate(library, new_library)
@@ -265,13 +266,14 @@ class PracticeLoop:
                         mean_at_k_ci95=metrics.mean_at_k_ci95)  # fmt: skip
 
 
-def _screen_against(rows: list[EvaluationSample]) -> Screen:
+def _screen_against(rows: list[EvaluationSample], config: ScreeningConfig) -> Screen:
     """The library's screening, knowing all the step's questions and answers (what a proposal must not copy):
     all of them, not only a proposal's recorded sources, which a consolidation may have lost."""
-    source = Source(list({text: None for r in rows for text in (r.raw_question or "", r.correct_answer or "")}))
+    unique = {(r.raw_question or "", r.correct_answer): None for r in rows}
+    source = Source([Question(text, answer) for text, answer in unique])
 
     def check(text: str, sources: list[int], others: list[str]) -> str | None:
-        return screen(text, source, others)
+        return screen(text, source, others, config)
 
     return check
 

@@ -2,8 +2,9 @@
 
 Every experience of the given libraries becomes an ADD (its provenance: experiment, step, old id); the
 learner consolidates them as it consolidates a practice step's operations (same prompt and schema: ADDs that
-say the same thing become one); then the screening applies them to an empty library, so a near-duplicate the
-learner kept is still refused. New ids are G0, G1, ... The result is stored as step 0 of experiment `name`,
+say the same thing become one); then they are applied to an empty library with the screening's duplicate
+check only (each source was screened when it was learned), so a near-duplicate the learner kept is still
+refused. New ids are G0, G1, ... The result is stored as step 0 of experiment `name`,
 with one operation row per experience saying where it came from.
 """
 
@@ -17,7 +18,7 @@ from utu.llm.client import LLMClient
 from utu.practice.experience_updater import ExperienceUpdater
 from utu.practice.initial import library_at
 from utu.practice.library import Library, Operation, ProposedOp, apply_operations
-from utu.practice.screening import Source, screen
+from utu.practice.screening import repeated
 from utu.practice.store import PracticeStore
 from utu.practice.types import GroupOutcome, StepStats
 
@@ -51,7 +52,7 @@ async def merge(
         p.source_questions = []
 
     def check(text: str, sources: list[int], others: list[str]) -> str | None:
-        return screen(text, Source([]), others)
+        return repeated(text, others)  # each source library was screened when it was learned
 
     merged, records = apply_operations(Library(), proposed, screen=check)
     stats = StepStats(

@@ -32,10 +32,11 @@ The learning objective: {learning_objective}
    ones skipped, did out of order or assumed without checking, and the form of their final answer. The root
    cause of a failure is the first point where a worse attempt's method went wrong.
 3. Name the kind of problem this is, in general words (problem_kind).
-4. Generalise into at most {num_experiences} experience(s), each one sentence of the form
-   "When <condition>, <strategy>." whose strategy says what to do differently in the method, and that would
-   help on other questions of that kind, not only this one.
-Do not retell the question: name no person, object or number of it, and not its answer. The condition
+4. Generalise into at most {num_experiences} experience(s), each one sentence in the language of the task
+   that says when and what to do: "When <condition>, <strategy>." (or "<topic>: <strategy>."), whose strategy
+   says what to do differently in the method, and that would help on other questions of that kind, not only
+   this one.
+Do not retell the question: name none of its people, places or numbers, and not its answer. The condition
 describes a kind of problem or situation; the strategy says what to do in it, in words that would help on a
 different question of that kind.{tool_note}"""
 # Added only when an attempt of the group called a tool (so tool-free prompts stay as they were measured).
@@ -64,8 +65,9 @@ For each new experience, choose one operation against the existing library:
   should be more general than either).
 - DELETE: an existing experience is wrong, harmful or made obsolete (give its id; no content needed).
 - NONE: it is already covered or not useful.
-Use only ids that appear in the existing library. Keep each content to one sentence of the form
-"When <condition>, <strategy>." Give a one-sentence rationale for each operation."""
+Use only ids that appear in the existing library. Keep each content to one sentence that says when and what
+to do, in the form and language of the experiences ("When <condition>, <strategy>." or "<topic>: <strategy>.").
+Give a one-sentence rationale for each operation."""
 
 GROUP_UPDATE_USER = """<existing_library>
 {library}

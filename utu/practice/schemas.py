@@ -1,9 +1,11 @@
 """The JSON the learner must reply with, one pydantic model per stage.
 
 Written so that a small model constrained by the schema cannot get them wrong: every string has a length
-bound (it cannot ramble past its token budget), an experience must match the documented
-"When <condition>, <strategy>." shape (a `pattern` the endpoint's grammar enforces), and each kind of
-operation has a shape of its own (an ADD has no id to fill with "ADD"). Validation is lenient where the
+bound (it cannot ramble past its token budget), an experience written in English must match the
+"When <condition>, <strategy>." shape (a `pattern` the endpoint's grammar enforces; one in another script,
+Chinese for instance, is free), and each kind of operation has a shape of its own (an ADD has no id to fill
+with "ADD"). A learner that is not constrained may also write Youtu-Agent's "Title: strategy" form, which the
+screening accepts. Validation is lenient where the
 schema is strict: text-mode endpoints get their over-long strings cut, not refused, and the library's
 screening (utu.practice.screening) judges the content.
 """
@@ -14,13 +16,14 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from utu.practice.library import Operation, clean_id
 
-MAX_EXPERIENCE_CHARS = 300
+MAX_EXPERIENCE_CHARS = 500  # the screening's default max_chars: capable learners' run to about 370
 MAX_OPERATIONS = 8
 MAX_EXPERIENCES = 3  # per group, whatever num_experiences_per_query asks
-# The shape every experience must have; constrained decoding follows it, screening checks it again.
-# One sentence: no period before the final one (small learners, constrained by a looser pattern, wrote several
-# sentences, which the screening then refused); braces are allowed in the strategy: \boxed{}.
-EXPERIENCE_PATTERN = r'^When [^.,{}"\n]{5,150}, [^."\n]{5,220}\.$'
+# The shape constrained decoding gives an experience: in English one sentence "When <condition>, <strategy>."
+# with no period before the final one (small learners, constrained by a looser pattern, wrote several
+# sentences); braces are allowed in the strategy: \boxed{}. A text that starts in another script (Chinese,
+# Japanese, Cyrillic ...) is only kept from quotes and line breaks: the screening judges it.
+EXPERIENCE_PATTERN = r'^(When [^.,{}"\n]{5,150}, [^."\n]{5,220}\.|[^\x00-\x7f][^"\n]{4,400})$'
 
 
 def _bounded(limit: int, description: str, pattern: str | None = None) -> Any:
@@ -44,7 +47,11 @@ class _Op(BaseModel):
     model_config = ConfigDict(json_schema_extra=_all_required)
 
 
-Experience = _bounded(MAX_EXPERIENCE_CHARS, 'one sentence: "When <condition>, <strategy>."', EXPERIENCE_PATTERN)
+Experience = _bounded(
+    MAX_EXPERIENCE_CHARS,
+    'one sentence, in the language of the task: "When <condition>, <strategy>."',
+    EXPERIENCE_PATTERN,
+)
 Rationale = _bounded(200, "why, in one short sentence")
 ExperienceId = Annotated[str, BeforeValidator(clean_id), Field(description="an id of the existing library")]
 
@@ -63,7 +70,7 @@ class GroupAdvantage(BaseModel):
     analysis: _bounded(600, "which attempts were better or worse, and how their methods differed, briefly")
     problem_kind: _bounded(150, "the kind of problem, in general words: no name, object or number of the question") = ""
     experiences: list[Experience] = Field(
-        max_length=MAX_EXPERIENCES, description='each "When <condition>, <strategy>."'
+        max_length=MAX_EXPERIENCES, description='each "When <condition>, <strategy>." (or "<topic>: <strategy>.")'
     )
 
     @field_validator("experiences", mode="before")

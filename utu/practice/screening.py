@@ -1,197 +1,270 @@
 """The library refuses junk: every experience a learner proposes is checked before it is applied.
 
-An experience must be one sentence of the documented shape "When <condition>, <strategy>.", free of JSON
-or template fragments, must not copy its source question, must not carry that question's numbers, names,
-objects ("yellow balloons", or "puppies" said twice) or its answer, and must not say again what an
-experience already in the library says, nor say much the same under the same condition. `screen` gives the
-reason for a refusal (recorded in the operation log), or None.
+What separates junk from knowledge is not the topic or the language of a proposal but the particulars of the
+question it was learned from, and whether it says what to do. A proposal is refused when it
+- is too short or too long, or more sentences than an experience takes, or cut off (a parenthesis left open);
+- holds a JSON or template fragment (`{name}`, `"content":`, `<condition>`, ADD/UPDATE, a library id `[G3]`);
+- copies a run of its question's words, or gives its question's answer;
+- carries more than `max_particulars` of one question's particulars: its names ("Mary", "Seattle") and its
+  numbers (one of two or more digits, or several small ones: a worked example);
+- states a fact instead of saying what to do, in a language whose words we have (screening_words.yaml);
+- says again what an experience already in the library says, or much the same under the same condition.
+Topic words are not particulars: "When a problem involves a regular hexagon, split it into six equilateral
+triangles." passes whatever its question. What screening lets through is judged by the validation gate.
+
+`screen` gives the reason for a refusal (recorded in the operation log), or None. Every threshold is a knob
+of `practice.screening` (`ScreeningConfig`); `enabled: false` turns every check but exact duplicates off.
 """
 
-import itertools
 import re
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
+from functools import cache
+from importlib import resources
 
-from utu.practice.schemas import MAX_EXPERIENCE_CHARS
+import yaml
 
-MIN_CHARS = 15
-COPY_WORDS = 6  # this many consecutive words of a source question make a copy
-NEAR_DUPLICATE = 0.8  # similarity ratio of two experiences' normalised words
-SAME_CONDITION_OVERLAP = 0.4  # the same ratio for the strategies of two experiences with one condition
+from utu.config.models import ScreeningConfig
+
+DEFAULTS = ScreeningConfig()
 # LaTeX commands with their braces (\boxed{}, \frac{a}{b}) are allowed; other braces are template slots.
 _LATEX = re.compile(r"\\[A-Za-z]+(\{[^{}]*\})*")
-_FRAGMENT = re.compile(r'[{}\[\]"]|\\n|\b(?:null|true|false)\b|\b(?:ADD|UPDATE|DELETE)\b|</?\w+>')
-_SENTENCE_BREAK = re.compile(r"[.!?]\s+[A-Z]")
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_WORD = re.compile(r"[a-z0-9]+")
-_CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")
-# Words of the strategy language (function words, arithmetic, quantities, units of measure): two
-# other words side by side, in a proposal and in its question, are that question's objects ("walnut trees").
-_STRATEGY_WORDS = set(
-    """the and but for nor yet not any all each every some many much more most less least few fewer other
-    another same such than then that this these those there their them they what which who whom whose when
-    where why how with without from into onto over under above below about after before between during per
-    its his her him she you your our has have had was were are been being does did doing done can could will
-    would should must may might shall get gets got give gives gave given take takes took taken make makes made
-    find found need needs ask asks asked say says said tell know use uses used
-    problem problems question questions answer answers result results number numbers amount amounts quantity
-    quantities value values total totals sum sums difference differences product products quotient quotients
-    part parts whole group groups item items thing things unit units rate rates ratio ratios percent percentage
-    price prices cost costs money dollar dollars cent cents time times hour hours minute minutes second seconds
-    day days week weeks month months year years left remaining remain remains altogether together first last
-    final initial original new old one two three four five six seven eight nine ten hundred thousand half
-    double twice triple add adds added adding addition subtract subtracts subtracted subtracting subtraction
-    multiply multiplies multiplied multiplying multiplication divide divides divided dividing division
-    compute calculate calculating count counting equal equals step steps strategy operation operations
-    smaller larger bigger greater fewer start end begin
-    inch inches foot feet yard yards mile miles meter meters centimeter centimeters kilometer kilometers
-    ounce ounces pound pounds gram grams kilogram kilograms ton tons liter liters gallon gallons quart quarts
-    cup cups degree degrees""".split()
+_FRAGMENT = re.compile(
+    r'[{}]|\\n|"\s*:\s*["\[{\d-]|:\s*(?:null|true|false)\b|\b(?:ADD|UPDATE|DELETE)\b|</?[A-Za-z_]+>|\[G\d+\]'
 )
+_SENTENCE_END = re.compile(r"[.!?](?=\s+[A-Z])|[。！？](?=.)")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
+_TOKEN = re.compile(r"[a-z0-9]+(?:['-][a-z0-9]+)*|[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
+_CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")
+_NAME_RUN = re.compile(r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*\b")
+# A clause starts at the text's start, after "When ...," or "Title:", after , ; and after ", and", ", then"
+# or "and then" ("easier to understand and solve" is no instruction).
+_CLAUSE_START = re.compile(r"(?:^|[,;:]\s*(?:(?:and|then|or)\s+)?|\band then\s+)([A-Za-z][A-Za-z'-]*)")
+_SPLIT = re.compile(r"^(?:when|if|whenever|for|once)\b[^,]*,|^[^:,.]{2,80}:\s|^[^，：。]{1,40}[，：]", re.IGNORECASE)
+
+
+@dataclass
+class Question:
+    """A question an experience was learned from, and its answer."""
+
+    text: str
+    answer: str | None = None
+
+
+@dataclass
+class Source:
+    """What a proposal was learned from: the questions (and answers) of its step."""
+
+    questions: list[Question] = field(default_factory=list)
+
+
+@cache
+def words() -> dict[str, dict]:
+    """The per-language word lists (utu/practice/screening_words.yaml)."""
+    text = resources.files("utu.practice").joinpath("screening_words.yaml").read_text(encoding="utf-8")
+    return {lang: {k: set(v) if isinstance(v, list) else v for k, v in entry.items()}
+            for lang, entry in yaml.safe_load(text).items()}  # fmt: skip
+
+
+def screen(text: str, source: Source, others: list[str], config: ScreeningConfig = DEFAULTS) -> str | None:
+    """Why `text` may not enter the library, or None. `others`: the experiences it must not repeat."""
+    if not config.enabled:
+        return "the same text as an existing experience" if text in others else None
+    for check in (_shape, _particulars, _directive):
+        reason = check(text, source, config)
+        if reason:
+            return reason
+    return repeated(text, others, config)
+
+
+def repeated(text: str, others: list[str], config: ScreeningConfig = DEFAULTS) -> str | None:
+    """Why `text` says again what one of `others` says, or None."""
+    for other in others:
+        reason = _repeats(text, other, config)
+        if reason:
+            return f"{reason} ({other[:60]!r})"
+    return None
+
+
+def _shape(text: str, source: Source, config: ScreeningConfig) -> str | None:
+    if not config.min_chars <= len(text) <= config.max_chars:
+        return f"not {config.min_chars}-{config.max_chars} characters long ({len(text)})"
+    plain = _LATEX.sub("x", text)
+    fragment = _FRAGMENT.search(plain)
+    if fragment:
+        return f"contains a JSON or template fragment ({fragment.group(0).strip()!r})"
+    sentences = len(_SENTENCE_END.findall(plain.replace("e.g.", "eg").replace("i.e.", "ie"))) + 1
+    if sentences > config.max_sentences:
+        return f"{sentences} sentences: an experience is at most {config.max_sentences}"
+    if plain.count("(") > plain.count(")") or plain.count("（") > plain.count("）"):
+        return "cut off mid-sentence (a parenthesis left open)"
+    return None
+
+
+def _particulars(text: str, source: Source, config: ScreeningConfig) -> str | None:
+    tokens = _tokens(text)
+    for question in source.questions:
+        copied = _copied_run(tokens, _tokens(question.text), config.copy_words)
+        if copied:
+            return f"copies its question ({copied!r})"
+        if _gives_answer(text, question.answer):
+            return f"gives its question's answer ({question.answer.strip()!r})"
+        repeated_object = _repeated_object(tokens, question, config.object_repeats)
+        if repeated_object:
+            return (
+                f"retells its question: says {repeated_object!r} {tokens.count(repeated_object)} times, as its "
+                "question does (practice.screening.object_repeats)"
+            )
+        found = _numbers_of(text, question) + _names_of(text, question)
+        if len(found) > config.max_particulars:
+            return (
+                f"names {len(found)} particulars of its question ({', '.join(found[:3])}): an experience must hold "
+                f"for other questions (at most {config.max_particulars}; practice.screening.max_particulars)"
+            )
+    return None
+
+
+def _directive(text: str, source: Source, config: ScreeningConfig) -> str | None:
+    if not config.require_directive:
+        return None
+    lang = language(text)
+    if lang is None or says_what_to_do(text, lang):
+        return None
+    return f"states a fact, not what to do ({lang}: no directive word of screening_words.yaml)"
+
+
+def language(text: str) -> str | None:
+    """The language of `text` among those with word lists, or None."""
+    cjk = len(_CJK.findall(text))
+    letters = sum(c.isalpha() for c in text) or 1
+    tokens = set(_TOKEN.findall(text.lower()))
+    for lang, entry in words().items():
+        if entry.get("script") == "cjk":
+            if cjk / letters >= 0.3:
+                return lang
+        elif cjk / letters < 0.3 and tokens & entry.get("detect", set()):
+            return lang
+    return None
+
+
+def says_what_to_do(text: str, lang: str) -> bool:
+    entry = words()[lang]
+    if entry.get("script") == "cjk":
+        return any(phrase in text for phrase in entry["directive_phrases"])
+    padded = f" {' '.join(_tokens(text))} "
+    if any(f" {' '.join(_tokens(phrase))} " in padded for phrase in entry["directive_phrases"]):
+        return True
+    verbs, fillers = entry.get("directive_verbs", set()), entry.get("clause_fillers", set())
+    for match in _CLAUSE_START.finditer(text):
+        rest = _TOKEN.findall(text[match.start(1) :].lower())
+        while rest and rest[0] not in verbs and (rest[0] in fillers or rest[0].endswith("ly")):
+            rest = rest[1:]
+        if rest and (rest[0] in verbs or rest[0].rpartition("-")[2] in verbs):  # "cross-verify", "re-derive"
+            return True
+    return False
+
+
+def _tokens(text: str) -> list[str]:
+    return _TOKEN.findall(text.lower())
+
+
+def _copied_run(tokens: list[str], question: list[str], run_words: int) -> str | None:
+    """`run_words` words of the question in a row (a CJK character counts as half a word)."""
+    cjk = sum(bool(_CJK.match(t)) for t in tokens) > len(tokens) / 2
+    n = run_words * 2 if cjk else run_words
+    if len(tokens) < n:
+        return None
+    joiner = "" if cjk else " "
+    haystack = f" {' '.join(question)} "
+    for i in range(len(tokens) - n + 1):
+        run = tokens[i : i + n]
+        if f" {' '.join(run)} " in haystack:
+            return joiner.join(run)
+    return None
+
+
+def _repeated_object(tokens: list[str], question: Question, repeats: int) -> str | None:
+    """A word the text and its question each say `repeats` times or more, other than a generic one: the object
+    that question counts, retold ("the initial number of peaches ... the final number of peaches")."""
+    if not repeats:
+        return None
+    generic = set().union(*(entry.get("generic_words", set()) for entry in words().values()))
+    theirs = _tokens(question.text)
+    return next(
+        (w for w in dict.fromkeys(tokens) if len(w) > 2 and w not in generic and w.isalpha()
+         and tokens.count(w) >= repeats and theirs.count(w) >= repeats),
+        None,
+    )  # fmt: skip
+
+
+def _gives_answer(text: str, answer: str | None) -> bool:
+    """The answer in the text, when an answer is distinctive: a number of two or more digits, or text other than
+    a plain lower-case word ("Paris", "x^2+1"; not "yes" or "even")."""
+    value = (answer or "").strip().rstrip(".")
+    if len(value) < 2 or (value.isalpha() and value.islower()):
+        return False
+    if _NUMBER.fullmatch(value.replace(",", "")):
+        return value.replace(",", "") in {n.replace(",", "") for n in _NUMBER.findall(text)}
+    return re.search(rf"(?<!\w){re.escape(value)}(?!\w)", text) is not None
+
+
+def _numbers_of(text: str, question: Question) -> list[str]:
+    """The question's numbers in the text: each one of two or more digits; single digits only when the text has
+    two or more of the question's numbers (a worked example; "multiply by 2" alone is a rule)."""
+    theirs = {n.replace(",", "") for n in _NUMBER.findall(question.text)}
+    shared = sorted({n.replace(",", "") for n in _NUMBER.findall(text)} & theirs, key=lambda n: (-len(n), n))
+    return shared if len(shared) >= 2 else [n for n in shared if len(n) > 1]
+
+
+def _names_of(text: str, question: Question) -> list[str]:
+    """Capitalised words of the question that are not just sentence starts (Mary, Seattle), found in the text
+    anywhere but where the text's own sentence or title starts; a run of them ("Nobel Prize") is one name."""
+    starters = words().get("en", {}).get("sentence_starters", set())
+    names = set(_CAPITALISED.findall(question.text)) - starters
+    starts = {m.start(1) for m in re.finditer(r"(?:^|[.:!?]\s+)([A-Z])", text)}
+    found = []
+    for run in _NAME_RUN.finditer(text):
+        run_words = run.group(0).split()
+        if run.start() in starts:  # "When Joan": the text's own first word is no part of a name
+            run_words = run_words[1:]
+        while run_words and run_words[0] in starters:
+            run_words = run_words[1:]
+        if any(w in names for w in run_words):
+            found.append(" ".join(run_words))
+    return sorted(set(found))
+
+
+def _repeats(text: str, other: str, config: ScreeningConfig) -> str | None:
+    if similarity(text, other) >= config.near_duplicate:
+        return "near-duplicate of an existing experience"
+    (condition, strategy), (other_condition, other_strategy) = split(text), split(other)
+    if condition and _tokens(condition) == _tokens(other_condition):
+        if similarity(strategy, other_strategy) >= config.same_condition_overlap:
+            return "the same condition and much the same strategy as an existing experience: update that one instead"
+    ours, theirs = _doing_words(strategy), _doing_words(other_strategy)
+    if ours and theirs and SequenceMatcher(None, ours, theirs).ratio() >= config.near_duplicate:
+        return "the same strategy as an existing experience: update that one (widen its condition) instead"
+    return None
+
+
+def split(text: str) -> tuple[str, str]:
+    """(condition, strategy): "When <condition>, <strategy>.", "<title>: <strategy>", "<条件>，<做法>"; a text of
+    another form is all strategy."""
+    match = _SPLIT.match(text)
+    return (text[: match.end()], text[match.end() :]) if match else ("", text)
+
+
 # The frame a strategy is said in ("the strategy is to", "you should", "it is important to"): not what it says.
 _STRATEGY_FRAME = set(
     "the a an is are be to it its it's s this that strategy should must can could need needs you we they agent "
     "assistant important always then and".split()
 )
-_SENTENCE_STARTERS = set(
-    "The A An She He It They We You There This That These Those How What Which Who Why When Where If Each "
-    "Every All After Before Then So But And Or In On At For From To Of By With Now Today Find Calculate".split()
-)
-
-
-@dataclass
-class Source:
-    """What a proposal was learned from: its questions and their answers."""
-
-    texts: list[str] = field(default_factory=list)
-
-    @property
-    def names(self) -> set[str]:
-        """Capitalised words of the questions (Mary, Seattle), less the words that only start a sentence."""
-        return {w for text in self.texts for w in _CAPITALISED.findall(text)} - _SENTENCE_STARTERS
-
-    @property
-    def numbers(self) -> set[str]:
-        return {n.replace(",", "") for text in self.texts for n in _NUMBER.findall(text)}
-
-
-def screen(text: str, source: Source, others: list[str]) -> str | None:
-    """Why `text` may not enter the library, or None. `others`: the experiences it must not repeat."""
-    shape = _shape_problem(text)
-    if shape:
-        return shape
-    numbers = set(_NUMBER.findall(text))
-    specific = sorted({n for n in numbers if _is_specific(n, source)}, key=len)
-    shared = sorted(n for n in numbers if n.replace(",", "") in source.numbers)
-    if not specific and len(shared) >= 2:  # single digits, but several of its question's: a worked example
-        specific = shared
-    if specific:
-        return f"names numbers of its question ({', '.join(specific[:3])}): an experience must hold for other questions"
-    copied = _copied_words(text, source)
-    if copied:
-        return f"copies its question ({copied!r})"
-    names = [w for w in _CAPITALISED.findall(text)[1:] if w in source.names]
-    if names:
-        return f"names {names[0]!r} from its question: an experience must hold for other questions"
-    objects = _question_objects(text, source) or _counted_object(text, source)
-    if objects:
-        return f"names {objects!r} from its question: an experience must hold for other questions"
-    for other in others:
-        if similarity(text, other) >= NEAR_DUPLICATE:
-            return f"near-duplicate of an existing experience ({other[:60]!r})"
-        if _says_again_under_its_condition(text, other):
-            return (
-                f"the same condition and much the same strategy as an existing experience ({other[:60]!r}): "
-                "update that one instead"
-            )
-        if _same_strategy(text, other):
-            return (
-                f"the same strategy as an existing experience ({other[:60]!r}): update that one (widen its "
-                "condition) instead"
-            )
-    return None
-
-
-def _shape_problem(text: str) -> str | None:
-    if not MIN_CHARS <= len(text) <= MAX_EXPERIENCE_CHARS:
-        return f"not {MIN_CHARS}-{MAX_EXPERIENCE_CHARS} characters long ({len(text)})"
-    if not text.startswith("When ") or "," not in text or not text.endswith("."):
-        return 'not of the form "When <condition>, <strategy>."'
-    plain = _LATEX.sub("x", text)
-    fragment = _FRAGMENT.search(plain)
-    if fragment:
-        return f"contains a JSON or template fragment ({fragment.group(0).strip()!r})"
-    if _SENTENCE_BREAK.search(plain[:-1]):
-        return "more than one sentence"
-    if plain.count("(") != plain.count(")"):  # the grammar ends the sentence at its first period: "(e.g." -> "(e."
-        return "cut off mid-sentence (a parenthesis left open)"
-    return None
-
-
-def _is_specific(number: str, source: Source) -> bool:
-    """A number of the source question or answer, other than a single digit (which rules may need: "x 2")."""
-    value = number.replace(",", "")
-    return len(value) > 1 and value in source.numbers
-
-
-def _copied_words(text: str, source: Source) -> str | None:
-    words = _WORD.findall(text.lower())
-    runs = {" ".join(words[i : i + COPY_WORDS]) for i in range(len(words) - COPY_WORDS + 1)}
-    for question in source.texts:
-        normalised = " ".join(_WORD.findall(question.lower()))
-        for run in runs:
-            if run in normalised:
-                return run
-    return None
-
-
-def _question_objects(text: str, source: Source) -> str | None:
-    """Two words side by side, neither of the strategy language, that its question also has side by side."""
-    words = _WORD.findall(text.lower())
-    pairs = {f"{a} {b}" for a, b in itertools.pairwise(words) if _story_word(a) and _story_word(b)}
-    for question in source.texts:
-        normalised = f" {' '.join(_WORD.findall(question.lower()))} "
-        for pair in sorted(pairs):
-            if f" {pair} " in normalised:
-                return pair
-    return None
-
-
-def _counted_object(text: str, source: Source) -> str | None:
-    """A plural story word its question has, said twice: the count of that question's objects, under a
-    condition and in a strategy ("When the initial number of puppies is known, ... the number of puppies")."""
-    words = _WORD.findall(text.lower())
-    repeated = sorted({w for w in words if w.endswith("s") and _story_word(w) and words.count(w) >= 2})
-    if not repeated:
-        return None
-    question_words = {w for question in source.texts for w in _WORD.findall(question.lower())}
-    return next((w for w in repeated if w in question_words), None)
-
-
-def _story_word(word: str) -> bool:
-    return len(word) > 2 and word.isalpha() and word not in _STRATEGY_WORDS
-
-
-def _says_again_under_its_condition(text: str, other: str) -> bool:
-    """Same "When <condition>" and a strategy that overlaps the other's: a reworded duplicate the whole-sentence
-    ratio misses ("..., always add them together step by step." / "..., the strategy is to add them together.").
-    A different strategy under the same condition is new knowledge and is kept."""
-    condition, _, strategy = text.partition(",")
-    other_condition, _, other_strategy = other.partition(",")
-    same = _WORD.findall(condition.lower()) == _WORD.findall(other_condition.lower())
-    return same and similarity(strategy, other_strategy) >= SAME_CONDITION_OVERLAP
-
-
-def _same_strategy(text: str, other: str) -> bool:
-    """Strategies alike in what they say to do, whatever the condition and the wording around it
-    ("the strategy is to add the numbers together" / "you should add the two numbers together")."""
-    ours, theirs = (_doing_words(t.partition(",")[2]) for t in (text, other))
-    return bool(ours and theirs) and SequenceMatcher(None, ours, theirs).ratio() >= NEAR_DUPLICATE
 
 
 def _doing_words(strategy: str) -> list[str]:
-    return [w for w in _WORD.findall(strategy.lower()) if w not in _STRATEGY_FRAME]
+    return [w for w in _tokens(strategy) if w not in _STRATEGY_FRAME]
 
 
 def similarity(a: str, b: str) -> float:
-    return SequenceMatcher(None, _WORD.findall(a.lower()), _WORD.findall(b.lower())).ratio()
+    return SequenceMatcher(None, _tokens(a), _tokens(b)).ratio()

@@ -1,0 +1,78 @@
+"""`python -m utu.practice.library screen --file F.jsonl [--json]`: what the library's screening says of each row.
+
+A row is {"question": ..., "experience": ...}, with optionally "answer" (the question's) and "library" (the
+experiences it must not repeat); the question may be empty. Each row gets one line, KEPT or REFUSED with the
+reason; with --json one object per row: {"refused": reason or null, "experience": ...}. The screening's knobs
+are flags of the same name (--max_particulars 2, --require_directive false).
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from utu.config.flags import add_flags, given
+from utu.config.models import ScreeningConfig
+from utu.errors import ConfigError
+from utu.practice.screening import Question, Source, screen
+
+
+class Row(BaseModel):
+    question: str = ""
+    answer: str | int | float | None = None
+    experience: str
+    library: list[str] = []
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("screen", help="the screening's verdict on each experience of a JSONL file")
+    parser.add_argument("--file", required=True, type=Path, help='JSONL rows {"question": ..., "experience": ...}')
+    parser.add_argument("--json", action="store_true", help="one JSON object per row")
+    parser.set_defaults(screening_flags=add_flags(parser, ScreeningConfig))
+
+
+def read_rows(path: Path) -> list[Row]:
+    """The file's rows; a bad line is a `ConfigError` naming the file, the line and the field."""
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file (give --file a JSONL file of {{question, experience}} rows)")
+    rows = []
+    with path.open(encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(Row.model_validate_json(line))
+            except ValidationError as e:
+                error = e.errors()[0]
+                where = ".".join(map(str, error["loc"])) or "the line"
+                raise ConfigError(f"{path}:{number}: {where}: {error['msg']} (a row is a JSON object with a string "
+                                  "'experience' and optionally 'question', 'answer', 'library')") from None  # fmt: skip
+    return rows
+
+
+def verdicts(rows: list[Row], config: ScreeningConfig) -> list[str | None]:
+    def source(row: Row) -> Source:
+        answer = None if row.answer is None else str(row.answer)
+        return Source([Question(row.question, answer)] if row.question or answer else [])
+
+    return [screen(row.experience.strip(), source(row), row.library, config) for row in rows]
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = ScreeningConfig(**given(args, args.screening_flags))
+    except ValidationError as e:
+        error = e.errors()[0]
+        raise ConfigError(f"--{error['loc'][0]}: {error['msg']}") from None
+    rows = read_rows(args.file)
+    results = verdicts(rows, config)
+    for row, refused in zip(rows, results, strict=True):
+        if args.json:
+            print(json.dumps({"refused": refused, "experience": row.experience}, ensure_ascii=False))
+        else:
+            print(f"REFUSED ({refused}): {row.experience}" if refused else f"KEPT: {row.experience}")
+    refused_count = sum(r is not None for r in results)
+    print(f"{args.file}: {refused_count} of {len(rows)} refused", file=sys.stderr)
+    return 0
