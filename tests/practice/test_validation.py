@@ -14,7 +14,7 @@ HARMLESS = "When adding two numbers, add the ones digits first and then the tens
 VALIDATION = ["--validation_dataset", "ArithVal", "--validation_size", "3", "--validation_pass_k", "2"]
 
 
-def adder() -> StubScript:
+def adder(harmful: str = HARMFUL) -> StubScript:
     """Right on validation questions, right then wrong on practice questions (contrast to learn from); always
     zero once the harmful experience is in its instructions."""
     served = defaultdict(int)
@@ -24,7 +24,7 @@ def adder() -> StubScript:
         a, b = map(int, re.search(r"What is (\d+) plus (\d+)", user).groups())
         practice = any(q in user for q in QUESTIONS)
         served[user] += 1
-        wrong = HARMFUL in system or (practice and served[user] % 2 == 0)
+        wrong = harmful in system or (practice and served[user] % 2 == 0)
         return f"The answer is \\boxed{{{0 if wrong else a + b}}}."
 
     return StubScript(reply_fn=reply)
