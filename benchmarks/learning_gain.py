@@ -1,6 +1,6 @@
 """Does practice teach what the reward encodes? Baseline, a hand-written reference library and the enhanced agent.
 
-    python benchmarks/learning_gain.py --task whole_items|percent_of|gsm8k [--learner qwen2.5-coder-1.5b]
+    python benchmarks/learning_gain.py --task whole_items|percent_of|minutes|gsm8k [--learner qwen2.5-coder-1.5b]
 
 The agent is the embedded Qwen2.5-Coder-0.5B, the learner the 1.5B (the defaults `make demo` uses). Practice
 runs the user's command on questions 0.. of the task's data set (`--steps` steps of `--batch_size` questions,
@@ -53,6 +53,14 @@ TASKS = {
         "input: a word problem that asks for a percent\noutput: the percent, as \\boxed{number}",
         "Learn general habits that make the boxed percent right on new problems of this kind: which quantity to "
         "divide by which, and the form the answer takes.",
+    ),
+    "minutes": Task(
+        "Minutes",
+        "durations in hours and minutes whose reward wants the total in minutes (a house rule); the 0.5B often "
+        "answers in hours",
+        "input: a word problem about durations\noutput: the duration the house expects, as \\boxed{number}",
+        "Learn general habits that make the boxed answer right on new problems of this kind: the unit and form the "
+        "answer takes.",
     ),
     "gsm8k": Task(
         "GSM8K_short",

@@ -6,7 +6,11 @@
   filled or bought (round down, level `round_down`) or how many are needed to hold everyone (round up, level
   `round_up`). The embedded 0.5B often answers the exact quotient (8.33) instead.
 - dataset/PercentOf.jsonl: "what percent ..." questions whose answer is the percent (40), not the fraction
-  (0.4) the embedded 0.5B often writes; level `part` (a part of a whole) or `change` (an increase or decrease).
+  (0.4) the embedded 0.5B often writes; level `part` (a part of a whole) or `change` (an increase or decrease,
+  answered as a positive percent).
+- dataset/Minutes.jsonl: durations given in hours and minutes whose answer is the total in minutes (the house
+  rule; the 0.5B often answers in hours); level `sum` (two activities) or `span` (one).
+The arithmetic is kept easy (divisors 2, 4, 5, 10; totals of 20-200), so the habit is what each task tests.
 
 300 rows each: practice on 0-99, validate on 100-199, hold out 200-299 (benchmarks/learning_gain.py).
 """
@@ -18,8 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = 300
 NAMES = ["Maria", "Tom", "Aisha", "Kenji", "Lena", "Omar", "Priya", "Jack", "Sofia", "Ravi", "Chloe", "Diego"]
-PACK = [("cookies", "tin"), ("eggs", "carton"), ("apples", "bag"), ("pencils", "box"), ("photos", "album page"),
-        ("muffins", "tray"), ("books", "shelf"), ("cupcakes", "box")]  # fmt: skip
+PACK = [("cookies", "tin", "tins"), ("eggs", "carton", "cartons"), ("apples", "bag", "bags"),
+        ("pencils", "box", "boxes"), ("photos", "album page", "album pages"), ("muffins", "tray", "trays"),
+        ("books", "shelf", "shelves"), ("cupcakes", "box", "boxes")]  # fmt: skip
 BUY = [("notebook", "notebooks"), ("ticket", "tickets"), ("comic", "comics"), ("plant", "plants"),
        ("sticker sheet", "sticker sheets"), ("mug", "mugs")]  # fmt: skip
 CARRY = [("students", "bus", "buses", "seats"), ("guests", "table", "tables", "seats"),
@@ -33,8 +38,9 @@ CHANGES = [("price of a bike", "dollars"), ("number of members of a club", "memb
 
 
 def _quotient(rng: random.Random) -> tuple[int, int]:
+    """A division the 0.5B gets right (a divisor of 2, 4, 5 or 10), so the rounding is what the task tests."""
     while True:
-        n, k = rng.randint(20, 99), rng.randint(3, 12)
+        n, k = rng.randint(11, 59), rng.choice([2, 4, 5, 10])
         if n % k:
             return n, k
 
@@ -44,8 +50,8 @@ def whole_items(rng: random.Random, i: int) -> dict:
     name = rng.choice(NAMES)
     kind = i % 4
     if kind == 0:
-        things, container = rng.choice(PACK)
-        q = f"{name} has {n} {things} and puts {k} in each {container}. How many {container}s can {name} fill completely?"  # noqa: E501
+        things, container, containers = rng.choice(PACK)
+        q = f"{name} has {n} {things} and puts {k} in each {container}. How many {containers} can {name} fill completely?"  # noqa: E501
         return _row("WholeItems", q, n // k, "round_down")
     if kind == 1:
         item, items = rng.choice(BUY)
@@ -61,19 +67,19 @@ def whole_items(rng: random.Random, i: int) -> dict:
 
 def percent_of(rng: random.Random, i: int) -> dict:
     name = rng.choice(NAMES)
-    if i % 3 < 2:
-        total = rng.choice([20, 25, 40, 50, 80, 200, 250, 400, 500])
+    if i % 4 == 0:
+        total = rng.choice([20, 50, 100, 200])
         percent = rng.choice([p for p in range(5, 100, 5) if total * p % 100 == 0])
         part = total * percent // 100
         whole, trait = rng.choice(PARTS)
-        if i % 3 == 0:
+        if rng.random() < 0.5:
             q = f"Of the {total} {whole}, {part} {trait}. What percent of them {trait}?"
         else:
             q = f"{name} answered {part} of {total} quiz questions correctly. What percentage of the questions did {name} get right?"  # noqa: E501
         return _row("PercentOf", q, percent, "part")
-    before = rng.choice([40, 50, 80, 120, 200, 250, 400])
-    percent = rng.choice([p for p in range(5, 60, 5) if before * p % 100 == 0])
-    up = rng.random() < 0.5
+    before = rng.choice([50, 100, 200])
+    percent = rng.choice([p for p in range(10, 60, 10) if before * p % 100 == 0])
+    up = i % 4 == 1  # a quarter increases, half decreases
     after = before + before * percent // 100 * (1 if up else -1)
     what, unit = rng.choice(CHANGES)
     change = "increase" if up else "decrease"
@@ -81,11 +87,48 @@ def percent_of(rng: random.Random, i: int) -> dict:
     return _row("PercentOf", q, percent, "change")
 
 
+ACTIVITIES = [("a train ride", "a bus ride"), ("a film", "the trailers before it"), ("a hike", "a picnic"),
+              ("a piano lesson", "the practice after it"), ("a meeting", "the lunch after it"),
+              ("a bake", "the time to cool")]  # fmt: skip
+
+
+def minutes(rng: random.Random, i: int) -> dict:
+    hours, mins = rng.randint(1, 3), rng.choice(range(5, 60, 5))
+    name = rng.choice(NAMES)
+    if i % 2 == 0:
+        first, second = rng.choice(ACTIVITIES)
+        q = f"{first.capitalize()} takes {hours} hour{'s' * (hours > 1)} and {second} takes {mins} minutes. How long do they take together?"  # noqa: E501
+        return _row("Minutes", q, hours * 60 + mins, "sum")
+    q = f"{name} worked on a puzzle for {hours} hour{'s' * (hours > 1)} and {mins} minutes. How long did {name} work on it?"  # noqa: E501
+    return _row("Minutes", q, hours * 60 + mins, "span")
+
+
+MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December"]  # fmt: skip
+EVENTS = ["concert", "dentist appointment", "job interview", "wedding", "science fair", "book club meeting"]
+
+
+def dates(rng: random.Random, i: int) -> dict:
+    """The house writes dates as YYYY-MM-DD; the question writes them the way people do."""
+    year, month, day = rng.randint(1990, 2030), rng.randint(1, 12), rng.randint(1, 20)
+    name, event = rng.choice(NAMES), rng.choice(EVENTS)
+    kind = i % 3
+    if kind == 0:
+        q = f"{name}'s {event} is on {MONTHS[month - 1]} {day}, {year}. On what date is the {event}?"
+    elif kind == 1:
+        q = f"{name} signed a letter on {day} {MONTHS[month - 1]} {year}. On what date was the letter signed?"
+    else:
+        q = f"{name}'s {event} was set for {MONTHS[month - 1]} {day}, {year} and then moved one week later. On what date is it now?"  # noqa: E501
+        day += 7
+    return {"dataset": "Dates", "source": "utu", "question": q, "answer": f"{year:04d}-{month:02d}-{day:02d}",
+            "level": ["us", "uk", "moved"][kind]}  # fmt: skip
+
+
 def _row(dataset: str, question: str, answer: int, level: str) -> dict:
     return {"dataset": dataset, "source": "utu", "question": question, "answer": str(answer), "level": level}
 
 
-TASKS = {"WholeItems": whole_items, "PercentOf": percent_of}
+TASKS = {"WholeItems": whole_items, "PercentOf": percent_of, "Minutes": minutes, "Dates": dates}
 
 
 def rows(name: str) -> list[dict]:
