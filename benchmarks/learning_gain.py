@@ -1,6 +1,6 @@
 """Does practice teach what the reward encodes? Baseline, a hand-written reference library and the enhanced agent.
 
-    python benchmarks/learning_gain.py --task whole_items|percent_of|minutes|gsm8k [--learner qwen2.5-coder-1.5b]
+    python benchmarks/learning_gain.py --task whole_items|percent_of|gsm8k [--learner qwen2.5-coder-1.5b]
 
 The agent is the embedded Qwen2.5-Coder-0.5B, the learner the 1.5B (the defaults `make demo` uses). Practice
 runs the user's command on questions 0.. of the task's data set (`--steps` steps of `--batch_size` questions,
@@ -41,26 +41,18 @@ TASKS = {
     "whole_items": Task(
         "WholeItems",
         "a division with a remainder whose answer counts whole things: round down for how many can be filled or "
-        "bought, up for how many are needed; the 0.5B often boxes the exact quotient or rounds the wrong way",
+        "bought, up for how many are needed; the 0.5B often rounds the wrong way",
         "input: a word problem whose answer is a count of whole things\noutput: that count, as \\boxed{number}",
         "Learn general habits that make the boxed count right on new problems of this kind: what the question "
         "asks for, and how to turn a division into a count of whole things.",
     ),
     "percent_of": Task(
         "PercentOf",
-        "'what percent' questions answered with the percent (40), a decrease as a positive percent; the 0.5B "
-        "often boxes a fraction, a negative change or the wrong base",
+        "'what percent' questions answered with the percent, a decrease as a positive percent; the 0.5B often "
+        "boxes a decrease as a negative percent",
         "input: a word problem that asks for a percent\noutput: the percent, as \\boxed{number}",
         "Learn general habits that make the boxed percent right on new problems of this kind: which quantity to "
         "divide by which, and the form the answer takes.",
-    ),
-    "minutes": Task(
-        "Minutes",
-        "durations in hours and minutes whose reward wants the total in minutes (a house rule); the 0.5B often "
-        "answers in hours",
-        "input: a word problem about durations\noutput: the duration the house expects, as \\boxed{number}",
-        "Learn general habits that make the boxed answer right on new problems of this kind: the unit and form the "
-        "answer takes.",
     ),
     "gsm8k": Task(
         "GSM8K_short",

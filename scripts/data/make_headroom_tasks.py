@@ -8,8 +8,6 @@
 - dataset/PercentOf.jsonl: "what percent ..." questions whose answer is the percent (40), not the fraction
   (0.4) the embedded 0.5B often writes; level `part` (a part of a whole) or `change` (an increase or decrease,
   answered as a positive percent).
-- dataset/Minutes.jsonl: durations given in hours and minutes whose answer is the total in minutes (the house
-  rule; the 0.5B often answers in hours); level `sum` (two activities) or `span` (one).
 The arithmetic is kept easy (divisors 2, 4, 5, 10; totals of 20-200), so the habit is what each task tests.
 
 300 rows each: practice on 0-99, validate on 100-199, hold out 200-299 (benchmarks/learning_gain.py).
@@ -87,48 +85,11 @@ def percent_of(rng: random.Random, i: int) -> dict:
     return _row("PercentOf", q, percent, "change")
 
 
-ACTIVITIES = [("a train ride", "a bus ride"), ("a film", "the trailers before it"), ("a hike", "a picnic"),
-              ("a piano lesson", "the practice after it"), ("a meeting", "the lunch after it"),
-              ("a bake", "the time to cool")]  # fmt: skip
-
-
-def minutes(rng: random.Random, i: int) -> dict:
-    hours, mins = rng.randint(1, 3), rng.choice(range(5, 60, 5))
-    name = rng.choice(NAMES)
-    if i % 2 == 0:
-        first, second = rng.choice(ACTIVITIES)
-        q = f"{first.capitalize()} takes {hours} hour{'s' * (hours > 1)} and {second} takes {mins} minutes. How long do they take together?"  # noqa: E501
-        return _row("Minutes", q, hours * 60 + mins, "sum")
-    q = f"{name} worked on a puzzle for {hours} hour{'s' * (hours > 1)} and {mins} minutes. How long did {name} work on it?"  # noqa: E501
-    return _row("Minutes", q, hours * 60 + mins, "span")
-
-
-MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-          "November", "December"]  # fmt: skip
-EVENTS = ["concert", "dentist appointment", "job interview", "wedding", "science fair", "book club meeting"]
-
-
-def dates(rng: random.Random, i: int) -> dict:
-    """The house writes dates as YYYY-MM-DD; the question writes them the way people do."""
-    year, month, day = rng.randint(1990, 2030), rng.randint(1, 12), rng.randint(1, 20)
-    name, event = rng.choice(NAMES), rng.choice(EVENTS)
-    kind = i % 3
-    if kind == 0:
-        q = f"{name}'s {event} is on {MONTHS[month - 1]} {day}, {year}. On what date is the {event}?"
-    elif kind == 1:
-        q = f"{name} signed a letter on {day} {MONTHS[month - 1]} {year}. On what date was the letter signed?"
-    else:
-        q = f"{name}'s {event} was set for {MONTHS[month - 1]} {day}, {year} and then moved one week later. On what date is it now?"  # noqa: E501
-        day += 7
-    return {"dataset": "Dates", "source": "utu", "question": q, "answer": f"{year:04d}-{month:02d}-{day:02d}",
-            "level": ["us", "uk", "moved"][kind]}  # fmt: skip
-
-
 def _row(dataset: str, question: str, answer: int, level: str) -> dict:
     return {"dataset": dataset, "source": "utu", "question": question, "answer": str(answer), "level": level}
 
 
-TASKS = {"WholeItems": whole_items, "PercentOf": percent_of, "Minutes": minutes, "Dates": dates}
+TASKS = {"WholeItems": whole_items, "PercentOf": percent_of}
 
 
 def rows(name: str) -> list[dict]:

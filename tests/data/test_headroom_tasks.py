@@ -38,8 +38,3 @@ def test_percent_answers_are_the_percent_and_a_decrease_is_positive():
         )
         assert row["answer"] == f"{percent:g}" and percent > 0, row
 
-
-def test_minutes_answers_are_the_total_in_minutes():
-    for row in bundled("Minutes"):
-        hours, minutes = (int(n) for n in re.findall(r"\d+", row["question"])[:2])
-        assert row["answer"] == str(hours * 60 + minutes), row
