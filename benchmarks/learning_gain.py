@@ -57,7 +57,7 @@ TASKS = {
     "gsm8k": Task(
         "GSM8K_short",
         "GSM8K questions of at most two calculations: the 0.5B is right on about half; its errors are reasoning "
-        "slips, not habits (README, Does practice help?)",
+        "slips, not habits (docs/results.md)",
         "input: a grade-school math word problem that takes a few steps\noutput: the number that answers it, as "
         "\\boxed{number}",
         "Learn general problem-solving habits and common pitfalls that make the final answer correct on new word "

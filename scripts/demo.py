@@ -33,7 +33,7 @@ arithmetic is easy (divisors 2, 4, 5, 10), so what decides the reward is a habit
 asks, which the agent follows only some of the time; the learner is Qwen2.5-Coder-1.5B, and an update is kept
 only if Mean@2 on 16 validation questions drops by at most 0.05 (one attempt in 32). 40 held-out questions at
 K=2 show only a large effect: read the paired difference with its confidence interval. On GSM8K no library helps
-this agent (its errors are reasoning slips; README, "Does practice help?"). Point the same commands at a capable
+this agent (its errors are reasoning slips; docs/results.md). Point the same commands at a capable
 API model by setting `UTU_LLM_BASE_URL`, `UTU_LLM_MODEL` and `UTU_LLM_API_KEY` in `.env`: the paper reports +2.7
 to +5.4 points on AIME with DeepSeek-V3.1."""
 

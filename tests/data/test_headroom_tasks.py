@@ -37,4 +37,3 @@ def test_percent_answers_are_the_percent_and_a_decrease_is_positive():
             else (b / a * 100 if "Of the" in row["question"] else a / b * 100)
         )
         assert row["answer"] == f"{percent:g}" and percent > 0, row
-

@@ -1,4 +1,4 @@
-"""The Python API: `from utu.practice import TrainingFreeGRPO` (as in Youtu-Agent) and the README's example,
+"""The Python API: `from utu.practice import TrainingFreeGRPO` (as in Youtu-Agent) and the example of docs/practice.md,
 run verbatim against stub LLMs."""
 
 import re
@@ -11,7 +11,7 @@ from utu.errors import RunFailed
 
 
 def readme_example() -> str:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs/practice.md").read_text()
     return re.search(r"<!-- python-api .*?```python\n(.*?)```", text, re.DOTALL).group(1)
 
 
@@ -29,7 +29,7 @@ def workspace(tmp_path, stub, monkeypatch):
 
 def test_the_readme_example_runs_verbatim(workspace, capsys):
     upload(workspace, "my.db")
-    exec(compile(readme_example(), "README.md", "exec"), {})
+    exec(compile(readme_example(), "docs/practice.md", "exec"), {})
     out = capsys.readouterr().out.splitlines()
     assert out[0].endswith("runs/my_run/enhanced_agent.yaml") and (workspace / out[0]).is_file()
     assert out[1].startswith("0 ") and any(line.startswith("G0 When adding") for line in out)

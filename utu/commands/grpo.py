@@ -7,7 +7,7 @@
 Writes runs/<exp_id>/grpo/: metrics.jsonl (one line per step), tensorboard/ (if installed), checkpoint/
 (model or LoRA adapter, optimizer, scheduler, RNG, step) and test.json (Mean@k / Pass@k before and after).
 Running the same command again resumes from the checkpoint; --fresh starts over.
-Several processes: `accelerate launch --multi_gpu --num_processes 2 scripts/run_grpo.py ...` (README: what is
+Several processes: `accelerate launch --multi_gpu --num_processes 2 scripts/run_grpo.py ...` (docs/rl.md: what is
 tested on the CPU, what is expected on GPUs).
 """
 

@@ -1,10 +1,10 @@
-"""The README's knob tables, generated from the config models (one source per knob).
+"""The knob tables of docs/configuration.md, generated from the config models (one source per knob).
 
-    python -m utu.config.docs README.md      # rewrite every table between its markers
-    python -m utu.config.docs --check README.md
+    python -m utu.config.docs docs/configuration.md      # rewrite every table between its markers
+    python -m utu.config.docs --check docs/configuration.md
 
 A table sits between `<!-- knobs NAME -->` and `<!-- /knobs -->`, NAME being a model below. The test suite
-runs `--check`, so a README that disagrees with the models fails it.
+runs `--check`, so a page that disagrees with the models fails it.
 """
 
 import argparse
@@ -50,7 +50,7 @@ def render(text: str) -> str:
     def table(match: re.Match) -> str:
         name = match.group(2)
         if name not in MODELS:
-            raise SystemExit(f"error: README marks a table for unknown model {name!r}; known: {', '.join(MODELS)}")
+            raise SystemExit(f"error: the page marks a table for unknown model {name!r}; known: {', '.join(MODELS)}")
         return match.group(1) + knob_table(MODELS[name]) + match.group(4)
 
     return TABLE.sub(table, text)

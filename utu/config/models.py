@@ -24,7 +24,7 @@ class StrictModel(BaseModel):
 
 
 def knob(default: Any = ..., description: str = "", *, shapes: bool = True, source: str | None = None, **bounds: Any):
-    """A config field with the facts every derived view needs: its description (`--help`, the README
+    """A config field with the facts every derived view needs: its description (`--help`, the knob
     tables), whether it changes what a run computes (`shapes`: experiment fingerprints; a resumed run may
     change the others) and, for knobs from a paper or a peer, where it comes from."""
     extra = {"shapes_results": shapes} | ({"source": source} if source else {})

@@ -1,0 +1,49 @@
+"""The README is a page a newcomer reads in two minutes, and every relative link of the docs resolves."""
+
+import re
+
+import pytest
+
+from tests.conftest import ROOT
+
+FENCE = re.compile(r"^\s*```[\w-]*\s*$")
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "dataset/README.md",
+         ROOT / "tests/practice/corpora/README.md"]  # fmt: skip
+
+
+def anchors(page) -> set[str]:
+    """GitHub's anchors of a page's headings (code blocks left out)."""
+    found, fence, seen = set(), False, {}
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if FENCE.match(line):
+            fence = not fence
+        heading = re.match(r"^#{1,6} (.*)$", line)
+        if heading and not fence:
+            slug = re.sub(r"[^\w\- ]", "", heading.group(1).replace("`", "").strip().lower()).replace(" ", "-")
+            found.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+            seen[slug] = seen.get(slug, 0) + 1
+    return found
+
+
+def test_the_readme_is_short_and_starts_with_the_two_commands():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text) <= 15_000, len(text)
+    first = "\n".join(text.splitlines()[:30])
+    assert "make demo" in first and "make test" in first
+    assert len(re.findall(r"\b20\d\d-\d\d-\d\d\b", text)) <= 3
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_resolves(page):
+    broken = []
+    for target in LINK.findall(page.read_text(encoding="utf-8")):
+        if re.match(r"^[a-z]+:", target):  # http:, https:, mailto:
+            continue
+        path, _, fragment = target.partition("#")
+        destination = (page.parent / path).resolve() if path else page
+        if not destination.exists():
+            broken.append(f"{target}: no such file")
+        elif fragment and destination.suffix == ".md" and fragment not in anchors(destination):
+            broken.append(f"{target}: no such heading")
+    assert not broken, broken
