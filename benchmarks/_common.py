@@ -115,7 +115,6 @@ async def stub_practice(base_url: str, db, dataset: str, questions: int, group: 
     """
     from contextlib import AsyncExitStack
 
-    from utu.app import build_practice
     from utu.config import (
         AgentConfig,
         DataArguments,
@@ -127,6 +126,7 @@ async def stub_practice(base_url: str, db, dataset: str, questions: int, group: 
         TrainingFreeGRPOConfig,
     )
     from utu.db.dataset_io import DatasetLine, store_dataset
+    from utu.practice.parts import build_practice
 
     await db.create_tables()
     rows = [DatasetLine(question=f"What is {i} plus {i + 1}?", answer=str(2 * i + 1)) for i in range(questions)]

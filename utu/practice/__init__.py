@@ -18,7 +18,7 @@ __all__ = list(_HOMES)
 
 
 def __getattr__(name: str):
-    # Imported on first use: utu.app (which the API needs) itself imports modules of this package.
+    # Imported on first use, so that importing one module of this package (screening, library) stays light.
     if name in _HOMES:
         return getattr(importlib.import_module(f"utu.practice.{_HOMES[name]}"), name)
     raise AttributeError(f"module 'utu.practice' has no attribute {name!r}")

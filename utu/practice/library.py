@@ -135,7 +135,7 @@ def _apply_one(
     return record
 
 
-if __name__ == "__main__":  # python -m utu.practice.library show|diff|export (utu/commands/library.py)
-    from utu.commands.library import main
+if __name__ == "__main__":  # python -m utu.practice.library show|diff|export|merge|screen (library_command.py)
+    from utu.practice.library_command import main
 
     main()

@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from utu.app import claim_experiment, open_practice
+from utu.app import claim_experiment
 from utu.config import TrainingFreeGRPOConfig, config_root, load_config
 from utu.config.models import shaping_dump
 from utu.db import Database
@@ -30,6 +30,7 @@ from utu.practice.export import check_export_target, practice_agent_path, write_
 from utu.practice.initial import initial_library, pick_step
 from utu.practice.library import Library
 from utu.practice.loop import PracticeLoop, PracticeResult
+from utu.practice.parts import open_practice
 from utu.practice.store import EVAL_PREFIX
 from utu.practice.types import StepStats
 from utu.tasks import gather_or_cancel

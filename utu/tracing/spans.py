@@ -8,13 +8,10 @@ import contextlib
 import contextvars
 import json
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from opentelemetry import context, trace
 from opentelemetry.trace import Status, StatusCode
-
-if TYPE_CHECKING:
-    from utu.llm.transport import Reply
 
 _tracer = trace.get_tracer("utu")
 _session: contextvars.ContextVar[str | None] = contextvars.ContextVar("utu_session", default=None)
@@ -106,7 +103,18 @@ def llm_span(model: str, messages: list[dict[str, Any]], params: dict[str, Any])
         yield current
 
 
-def set_llm_output(current: trace.Span, reply: "Reply") -> None:
+class LLMReply(Protocol):
+    """What `set_llm_output` reads of a reply (utu.llm.transport.Reply; tracing does not import the client)."""
+
+    model: str | None
+    content: str | None
+    prompt_tokens: int
+    completion_tokens: int
+
+    def raw_json(self) -> str: ...
+
+
+def set_llm_output(current: trace.Span, reply: LLMReply) -> None:
     """The reply of an `llm_span`: the raw JSON as output, the message, the token counts."""
     if not current.is_recording():
         return

@@ -25,11 +25,11 @@ from rich.table import Table
 
 from utu import cli
 from utu.app import open_client
-from utu.commands import screen
 from utu.config.loader import load_model_config
 from utu.db import Database
 from utu.errors import ConfigError
 from utu.names import check_name
+from utu.practice import screen_command
 from utu.practice.history import applied_operations, diff, provenance
 from utu.practice.initial import REFERENCE, library_at
 from utu.practice.merge import merge
@@ -59,7 +59,7 @@ def parse_args() -> argparse.Namespace:
     combine.add_argument("refs", nargs="+", metavar="EXP[@STEP]", help="libraries to combine (default step: last)")
     combine.add_argument("--to", required=True, dest="name", help="the new experiment's id")
     combine.add_argument("--no_llm", action="store_true", help="no learner: drop near-duplicates by rule only")
-    screen.add_parser(commands)
+    screen_command.add_parser(commands)
     args = parser.parse_args()
     if args.command == "merge" and len(args.refs) < 2:
         parser.error("merge: give at least two libraries")
@@ -167,7 +167,7 @@ async def combine(db: Database, args) -> None:
 async def run() -> int:
     args = parse_args()
     if args.command == "screen":  # no database: the file holds all it needs
-        return screen.run(args)
+        return screen_command.run(args)
     db = Database(args.db_url)
     try:
         await db.create_tables()

@@ -1,0 +1,61 @@
+"""What a practice run talks to: agent, learner, verifier and budget, opened from its config (each client
+preflighted and closed with the run's `AsyncExitStack`), and the loop built from them."""
+
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+
+from utu.agents import Agent
+from utu.app import budget, open_client, open_judge
+from utu.config.models import TrainingFreeGRPOConfig
+from utu.db.engine import Database
+from utu.llm.usage import UsageTracker
+from utu.practice.experience_updater import ExperienceUpdater
+from utu.practice.library import Library
+from utu.practice.loop import PracticeLoop
+from utu.tools import open_toolkits
+from utu.verify import Verifier, load_verifier, warm_up
+
+
+@dataclass
+class PracticeParts:
+    """What a practice run talks to, opened (each client preflighted) before its loop is built."""
+
+    agent: Agent
+    updater: ExperienceUpdater
+    verifier: Verifier
+    usage: UsageTracker
+
+    def loop(
+        self, config: TrainingFreeGRPOConfig, db: Database, initial: Library | None = None, pipeline: bool = True
+    ) -> PracticeLoop:
+        """The practice loop, starting from the `initial` library (default: empty)."""
+        return PracticeLoop(
+            config, db, self.agent, self.updater, self.verifier, self.usage, initial=initial, pipeline=pipeline
+        )
+
+
+async def open_practice(stack: AsyncExitStack, config: TrainingFreeGRPOConfig) -> PracticeParts:
+    """Agent, learner (the agent's client unless `learner_model` is set), verifier; closed with `stack`."""
+    ev = config.evaluation
+    verify = load_verifier(ev.verify_filename, ev.verify_func_name)
+    warm_up(verify)  # while the clients connect and the first rollouts run
+    usage = budget(config.practice.max_cost, ev.agent.model, config.practice.learner_model, ev.judge_model)
+    client = await open_client(stack, ev.agent.model, usage)
+    learner = client
+    if config.practice.learner_model:
+        learner = await open_client(stack, config.practice.learner_model, usage)
+    judge = await open_judge(stack, ev, usage)
+    verifier = Verifier(verify, ev.verify_timeout, ev.timeout_score, llm=judge)
+    agent = Agent(ev.agent, client, await open_toolkits(stack, ev.agent.toolkits, llm=client))
+    return PracticeParts(agent, ExperienceUpdater(learner, config.practice), verifier, usage)
+
+
+async def build_practice(
+    stack: AsyncExitStack,
+    config: TrainingFreeGRPOConfig,
+    db: Database,
+    initial: Library | None = None,
+    pipeline: bool = True,
+) -> PracticeLoop:
+    """A practice run, starting from the `initial` library (default: empty)."""
+    return (await open_practice(stack, config)).loop(config, db, initial, pipeline)
