@@ -34,7 +34,7 @@ def run_ours(k: dict) -> dict:
     import asyncio
 
     from utu.rl.env import GRPOEnv, PromptTemplate
-    from utu.rl.grpo import GRPO
+    from utu.rl.grpo import LocalGRPO
     from utu.rl.toy import char_tokenizer, tiny_llama
     from utu.rl.train import train_step
     from utu.verify import Verifier, load_verifier
@@ -45,7 +45,7 @@ def run_ours(k: dict) -> dict:
     questions = [(i, q, "a") for i, q in enumerate(PROMPTS)]
     env = GRPOEnv(questions, PromptTemplate(system=SYSTEM, user="{question}"), verifier, k["prompts_per_step"])
     batch = k["group_size"] * k["prompts_per_step"]
-    agent = GRPO(model, tokenizer, group_size=k["group_size"], batch_size=batch, lr=k["lr"],
+    agent = LocalGRPO(model, tokenizer, group_size=k["group_size"], batch_size=batch, lr=k["lr"],
                  max_new_tokens=k["max_new_tokens"], min_output_tokens=k["max_new_tokens"])  # fmt: skip
 
     async def steps() -> float:

@@ -69,12 +69,12 @@ TASKS = {
 async def summarise(db_url: str, ids: dict[str, str], practice_id: str, k: int) -> dict:
     from utu.db import Database
     from utu.db.models import EvaluationSample, ExperienceOperation
-    from utu.eval.metrics import Attempt, compare, compute_metrics
+    from utu.eval.metrics import ScoredAttempt, compare, compute_metrics
     from utu.practice.store import PracticeStore
 
     db = Database(db_url)
     try:
-        rows = {name: [Attempt.from_row(r) for r in await exp_rows(db, EvaluationSample, exp_id)]
+        rows = {name: [ScoredAttempt.from_row(r) for r in await exp_rows(db, EvaluationSample, exp_id)]
                 for name, exp_id in ids.items()}  # fmt: skip
         store = PracticeStore(db, practice_id)
         steps = await store.steps()

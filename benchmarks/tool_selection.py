@@ -41,12 +41,12 @@ def per_question(attempts, value) -> dict:
 async def summarise(db_url: str, exp_ids: dict[str, str], practice: str, k: int) -> dict:
     from utu.db import Database
     from utu.db.models import EvaluationSample
-    from utu.eval.metrics import Attempt, bootstrap_ci, compare, compute_metrics
+    from utu.eval.metrics import ScoredAttempt, bootstrap_ci, compare, compute_metrics
     from utu.practice.store import PracticeStore
 
     db = Database(db_url)
     try:
-        rows = {name: [Attempt.from_row(r) for r in await exp_rows(db, EvaluationSample, exp)]
+        rows = {name: [ScoredAttempt.from_row(r) for r in await exp_rows(db, EvaluationSample, exp)]
                 for name, exp in exp_ids.items()}  # fmt: skip
         store = PracticeStore(db, practice)
         steps = await store.steps()

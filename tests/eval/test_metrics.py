@@ -2,16 +2,18 @@
 
 import pytest
 
-from utu.eval.metrics import Attempt, bootstrap_ci, compare, compute_metrics, k_values, pass_at_k
+from utu.eval.metrics import ScoredAttempt, bootstrap_ci, compare, compute_metrics, k_values, pass_at_k
 
 
-def attempts(rewards_by_question: dict[int, list[float | None]], level=None) -> list[Attempt]:
+def attempts(rewards_by_question: dict[int, list[float | None]], level=None) -> list[ScoredAttempt]:
     out = []
     for q, rewards in rewards_by_question.items():
         for r in rewards:
             stage = "failed" if r is None else "judged"
             out.append(
-                Attempt(("d", q), stage, r, None if r is None else r == 1.0, level, tokens=10, cost=0.001, tool_calls=1)
+                ScoredAttempt(
+                    ("d", q), stage, r, None if r is None else r == 1.0, level, tokens=10, cost=0.001, tool_calls=1
+                )
             )
     return out
 
@@ -85,10 +87,10 @@ def test_tool_stats_per_tool_with_rewards_with_and_without_it():
         return {"tool": tool, "arguments_chars": 10, "seconds": seconds, "error": error}
 
     attempts = [
-        Attempt(("d", 0), "judged", reward=1.0, tools=[call("convert", 0.1), call("convert", 0.3)]),
-        Attempt(("d", 1), "judged", reward=0.0, tools=[call("search", 2.0, "timed out after 2s")]),
-        Attempt(("d", 2), "judged", reward=0.5, tools=[]),
-        Attempt(("d", 3), "failed", tools=[call("convert", 0.2, "boom")]),  # counted as calls, not as a reward
+        ScoredAttempt(("d", 0), "judged", reward=1.0, tools=[call("convert", 0.1), call("convert", 0.3)]),
+        ScoredAttempt(("d", 1), "judged", reward=0.0, tools=[call("search", 2.0, "timed out after 2s")]),
+        ScoredAttempt(("d", 2), "judged", reward=0.5, tools=[]),
+        ScoredAttempt(("d", 3), "failed", tools=[call("convert", 0.2, "boom")]),  # counted as calls, not as a reward
     ]
     stats = tool_stats(attempts)
     assert list(stats) == ["convert", "search"]

@@ -7,15 +7,15 @@ from utu.config.models import PracticeArguments
 from utu.llm.stub import StubScript
 from utu.practice.experience_updater import ExperienceUpdater, tool_usage
 from utu.practice.library import Library
-from utu.practice.types import Attempt
+from utu.practice.types import GroupAttempt
 
 RULE = "When a question converts units, call convert_units instead of computing by hand."
 
 
-def attempt(reward: float, tools: list[dict]) -> Attempt:
+def attempt(reward: float, tools: list[dict]) -> GroupAttempt:
     trajectory = [{"role": "system", "content": "s"}, {"role": "user", "content": "5 km in m?"},
                   {"role": "assistant", "content": "The answer is 5000."}]  # fmt: skip
-    return Attempt(dataset_index=0, question="5 km in m?", answer="5000", response="5000", trajectory=trajectory,
+    return GroupAttempt(dataset_index=0, question="5 km in m?", answer="5000", response="5000", trajectory=trajectory,
                    reward=reward, tools=tools)  # fmt: skip
 
 

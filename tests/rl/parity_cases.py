@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from accelerate import Accelerator
 
-from utu.rl.grpo import GRPO, Rollout
+from utu.rl.grpo import LocalGRPO, Rollout
 from utu.rl.toy import char_tokenizer, tiny_llama
 
 PROMPTS, G, STEPS, MAX_NEW = 6, 4, 3, 6
@@ -75,7 +75,7 @@ def run_case(accelerator: Accelerator, knobs: dict, steps: int = STEPS) -> dict[
     tokenizer = char_tokenizer()
     world, rank = accelerator.num_processes, accelerator.process_index
     knobs = {**knobs, "batch_size": knobs["batch_size"] // world}  # per process, as Accelerate counts it
-    agent = GRPO(tiny_llama(len(tokenizer), seed=0), tokenizer, accelerator=accelerator, group_size=G, lr=1e-3,
+    agent = LocalGRPO(tiny_llama(len(tokenizer), seed=0), tokenizer, accelerator=accelerator, group_size=G, lr=1e-3,
                  max_new_tokens=MAX_NEW, **knobs)  # fmt: skip
     seen = {}
     for step in range(steps):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from utu.rl.env import GRPOEnv, PromptTemplate
-from utu.rl.grpo import GRPO
+from utu.rl.grpo import LocalGRPO
 from utu.rl.losses import group_advantages
 from utu.rl.toy import char_tokenizer, tiny_llama
 from utu.rl.train import MetricsLog, train
@@ -31,13 +31,13 @@ def toy_env(batch_size: int = 2) -> GRPOEnv:
     return GRPOEnv(questions, PromptTemplate(system="say", user="{question}"), verifier, batch_size=batch_size)
 
 
-def params(agent: GRPO) -> dict[str, torch.Tensor]:
+def params(agent: LocalGRPO) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in agent.model.named_parameters()}
 
 
 @pytest.mark.parametrize("reduce_memory_peak", [False, True])
 def test_log_probs_equal_a_manual_loop_over_unpadded_sequences(model, tokenizer, reduce_memory_peak):
-    agent = GRPO(model, tokenizer, group_size=3, max_new_tokens=12, temperature=0.7,
+    agent = LocalGRPO(model, tokenizer, group_size=3, max_new_tokens=12, temperature=0.7,
                  reduce_memory_peak=reduce_memory_peak)  # fmt: skip
     torch.manual_seed(3)
     rollout = agent.get_action(PROMPTS)
@@ -56,7 +56,7 @@ def test_log_probs_equal_a_manual_loop_over_unpadded_sequences(model, tokenizer,
 
 
 def test_completion_texts_stop_at_the_first_eos(model, tokenizer):
-    agent = GRPO(model, tokenizer, group_size=4, max_new_tokens=16)
+    agent = LocalGRPO(model, tokenizer, group_size=4, max_new_tokens=16)
     torch.manual_seed(0)
     rollout = agent.get_action(PROMPTS)
     for row, text in enumerate(t for group in rollout.texts for t in group):
@@ -70,7 +70,7 @@ def test_completion_texts_stop_at_the_first_eos(model, tokenizer):
     assert rollout.truncated.any() and not rollout.truncated.all()  # both cases were seen
 
 
-def capture_gradients(agent: GRPO) -> dict[str, torch.Tensor]:
+def capture_gradients(agent: LocalGRPO) -> dict[str, torch.Tensor]:
     """The gradients the optimizer sees at its (single) step, recorded just before it steps."""
     seen: dict[str, torch.Tensor] = {}
     step = agent.optimizer.step
@@ -86,11 +86,11 @@ def capture_gradients(agent: GRPO) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "dapo"])
 def test_gradient_accumulation_in_learn_equals_one_batch(model, tokenizer, loss_type):
     torch.manual_seed(1)
-    base = GRPO(copy.deepcopy(model), tokenizer, group_size=4, max_new_tokens=8)
+    base = LocalGRPO(copy.deepcopy(model), tokenizer, group_size=4, max_new_tokens=8)
     rollout = base.get_action(PROMPTS)
     rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.5, 1.0, 1.0]])
-    one = GRPO(copy.deepcopy(model), tokenizer, group_size=4, batch_size=8, loss_type=loss_type, max_new_tokens=8)
-    two = GRPO(copy.deepcopy(model), tokenizer, group_size=4, batch_size=4, gradient_accumulation_steps=2,
+    one = LocalGRPO(copy.deepcopy(model), tokenizer, group_size=4, batch_size=8, loss_type=loss_type, max_new_tokens=8)
+    two = LocalGRPO(copy.deepcopy(model), tokenizer, group_size=4, batch_size=4, gradient_accumulation_steps=2,
                loss_type=loss_type, max_new_tokens=8)  # fmt: skip
     grads_one, grads_two = capture_gradients(one), capture_gradients(two)
     one.learn(rollout, rewards)
@@ -102,7 +102,7 @@ def test_gradient_accumulation_in_learn_equals_one_batch(model, tokenizer, loss_
 
 
 def test_zero_variance_groups_are_filtered_and_truncated_completions_masked(model, tokenizer):
-    agent = GRPO(model, tokenizer, group_size=4, max_new_tokens=4, lr=0.1, filter_zero_std_groups=True)
+    agent = LocalGRPO(model, tokenizer, group_size=4, max_new_tokens=4, lr=0.1, filter_zero_std_groups=True)
     torch.manual_seed(0)
     rollout = agent.get_action(PROMPTS)
     before = params(agent)
@@ -111,16 +111,16 @@ def test_zero_variance_groups_are_filtered_and_truncated_completions_masked(mode
     assert all(torch.equal(before[k], v) for k, v in params(agent).items())
     assert agent.step == 1
 
-    masked = GRPO(model, tokenizer, group_size=4, max_new_tokens=4, lr=0.1, mask_truncated_completions=True)
+    masked = LocalGRPO(model, tokenizer, group_size=4, max_new_tokens=4, lr=0.1, mask_truncated_completions=True)
     rollout.truncated[:] = True  # as if every completion had been cut at max_new_tokens
     assert masked.learn(rollout, torch.tensor([[1.0, 0, 0, 1], [0, 1, 0, 1]])).get("skipped") == 1.0
 
 
 def test_kl_reference_is_the_frozen_base(model, tokenizer):
-    assert GRPO(copy.deepcopy(model), tokenizer, beta=0.0).reference is None  # beta 0: no reference model
-    full = GRPO(copy.deepcopy(model), tokenizer, beta=0.1, group_size=4, max_new_tokens=8, lr=0.05)
+    assert LocalGRPO(copy.deepcopy(model), tokenizer, beta=0.0).reference is None  # beta 0: no reference model
+    full = LocalGRPO(copy.deepcopy(model), tokenizer, beta=0.1, group_size=4, max_new_tokens=8, lr=0.05)
     assert full.reference is not None
-    lora = GRPO(copy.deepcopy(model), tokenizer, beta=0.1, group_size=4, max_new_tokens=8, lr=0.05,
+    lora = LocalGRPO(copy.deepcopy(model), tokenizer, beta=0.1, group_size=4, max_new_tokens=8, lr=0.05,
                 lora={"r": 4, "alpha": 8})  # fmt: skip
     assert lora.reference is None  # the base with the adapter disabled
     rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.5, 1.0, 1.0]])
@@ -131,7 +131,7 @@ def test_kl_reference_is_the_frozen_base(model, tokenizer):
         torch.manual_seed(2)
         rollout = agent.get_action(PROMPTS)
         assert agent.learn(rollout, rewards)["kl"] > 0.0
-    watched = GRPO(copy.deepcopy(model), tokenizer, beta=0.0, group_size=4, max_new_tokens=8, lr=0.05,
+    watched = LocalGRPO(copy.deepcopy(model), tokenizer, beta=0.0, group_size=4, max_new_tokens=8, lr=0.05,
                    lora={"r": 4, "alpha": 8})  # fmt: skip
     kls = []
     for _ in range(2):  # beta 0 under LoRA: KL to the start is still logged (a free diagnostic), not optimised
@@ -154,7 +154,7 @@ def test_kl_reference_is_the_frozen_base(model, tokenizer):
 )
 async def test_a_tiny_model_learns_the_toy_task(model, tokenizer, tmp_path, knobs):
     """Reward = share of 'a' in the completion; 1/26 per character at random."""
-    agent = GRPO(model, tokenizer, group_size=8, lr=0.03, max_new_tokens=8, **{"batch_size": 16, **knobs})
+    agent = LocalGRPO(model, tokenizer, group_size=8, lr=0.03, max_new_tokens=8, **{"batch_size": 16, **knobs})
     rewards: list[float] = []
     metrics = MetricsLog(tmp_path / "metrics.jsonl", tensorboard=False)
     await train(agent, toy_env(), steps=30, metrics=metrics, on_step=lambda m: rewards.append(m["reward"]))
@@ -167,15 +167,15 @@ async def test_a_tiny_model_learns_the_toy_task(model, tokenizer, tmp_path, knob
 async def test_resumed_run_continues_exactly(model, tokenizer, tmp_path, lora):
     knobs = dict(group_size=4, batch_size=4, update_epochs=2, lr=0.03, max_new_tokens=6, beta=0.05, lora=lora)
     env = toy_env()
-    straight = GRPO(copy.deepcopy(model), tokenizer, **knobs)
+    straight = LocalGRPO(copy.deepcopy(model), tokenizer, **knobs)
     await train(straight, env, steps=4, metrics=MetricsLog(tmp_path / "a.jsonl", tensorboard=False))
 
-    first = GRPO(copy.deepcopy(model), tokenizer, **knobs)
+    first = LocalGRPO(copy.deepcopy(model), tokenizer, **knobs)
     await train(first, env, steps=2, metrics=MetricsLog(tmp_path / "b.jsonl", tensorboard=False),
                 checkpoint=tmp_path / "ckpt")  # fmt: skip
     del first
     torch.manual_seed(12345)  # whatever happens in between must not matter
-    resumed = GRPO.load(tmp_path / "ckpt")
+    resumed = LocalGRPO.load(tmp_path / "ckpt")
     assert resumed.step == 2
     await train(resumed, env, steps=4, metrics=MetricsLog(tmp_path / "b.jsonl", tensorboard=False))
     a, b = params(straight), params(resumed)
@@ -189,7 +189,7 @@ async def test_resumed_run_continues_exactly(model, tokenizer, tmp_path, lora):
 
 
 async def test_test_reports_mean_and_pass_and_leaves_sampling_untouched(model, tokenizer, tmp_path):
-    agent = GRPO(model, tokenizer, max_new_tokens=6, group_size=8, batch_size=16, lr=0.03)
+    agent = LocalGRPO(model, tokenizer, max_new_tokens=6, group_size=8, batch_size=16, lr=0.03)
     env = toy_env()
     # A little training first, so that some completions earn the full reward and some do not.
     await train(agent, env, steps=8, metrics=MetricsLog(tmp_path / "m.jsonl", tensorboard=False))
@@ -208,7 +208,7 @@ async def test_test_reports_mean_and_pass_and_leaves_sampling_untouched(model, t
 
 def test_advantages_feed_learn_group_major(model, tokenizer):
     """Row i*G+g of a rollout is completion g of prompt i, the layout group_advantages().flatten() assumes."""
-    agent = GRPO(model, tokenizer, group_size=3, max_new_tokens=4)
+    agent = LocalGRPO(model, tokenizer, group_size=3, max_new_tokens=4)
     rollout = agent.get_action(PROMPTS)
     assert len(rollout.texts) == 2 and all(len(g) == 3 for g in rollout.texts)
     for row in range(6):

@@ -12,7 +12,7 @@ import torch
 from datasets import Dataset
 from trl import GRPOConfig, GRPOTrainer
 
-from utu.rl.grpo import GRPO
+from utu.rl.grpo import LocalGRPO
 from utu.rl.losses import group_advantages
 from utu.rl.toy import char_tokenizer, tiny_llama
 
@@ -27,7 +27,7 @@ def world():
     folder = tempfile.mkdtemp()
     model.save_pretrained(folder)  # TRL builds its reference model from a path
     tokenizer.save_pretrained(folder)
-    agent = GRPO(copy.deepcopy(model), tokenizer, group_size=4, max_new_tokens=MAX_NEW_TOKENS)
+    agent = LocalGRPO(copy.deepcopy(model), tokenizer, group_size=4, max_new_tokens=MAX_NEW_TOKENS)
     torch.manual_seed(5)
     rollout = agent.get_action(PROMPTS)
     generator = torch.Generator().manual_seed(0)
@@ -52,7 +52,7 @@ def test_loss_equals_trl(world, loss_type, beta, kl_bias_correction):
         clip_coef_high=0.28,
         kl_bias_correction=kl_bias_correction,
     )
-    ours = GRPO(copy.deepcopy(model), tokenizer, **knobs)
+    ours = LocalGRPO(copy.deepcopy(model), tokenizer, **knobs)
     ours.model.train()
     loss, parts = ours.micro_batch_loss(rollout, torch.arange(8), advantages, mask, old, ref)
 

@@ -29,7 +29,7 @@ from utu.config.models import DataConfig, shaping_dump
 from utu.db import Database, EvalResult, EvaluationSample, Experiment
 from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
 from utu.errors import ConfigError
-from utu.eval.metrics import Attempt, EvalMetrics, compare, compute_metrics
+from utu.eval.metrics import EvalMetrics, ScoredAttempt, compare, compute_metrics
 from utu.eval.outcome import check_attempts
 from utu.names import inside, writable_folder
 from utu.tracing import setup_tracing
@@ -116,7 +116,7 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
         start = time.perf_counter()
         await runner.run(args.step)
         rows = await runner.rows()
-        metrics = compute_metrics((Attempt.from_row(r) for r in rows), config.pass_k)
+        metrics = compute_metrics((ScoredAttempt.from_row(r) for r in rows), config.pass_k)
         metrics = metrics.model_copy(update={"exp_id": config.exp_id, "dataset": config.data.dataset, "model": model,
                                              "wall_time": time.perf_counter() - start})  # fmt: skip
         print_metrics(metrics)
@@ -164,7 +164,7 @@ async def compare_runs(exp_a: str, exp_b: str, db: Database) -> int:
     async with db.sessions() as s:
         rows = {
             exp: [
-                Attempt.from_row(r)
+                ScoredAttempt.from_row(r)
                 for r in await s.scalars(select(EvaluationSample).where(EvaluationSample.exp_id == exp))
             ]
             for exp in (exp_a, exp_b)

@@ -67,13 +67,13 @@ def split(questions: list, config: RLConfig) -> tuple[list, list]:
 
 def build_agent(config: RLConfig, checkpoint: Path) -> Any:
     try:
-        from utu.rl.grpo import GRPO, embedded_model_source, load_causal_lm
+        from utu.rl.grpo import LocalGRPO, embedded_model_source, load_causal_lm
         from utu.rl.toy import char_tokenizer, tiny_llama
     except ImportError as e:
         raise ConfigError(f"the RL module needs its extra: run `make install-rl` ({e})") from e
     if checkpoint.is_dir():
         try:
-            agent = GRPO.load(checkpoint, device=config.model.device)
+            agent = LocalGRPO.load(checkpoint, device=config.model.device)
         except ValueError as e:  # e.g. saved by a different number of processes
             raise ConfigError(str(e)) from e
         saved = agent.settings.model_dump()
@@ -89,7 +89,7 @@ def build_agent(config: RLConfig, checkpoint: Path) -> Any:
     if config.model.path == "toy":
         tokenizer = char_tokenizer()
         model = tiny_llama(len(tokenizer), seed=config.trainer.seed)
-        return GRPO(model, tokenizer, device=config.model.device, **knobs)
+        return LocalGRPO(model, tokenizer, device=config.model.device, **knobs)
     source = embedded_model_source() if config.model.path == "embedded" else {"path": config.model.path}
     if config.model.gguf_file:
         source["gguf_file"] = config.model.gguf_file
@@ -98,7 +98,7 @@ def build_agent(config: RLConfig, checkpoint: Path) -> Any:
         model, tokenizer = load_causal_lm(source)
     except (OSError, ValueError) as e:
         raise ConfigError(f"model.path: cannot load {source}: {e}") from e
-    return GRPO(model, tokenizer, device=config.model.device, model_source=source, **knobs)
+    return LocalGRPO(model, tokenizer, device=config.model.device, model_source=source, **knobs)
 
 
 def progress_line(record: dict[str, Any]) -> str:

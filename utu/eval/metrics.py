@@ -20,7 +20,7 @@ BOOTSTRAP_SAMPLES = 2000
 
 
 @dataclass
-class Attempt:
+class ScoredAttempt:
     """What metrics need from an `evaluation_data` row."""
 
     question: tuple[str, int]  # (dataset, dataset_index)
@@ -37,7 +37,7 @@ class Attempt:
     cut: bool = False  # its final reply was cut by the token limit (stop reason max_tokens)
 
     @classmethod
-    def from_row(cls, row: Any) -> "Attempt":
+    def from_row(cls, row: Any) -> "ScoredAttempt":
         return cls(
             question=(row.dataset, row.dataset_index), stage=row.stage, reward=row.reward, correct=row.correct,
             level=row.level, tokens=row.tokens, cost=row.cost, tool_calls=row.tool_calls, time_cost=row.time_cost,
@@ -73,7 +73,7 @@ def k_values(k: int) -> list[int]:
     return [*out, k]
 
 
-def mean_and_pass(groups: Iterable[list[Attempt]]) -> tuple[list[float], float]:
+def mean_and_pass(groups: Iterable[list[ScoredAttempt]]) -> tuple[list[float], float]:
     """Per-question mean rewards and the share of questions with a correct attempt, over judged attempts."""
     judged = [[a for a in g if a.stage == "judged"] for g in groups]
     judged = [g for g in judged if g]
@@ -97,7 +97,7 @@ class ToolStats(BaseModel):
         return tuple(f"{r:.3f}" if r is not None else "-" for r in (self.reward_using, self.reward_not_using))
 
 
-def tool_stats(attempts: Iterable[Attempt]) -> dict[str, ToolStats]:
+def tool_stats(attempts: Iterable[ScoredAttempt]) -> dict[str, ToolStats]:
     """Per tool, over all attempts' tool logs; rewards over judged attempts."""
     attempts = list(attempts)
     calls: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -154,9 +154,9 @@ class EvalMetrics(BaseModel):
     wall_time: float | None = None
 
 
-def compute_metrics(attempts: Iterable[Attempt], pass_k: int, seed: int = 0) -> EvalMetrics:
+def compute_metrics(attempts: Iterable[ScoredAttempt], pass_k: int, seed: int = 0) -> EvalMetrics:
     attempts = list(attempts)
-    by_question: dict[tuple[str, int], list[Attempt]] = defaultdict(list)
+    by_question: dict[tuple[str, int], list[ScoredAttempt]] = defaultdict(list)
     for a in attempts:
         by_question[a.question].append(a)
     judged = {q: [a for a in group if a.stage == "judged"] for q, group in by_question.items()}
@@ -204,10 +204,10 @@ class Comparison:
     ci95: tuple[float, float]
 
 
-def compare(a: Iterable[Attempt], b: Iterable[Attempt], seed: int = 0) -> Comparison:
+def compare(a: Iterable[ScoredAttempt], b: Iterable[ScoredAttempt], seed: int = 0) -> Comparison:
     """Paired difference B - A of per-question mean reward over the questions both scored."""
 
-    def per_question(attempts: Iterable[Attempt]) -> dict[tuple[str, int], float]:
+    def per_question(attempts: Iterable[ScoredAttempt]) -> dict[tuple[str, int], float]:
         groups: dict[tuple[str, int], list[float]] = defaultdict(list)
         for x in attempts:
             if x.stage == "judged":
@@ -224,3 +224,6 @@ def compare(a: Iterable[Attempt], b: Iterable[Attempt], seed: int = 0) -> Compar
         mean_diff=statistics.fmean(diffs) if diffs else 0.0,
         ci95=bootstrap_ci(diffs, seed),
     )
+
+
+Attempt = ScoredAttempt  # TEMPORARY: a benchmark process started before the rename imports it; removed once it ends

@@ -32,7 +32,7 @@ from utu.practice.schemas import (
     OperationList,
 )
 from utu.practice.screening import similarity
-from utu.practice.types import Attempt, GroupOutcome, LearnerFailure
+from utu.practice.types import GroupAttempt, GroupOutcome, LearnerFailure
 from utu.tracing.spans import CHAIN, set_io, span
 
 CHARS_PER_TOKEN = 4  # a rough, model-independent estimate for the trajectory budget
@@ -50,7 +50,7 @@ class ExperienceUpdater:
             "learning_objective": practice.learning_objective,
         }
 
-    def skip_reason(self, attempts: list[Attempt]) -> str | None:
+    def skip_reason(self, attempts: list[GroupAttempt]) -> str | None:
         """Why a group teaches nothing, or None. Only groups of G > 1 with ground truth can be all-equal."""
         judged = [a for a in attempts if a.reward is not None]
         if not judged:
@@ -62,7 +62,7 @@ class ExperienceUpdater:
                 return f"all rewards equal ({judged[0].reward:g})"
         return None
 
-    async def learn_from_group(self, attempts: list[Attempt], library: Library) -> GroupOutcome:
+    async def learn_from_group(self, attempts: list[GroupAttempt], library: Library) -> GroupOutcome:
         """Stages 1–3 for one question's group (one CHAIN span, a child span per stage)."""
         index = attempts[0].dataset_index
         rewards = [a.reward for a in attempts]
@@ -74,7 +74,7 @@ class ExperienceUpdater:
                                  "operations": [p.op.model_dump() for p in outcome.proposed]})  # fmt: skip
             return outcome
 
-    async def _learn_from_group(self, attempts: list[Attempt], library: Library) -> GroupOutcome:
+    async def _learn_from_group(self, attempts: list[GroupAttempt], library: Library) -> GroupOutcome:
         index = attempts[0].dataset_index
         reason = self.skip_reason(attempts)
         if reason:
@@ -132,7 +132,7 @@ class ExperienceUpdater:
     async def _ask(self, messages: list[dict[str, str]], schema: type[M], stage: str) -> M:
         return await self.llm.structured(messages, schema, tag=f"learner.{stage}", priority=LEARNER_PRIORITY)
 
-    async def _summarise(self, attempt: Attempt, outcome: GroupOutcome) -> str | None:
+    async def _summarise(self, attempt: GroupAttempt, outcome: GroupOutcome) -> str | None:
         own = render_trajectory(agent_part(attempt.trajectory), self.p.summary_token_budget)
         if len(own) <= SUMMARY_MAX_CHARS:  # no shorter than what a summary may be: the attempt itself, no call
             return own
@@ -152,7 +152,7 @@ class ExperienceUpdater:
             outcome.failures.append(_failure("summary", attempt.dataset_index, e))
             return None
 
-    async def _advantage(self, kept: list[tuple[Attempt, str]], outcome: GroupOutcome) -> GroupAdvantage | None:
+    async def _advantage(self, kept: list[tuple[GroupAttempt, str]], outcome: GroupOutcome) -> GroupAdvantage | None:
         gt = self.p.given_ground_truth
         with_tools = any(a.tools for a, _ in kept)
         blocks = [
@@ -206,7 +206,7 @@ class ExperienceUpdater:
 MERGE_SIMILARITY = 0.5  # word-sequence similarity a source must keep with the text it was merged into
 
 
-def outcome_of(attempt: Attempt, given_ground_truth: bool) -> str:
+def outcome_of(attempt: GroupAttempt, given_ground_truth: bool) -> str:
     """What the learner is told of an attempt's result: its reward (when given), and whether it ran out of room
     (without it, an attempt cut by the token limit reads like one that reasoned wrong)."""
     parts = [f"reward {attempt.reward:g}"] if given_ground_truth else []

@@ -26,8 +26,7 @@ from utu.db.engine import Database
 from utu.db.models import EvaluationSample
 from utu.errors import RunFailed
 from utu.eval.attempt import needs_rollout, run_attempt
-from utu.eval.metrics import Attempt as MetricAttempt
-from utu.eval.metrics import compare, compute_metrics, mean_and_pass, tool_stats
+from utu.eval.metrics import ScoredAttempt, compare, compute_metrics, mean_and_pass, tool_stats
 from utu.eval.outcome import RERUN, check_attempts
 from utu.eval.runner import EvalRunner
 from utu.llm.usage import Usage, UsageTracker
@@ -37,7 +36,7 @@ from utu.practice.library import JUNK, Library, OpRecord, Screen, apply_operatio
 from utu.practice.screening import Question, Source, screen
 from utu.practice.store import EVAL_PREFIX, VALIDATION_INFIX, PracticeStore
 from utu.practice.types import (
-    Attempt,
+    GroupAttempt,
     GroupOutcome,
     LearnerFailure,
     StageUsage,
@@ -223,7 +222,7 @@ class PracticeLoop:
             difference=result.mean_diff, difference_ci95=result.ci95, accepted=accepted, reason=reason,
         )  # fmt: skip
 
-    async def _validation_rows(self, library: Library) -> list[MetricAttempt]:
+    async def _validation_rows(self, library: Library) -> list[ScoredAttempt]:
         """A library's attempts at the validation questions, kept under an exp_id named by its content, so the
         current library (usually the last step's proposal) is never evaluated twice."""
         v = self.p.validation
@@ -243,7 +242,7 @@ class PracticeLoop:
         await runner.run()
         rows = await runner.rows()
         check_attempts(rows, self.config.evaluation.max_failed_share, "validation")
-        return [MetricAttempt.from_row(r) for r in rows]
+        return [ScoredAttempt.from_row(r) for r in rows]
 
     async def evaluate(self, step: int, library: Library) -> StepEval:
         """Evaluate the current library on the eval set at the agent's own settings (not the rollout temperature)."""
@@ -261,7 +260,7 @@ class PracticeLoop:
         )  # fmt: skip
         await runner.prepare()
         await runner.run()
-        metrics = compute_metrics((MetricAttempt.from_row(r) for r in await runner.rows()), config.pass_k)
+        metrics = compute_metrics((ScoredAttempt.from_row(r) for r in await runner.rows()), config.pass_k)
         return StepEval(exp_id=config.exp_id, k=metrics.k, mean_at_k=metrics.mean_at_k,
                         mean_at_k_ci95=metrics.mean_at_k_ci95)  # fmt: skip
 
@@ -278,8 +277,8 @@ def _screen_against(rows: list[EvaluationSample], config: ScreeningConfig) -> Sc
     return check
 
 
-def _as_attempt(row: EvaluationSample) -> Attempt:
-    return Attempt(
+def _as_attempt(row: EvaluationSample) -> GroupAttempt:
+    return GroupAttempt(
         dataset_index=row.dataset_index, question=row.raw_question, answer=row.correct_answer, response=row.response,
         trajectory=row.trajectories or [], reward=row.reward if row.stage == "judged" else None, critique=row.reasoning,
         tools=(row.meta or {}).get("tools") or [], cut=(row.meta or {}).get("stop_reason") == "max_tokens",
@@ -288,9 +287,9 @@ def _as_attempt(row: EvaluationSample) -> Attempt:
 
 def _rollout_stats(rows: list[EvaluationSample]) -> dict[str, Any]:
     """Mean@G and Pass@G of a step's attempts (the same definition as evaluation's)."""
-    by_question: dict[int, list[MetricAttempt]] = defaultdict(list)
+    by_question: dict[int, list[ScoredAttempt]] = defaultdict(list)
     for r in rows:
-        by_question[r.dataset_index].append(MetricAttempt.from_row(r))
+        by_question[r.dataset_index].append(ScoredAttempt.from_row(r))
     means, pass_share = mean_and_pass(by_question.values())
     return {
         "questions": len(by_question), "attempts": len(rows), "attempts_failed": sum(r.stage == "failed" for r in rows),

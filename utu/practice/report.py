@@ -15,7 +15,7 @@ from sqlalchemy import select
 
 from utu.db import Database, EvaluationSample, ExperienceSnapshot
 from utu.errors import ConfigError
-from utu.eval.metrics import Attempt, compare, compute_metrics
+from utu.eval.metrics import ScoredAttempt, compare, compute_metrics
 from utu.practice.store import PracticeStore
 from utu.practice.types import StepStats
 
@@ -31,10 +31,10 @@ async def load(db: Database, exp_id: str) -> tuple[list[StepStats], dict[str, st
     return steps, dict(last.experiences) if last else {}
 
 
-async def attempts(db: Database, exp_id: str) -> list[Attempt]:
+async def attempts(db: Database, exp_id: str) -> list[ScoredAttempt]:
     async with db.sessions() as s:
         rows = await s.scalars(select(EvaluationSample).where(EvaluationSample.exp_id == exp_id))
-        return [Attempt.from_row(r) for r in rows]
+        return [ScoredAttempt.from_row(r) for r in rows]
 
 
 def plot(steps: list[StepStats], out: Path, group_size: int) -> list[str]:

@@ -10,7 +10,7 @@ from utu.eval.metrics import ToolStats
 from utu.practice.library import ProposedOp
 
 
-class Attempt(BaseModel):
+class GroupAttempt(BaseModel):
     """One judged attempt, as the learner sees it."""
 
     dataset_index: int

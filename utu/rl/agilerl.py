@@ -14,7 +14,7 @@
         prompts = next_prompts
     fitness = agent.test(env)
 
-Everything runs on `utu.rl.grpo.GRPO` (its losses, prefix sharing, multi-process update and checkpoints), so
+Everything runs on `utu.rl.grpo.LocalGRPO` (its losses, prefix sharing, multi-process update and checkpoints), so
 the arithmetic is the one tested against TRL. Arguments AgileRL has and we do not honour raise an error that
 names them; none is ignored. Rewards: AgileRL's `reward_fn(completion, solution, prompt) -> float`, or any of
 our verify functions (`HuggingFaceGym.from_dataset`).
@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from utu.config.rl import DEFAULT_SYSTEM_PROMPT
-from utu.rl.grpo import GRPO as Trainer
+from utu.rl.grpo import LocalGRPO as Trainer
 from utu.rl.grpo import Rollout, is_peft, random_state, restore_random_state
 from utu.rl.losses import completion_mask
 
@@ -224,7 +224,7 @@ FIXED = {"hp_config": None, "calc_position_embeddings": True}
 
 
 class GRPO:
-    """AgileRL's `GRPO` constructor and methods, over `utu.rl.grpo.GRPO` (`self.trainer`)."""
+    """AgileRL's `GRPO` constructor and methods, over `utu.rl.grpo.LocalGRPO` (`self.trainer`)."""
 
     def __init__(
         self,

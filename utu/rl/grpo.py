@@ -53,7 +53,7 @@ class Rollout:
         return len(self.texts[0])
 
 
-class GRPO:
+class LocalGRPO:
     def __init__(
         self,
         model: Any,
@@ -348,7 +348,9 @@ class GRPO:
         return path
 
     @classmethod
-    def load(cls, path: str | Path, device: str = "cpu", accelerator: Accelerator | None = None, **overrides) -> "GRPO":
+    def load(
+        cls, path: str | Path, device: str = "cpu", accelerator: Accelerator | None = None, **overrides
+    ) -> "LocalGRPO":
         """Rebuild a trainer from `save_checkpoint`; training continues exactly where it stopped."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -454,4 +456,4 @@ def embedded_model_source() -> dict[str, str]:
     return {"path": str(path.parent), "gguf_file": path.name}
 
 
-__all__ = ["GRPO", "GRPOSettings", "Rollout", "embedded_model_source", "load_causal_lm"]
+__all__ = ["LocalGRPO", "GRPOSettings", "Rollout", "embedded_model_source", "load_causal_lm"]

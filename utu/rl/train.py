@@ -15,7 +15,7 @@ import torch
 
 from utu.rl.batch import sum_across_processes
 from utu.rl.env import GRPOEnv
-from utu.rl.grpo import GRPO
+from utu.rl.grpo import LocalGRPO
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class MetricsLog:
             self.writer.close()
 
 
-async def train_step(agent: GRPO, env: GRPOEnv) -> dict[str, Any]:
+async def train_step(agent: LocalGRPO, env: GRPOEnv) -> dict[str, Any]:
     """One GRPO step on the batch that belongs to `agent.step`; returns its metrics."""
     batch = env.batch_at(agent.step)
     # Under `accelerate launch`, process r takes prompts r, r + W, ... (whole groups stay together; learn()
@@ -81,7 +81,7 @@ async def train_step(agent: GRPO, env: GRPOEnv) -> dict[str, Any]:
 
 
 async def train(
-    agent: GRPO,
+    agent: LocalGRPO,
     env: GRPOEnv,
     steps: int,
     metrics: MetricsLog | None,
