@@ -59,6 +59,16 @@ def test_the_good_corpora_hold_what_capable_learners_write():
          "using multiple independent methods.", "Find the area of the triangle with vertices on the circle."),
         ("当题目涉及正六边形时，先把它分成六个等边三角形，再计算边长和面积。", "一个正六边形可以分成六个等边三角形。"),
         ("Lorsque le problème mélange des unités, convertissez tout dans la même unité.", "Un fil de 4 pieds ..."),
+        ("検索結果が矛盾する場合は、公式サイトで確認してください。", ""),  # Japanese: no word list, not Chinese
+        ("機率題：列舉所有等可能結果後計數。", ""),  # traditional Chinese
+        # math, code and abbreviations are not template fragments or sentence ends
+        ("Integration by parts: choose u as the polynomial, e.g. $\\int x e^{x}dx = (x-1)e^{x} + C$.", ""),
+        ("When the answer is a fraction, box it as \\boxed{\\frac{1}{2}} rather than a decimal.", ""),
+        ("When a set is listed as $\\{1, 2, 3\\}$, count its elements before summing.", ""),
+        ("SQL changes: use an UPDATE with a WHERE clause and never run DELETE without one.", ""),
+        ("Web pages: read the <title> tag and the first <h1> before scrolling.", ""),
+        ("Use the U.S. Census Bureau's latest release. Check its reference year.", ""),
+        ("It is crucial to draw the sets as nested circles before counting overlaps.", ""),
     ],
 )  # fmt: skip
 def test_topical_advice_in_any_form_and_language_passes(text, question):
@@ -72,6 +82,7 @@ def test_topical_advice_in_any_form_and_language_passes(text, question):
         ('When adding, use "content": "the sum".', "JSON or template fragment"),
         ("When <condition>, <strategy>.", "JSON or template fragment"),
         ("When adding, refine [G3] with a check.", "JSON or template fragment"),
+        ("When adding numbers, carry the tens.\\nWhen subtracting, borrow.", "JSON or template fragment ('\\\\n')"),
         ("When Joan found 70 seashells on the beach, she gave some to Sam.", "copies its question"),
         ("When the answer is needed, box 43 right away.", "gives its question's answer ('43')"),
         ("When 70 shells become 27, subtract to get the number given away.", "names 2 particulars (27, 70)"),
@@ -96,6 +107,22 @@ def test_one_particular_of_its_question_is_allowed_two_are_not():
     assert screen("When a quantity halves, divide it by 2.", question, []) is None  # one digit: a rule
     names = Source([Question("On Wikipedia, what did the Nobel Prize article say in 2019?")])
     assert screen("When a question asks about a Nobel Prize, read the laureate page itself.", names, []) is None
+
+
+def test_a_proposal_is_judged_by_its_own_questions_particulars(tmp_path):
+    """In a step, a proposal is screened against the questions it was learned from, not the whole batch: a rule
+    that names "10 seats" is not refused because another question's answer is 10."""
+    from utu.config.models import ScreeningConfig as Config
+    from utu.practice.loop import _screen_against
+
+    rows = [type("Row", (), {"dataset_index": i, "raw_question": q, "correct_answer": a})()
+            for i, (q, a) in enumerate([("41 guests, tables of 5: how many tables?", "9"),
+                                        ("95 dollars, 9 dollars a ticket: how many tickets?", "10")])]  # fmt: skip
+    check = _screen_against(rows, Config())
+    rule = "When dividing people among tables of 5 or 10 seats, round up to seat everyone."
+    assert check(rule, [0], []) is None
+    assert "answer ('10')" in check(rule, [1], [])
+    assert "answer ('10')" in check(rule, [], [])  # no record of its sources: every question of the step counts
 
 
 def test_repeats_of_the_library_are_refused():
@@ -147,11 +174,14 @@ def test_the_screen_command_reports_each_row_and_explains_refusals(tmp_path):
         ('{"question": "q"}\n', [], "rows.jsonl:1: experience: Field required"),
         ('{"experience": "fine text here"}\nnot json\n', [], "rows.jsonl:2: the line: Invalid JSON"),
         ('{"experience": "fine text here"}\n', ["--max_particulars", "-1"], "--max_particulars: Input should be"),
+        ('{"anwser": "7", "experience": "fine text here"}\n', [], "rows.jsonl:1: anwser: Extra inputs"),
+        (b'{"experience": "fine text \xff"}\n', [], "rows.jsonl:1: not UTF-8 text (byte 0xff)"),
+        ("\n\n", [], "rows.jsonl: no rows"),
     ],
 )
 def test_the_screen_command_refuses_bad_input_in_one_line(tmp_path, content, flags, message):
     rows = tmp_path / "rows.jsonl"
-    rows.write_text(content)
+    rows.write_bytes(content if isinstance(content, bytes) else content.encode())
     command = [sys.executable, "-m", "utu.practice.library", "screen", "--file", str(rows), *flags]
     out = subprocess.run(command, capture_output=True, text=True)
     assert out.returncode != 0 and message in out.stderr, out.stderr

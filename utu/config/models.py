@@ -294,7 +294,7 @@ class ScreeningConfig(StrictModel):
     enabled: bool = knob(True, "false: no screening (only exact duplicates of the library are refused); the "
                          "validation gate is then the only filter.")  # fmt: skip
     min_chars: int = knob(15, "Shortest experience, in characters.", ge=1)
-    max_chars: int = knob(500, "Longest experience, in characters (Youtu-Agent's run to about 370).", ge=20)
+    max_chars: int = knob(500, "Longest experience, in characters (Youtu-Agent's run to about 370).", ge=20, le=10_000)
     max_sentences: int = knob(2, "Most sentences in one experience.", ge=1)
     copy_words: int = knob(6, "Words of a question in a row that make a copy (a CJK character counts as half a "
                            "word).", ge=2)  # fmt: skip

@@ -266,13 +266,13 @@ class PracticeLoop:
 
 
 def _screen_against(rows: list[EvaluationSample], config: ScreeningConfig) -> Screen:
-    """The library's screening, knowing all the step's questions and answers (what a proposal must not copy):
-    all of them, not only a proposal's recorded sources, which a consolidation may have lost."""
-    unique = {(r.raw_question or "", r.correct_answer): None for r in rows}
-    source = Source([Question(text, answer) for text, answer in unique])
+    """The library's screening of a proposal against the questions it was learned from (their particulars are
+    what it must not carry); when a consolidation lost that record, against all the step's questions."""
+    questions = {r.dataset_index: Question(r.raw_question or "", r.correct_answer) for r in rows}
 
     def check(text: str, sources: list[int], others: list[str]) -> str | None:
-        return screen(text, source, others, config)
+        own = [questions[i] for i in sources if i in questions]
+        return screen(text, Source(own or list(questions.values())), others, config)
 
     return check
 

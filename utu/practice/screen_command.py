@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from utu.config.flags import add_flags, given
 from utu.config.models import ScreeningConfig
@@ -20,10 +20,19 @@ from utu.practice.screening import Question, Source, screen
 
 
 class Row(BaseModel):
+    """A misspelled key is an error, not a silently different verdict; notes about a row may ride along."""
+
+    model_config = ConfigDict(extra="forbid")
     question: str = ""
     answer: str | int | float | None = None
     experience: str
     library: list[str] = []
+    origin: str | None = None  # where a corpus row comes from
+    domain: str | None = None
+    note: str | None = None
+
+
+SHOWN_CHARS = 300  # of an experience, in the plain verdict line
 
 
 def add_parser(commands) -> None:
@@ -34,21 +43,35 @@ def add_parser(commands) -> None:
 
 
 def read_rows(path: Path) -> list[Row]:
-    """The file's rows; a bad line is a `ConfigError` naming the file, the line and the field."""
+    """The file's rows; a bad file or line is a `ConfigError` naming the file, the line and the field."""
+    hint = "give --file a JSONL file of {question, experience} rows"
+    if path.is_dir():
+        raise ConfigError(f"{path}: a directory ({hint})")
     if not path.is_file():
-        raise ConfigError(f"{path}: no such file (give --file a JSONL file of {{question, experience}} rows)")
+        raise ConfigError(f"{path}: no such file ({hint})")
     rows = []
-    with path.open(encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(Row.model_validate_json(line))
-            except ValidationError as e:
-                error = e.errors()[0]
-                where = ".".join(map(str, error["loc"])) or "the line"
-                raise ConfigError(f"{path}:{number}: {where}: {error['msg']} (a row is a JSON object with a string "
-                                  "'experience' and optionally 'question', 'answer', 'library')") from None  # fmt: skip
+    with path.open("rb") as f:
+        raw_lines = list(f)
+    if raw_lines:
+        raw_lines[0] = raw_lines[0].removeprefix(b"\xef\xbb\xbf")  # a byte-order mark is no part of the first row
+    lines = []
+    for number, raw in enumerate(raw_lines, 1):
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{path}:{number}: not UTF-8 text (byte {raw[e.start]:#x}); {hint}") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(Row.model_validate_json(line))
+        except ValidationError as e:
+            error = e.errors()[0]
+            where = str(error["loc"][0]) if error["loc"] else "the line"
+            raise ConfigError(f"{path}:{number}: {where}: {error['msg']} (a row is a JSON object with a string "
+                              "'experience' and optionally 'question', 'answer', 'library')") from None  # fmt: skip
+    if not rows:
+        raise ConfigError(f"{path}: no rows ({hint})")
     return rows
 
 
@@ -72,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"refused": refused, "experience": row.experience}, ensure_ascii=False))
         else:
-            print(f"REFUSED ({refused}): {row.experience}" if refused else f"KEPT: {row.experience}")
+            shown = row.experience if len(row.experience) <= SHOWN_CHARS else row.experience[:SHOWN_CHARS] + "..."
+            print(f"REFUSED ({refused}): {shown}" if refused else f"KEPT: {shown}")
     refused_count = sum(r is not None for r in results)
     print(f"{args.file}: {refused_count} of {len(rows)} refused", file=sys.stderr)
     return 0

@@ -27,14 +27,19 @@ import yaml
 from utu.config.models import ScreeningConfig
 
 DEFAULTS = ScreeningConfig()
-# LaTeX commands with their braces (\boxed{}, \frac{a}{b}) are allowed; other braces are template slots.
-_LATEX = re.compile(r"\\[A-Za-z]+(\{[^{}]*\})*")
-_FRAGMENT = re.compile(
-    r'[{}]|\\n|"\s*:\s*["\[{\d-]|:\s*(?:null|true|false)\b|\b(?:ADD|UPDATE|DELETE)\b|</?[A-Za-z_]+>|\[G\d+\]'
-)
-_SENTENCE_END = re.compile(r"[.!?](?=\s+[A-Z])|[。！？](?=.)")
+# Math is allowed: $...$ and \(...\) spans, LaTeX commands with their braces (\boxed{\frac{1}{2}}) and
+# sub- and superscripts (x_{n+1}, e^{x}); other braces are template slots.
+_BRACED = r"\{(?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*\}"  # up to three levels deep
+_MATH = re.compile(rf"\$[^$\n]*\$|\\\(.*?\\\)|\\[A-Za-z]+(?:{_BRACED})*|[_^]{_BRACED}|\\[{{}}]")
+# The learner's own templates: our prompts' tags and a library id; JSON keys and values.
+_TEMPLATE_TAGS = "condition|strategy|topic|question|ground_truth|attempts|trajectory|critique|outcome|existing_library|new_experiences|proposed_operations"  # noqa: E501
+_FRAGMENT = re.compile(rf'[{{}}]|"\s*:\s*(?:["\[{{\d-]|null|true|false)|</?(?:{_TEMPLATE_TAGS})>|\[G\d+\]')
+_NEWLINE_ESCAPE = re.compile(r"\\n(?![a-z])")  # a literal "\n" (not \nabla, \neq)
+# A sentence ends at . ! ? before a capital, unless the period closes an initial or abbreviation (U.S., vs.).
+_SENTENCE_END = re.compile(r"(?<!\b[A-Z])(?<!\bvs)(?<!\betc)(?<!\bNo)(?<!\bDr)(?<!\bSt)[.!?](?=\s+[A-Z])|[。！？](?=.)")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
+_KANA = re.compile(r"[\u3040-\u30ff]")  # Japanese, which has no word list: never taken for Chinese
 _TOKEN = re.compile(r"[a-z0-9]+(?:['-][a-z0-9]+)*|[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
 _CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")
 _NAME_RUN = re.compile(r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*\b")
@@ -90,8 +95,8 @@ def repeated(text: str, others: list[str], config: ScreeningConfig = DEFAULTS) -
 def _shape(text: str, source: Source, config: ScreeningConfig) -> str | None:
     if not config.min_chars <= len(text) <= config.max_chars:
         return f"not {config.min_chars}-{config.max_chars} characters long ({len(text)})"
-    plain = _LATEX.sub("x", text)
-    fragment = _FRAGMENT.search(plain)
+    plain = _MATH.sub("x", text)
+    fragment = _NEWLINE_ESCAPE.search(text) or _FRAGMENT.search(plain)
     if fragment:
         return f"contains a JSON or template fragment ({fragment.group(0).strip()!r})"
     sentences = len(_SENTENCE_END.findall(plain.replace("e.g.", "eg").replace("i.e.", "ie"))) + 1
@@ -136,6 +141,8 @@ def _directive(text: str, source: Source, config: ScreeningConfig) -> str | None
 
 def language(text: str) -> str | None:
     """The language of `text` among those with word lists, or None."""
+    if _KANA.search(text):
+        return None
     cjk = len(_CJK.findall(text))
     letters = sum(c.isalpha() for c in text) or 1
     tokens = set(_TOKEN.findall(text.lower()))
@@ -157,7 +164,7 @@ def says_what_to_do(text: str, lang: str) -> bool:
         return True
     verbs, fillers = entry.get("directive_verbs", set()), entry.get("clause_fillers", set())
     for match in _CLAUSE_START.finditer(text):
-        rest = _TOKEN.findall(text[match.start(1) :].lower())
+        rest = _TOKEN.findall(text[match.start(1) : match.start(1) + 120].lower())  # its first words
         while rest and rest[0] not in verbs and (rest[0] in fillers or rest[0].endswith("ly")):
             rest = rest[1:]
         if rest and (rest[0] in verbs or rest[0].rpartition("-")[2] in verbs):  # "cross-verify", "re-derive"
