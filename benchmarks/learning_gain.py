@@ -18,12 +18,14 @@ bootstrap 95% CIs, per kind of question (`level`), the learned library with its 
 import argparse
 import asyncio
 import os
+import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import exp_rows, practise, run_command, write_result  # noqa: E402
+from _common import exp_rows, run_command, write_result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 VALIDATION_OFFSET, HELDOUT_OFFSET = 100, 200
@@ -82,17 +84,22 @@ async def summarise(db_url: str, ids: dict[str, str], practice_id: str, k: int) 
         operations = await exp_rows(db, ExperienceOperation, practice_id)
     finally:
         await db.dispose()
-    metrics = {name: compute_metrics(rows[name], k) for name in rows}
+    metrics = {name: compute_metrics(rows[name], k) for name in rows if rows[name]}
     out: dict = {}
     for name, m in metrics.items():
         levels = {level: v.mean_at_k for level, v in m.by_level.items()}
         out[name] = {"mean": m.mean_at_k, "ci95": m.mean_at_k_ci95, "by_level": levels}
     for name in ("reference", "enhanced"):
+        if not rows[name]:  # practice learned nothing: there is no enhanced agent
+            out[f"{name}_minus_baseline"] = None
+            continue
         c = compare(rows["baseline"], rows[name])
         out[f"{name}_minus_baseline"] = {"mean": c.mean_diff, "ci95": c.ci95, "questions": len(c.rows),
                                          "excludes_zero": c.ci95[0] > 0 or c.ci95[1] < 0}  # fmt: skip
-    gain, reference_gain = out["enhanced_minus_baseline"]["mean"], out["reference_minus_baseline"]["mean"]
-    out["learning_efficiency"] = gain / reference_gain if reference_gain > 0 else None
+    enhanced, reference = out["enhanced_minus_baseline"], out["reference_minus_baseline"]
+    # only meaningful when the hand-written library helped (its gain's CI excludes zero)
+    useful = enhanced and reference and reference["mean"] > 0 and reference["excludes_zero"]
+    out["learning_efficiency"] = enhanced["mean"] / reference["mean"] if useful else None
     out["library"] = library.experiences if library else {}
     out["operations"] = [
         {"step": op.step, "kind": op.kind, "text": op.new_text, "status": op.status, "reason": op.reason,
@@ -100,6 +107,40 @@ async def summarise(db_url: str, ids: dict[str, str], practice_id: str, k: int) 
     ]  # fmt: skip
     out["steps"] = [s.model_dump(mode="json") for s in steps]
     return out
+
+
+def run_phases(args, task: Task, tag: str, ids: dict[str, str], db_url: str, env: dict, evaluate: list[str]) -> dict:
+    """Baseline, reference, practice and enhanced, as a user runs them; seconds per phase. A practice that
+    learned nothing (every proposal refused: exit 2, no enhanced agent) leaves the enhanced phase out."""
+    fresh = [] if args.reuse else ["--fresh"]
+    times = {"baseline": run_command(*evaluate, "--exp_id", ids["baseline"], *fresh, env=env)}
+    reference = ROOT / "benchmarks" / "reference" / f"{args.task}_agent.yaml"
+    times["reference"] = run_command(*evaluate, "--exp_id", ids["reference"], "--agent_config", str(reference),
+                                     *fresh, env=env)  # fmt: skip
+    validation = [] if args.no_validation else [
+        "--validation_dataset", task.dataset, "--validation_offset", str(VALIDATION_OFFSET), "--validation_size",
+        str(args.validation_size), "--validation_pass_k", "2", "--validation_max_drop", str(args.max_drop),
+    ]  # fmt: skip
+    practice = [
+        "scripts/run_training_free_GRPO.py", "--config_name", "local_mawps", "--exp_id", f"{tag}_practice",
+        "--db_url", db_url, "--export_step", "last", "--fresh",
+        "--practice_dataset_name", task.dataset, "--rollout_data_truncate", str(args.steps * args.batch_size),
+        "--batch_size", str(args.batch_size), "--grpo_n", "4", "--rollout_concurrency", "8", *validation,
+        "--agent_objective", task.agent_objective, "--learning_objective", task.learning_objective,
+    ]  # fmt: skip
+    start = time.perf_counter()
+    print("$ python " + " ".join(practice), flush=True)
+    learned = subprocess.run([sys.executable, *practice], cwd=ROOT, env=env).returncode
+    times["practice"] = time.perf_counter() - start
+    if learned == 2:
+        print("practice learned nothing (every proposal refused): no enhanced agent to evaluate", flush=True)
+        return times
+    if learned != 0:
+        raise SystemExit(f"practice failed (exit {learned})")
+    agent = ROOT / "runs" / f"{tag}_practice" / "enhanced_agent.yaml"
+    times["enhanced"] = run_command(*evaluate, "--exp_id", ids["enhanced"], "--agent_config", str(agent), "--fresh",
+                                    env=env)  # fmt: skip
+    return times
 
 
 def main() -> int:
@@ -113,6 +154,7 @@ def main() -> int:
     parser.add_argument("--validation_size", type=int, default=20)
     parser.add_argument("--max_drop", type=float, default=0.0, help="validation: the largest paired drop allowed")
     parser.add_argument("--no_validation", action="store_true")
+    parser.add_argument("--summary_only", action="store_true", help="write the JSON from the runs already stored")
     parser.add_argument("--reuse", action="store_true", help="keep the baseline and reference evaluations of a "
                         "previous run (same task, held-out set and K)")  # fmt: skip
     args = parser.parse_args()
@@ -128,23 +170,10 @@ def main() -> int:
         "--db_url", db_url,
     ]  # fmt: skip
     ids = {name: f"{tag}_{name}_{args.heldout}_k{args.k}" for name in ("baseline", "reference", "enhanced")}
-    fresh = [] if args.reuse else ["--fresh"]
-    times = {"baseline": run_command(*evaluate, "--exp_id", ids["baseline"], *fresh, env=env)}
-    reference = ROOT / "benchmarks" / "reference" / f"{args.task}_agent.yaml"
-    times["reference"] = run_command(*evaluate, "--exp_id", ids["reference"], "--agent_config", str(reference),
-                                     *fresh, env=env)  # fmt: skip
-    validation = [] if args.no_validation else [
-        "--validation_dataset", task.dataset, "--validation_offset", str(VALIDATION_OFFSET), "--validation_size",
-        str(args.validation_size), "--validation_pass_k", "2", "--validation_max_drop", str(args.max_drop),
-    ]  # fmt: skip
-    practice = [
-        "--practice_dataset_name", task.dataset, "--rollout_data_truncate", str(args.steps * args.batch_size),
-        "--batch_size", str(args.batch_size), "--grpo_n", "4", "--rollout_concurrency", "8", *validation,
-        "--agent_objective", task.agent_objective, "--learning_objective", task.learning_objective,
-    ]  # fmt: skip
-    times["practice"], agent = practise("local_mawps", f"{tag}_practice", db_url, env, *practice)
-    enhanced = ["--exp_id", ids["enhanced"], "--agent_config", str(agent), "--fresh"]
-    times["enhanced"] = run_command(*evaluate, *enhanced, env=env)
+    if not args.summary_only:
+        times = run_phases(args, task, tag, ids, db_url, env, evaluate)
+    else:
+        times = None  # the phases ran before; only the JSON is written again
     summary = asyncio.run(summarise(db_url, ids, f"{tag}_practice", args.k))
     write_result(
         f"learning_efficiency_{args.task}",
@@ -155,7 +184,7 @@ def main() -> int:
              f"{task.dataset}[{VALIDATION_OFFSET}:{VALIDATION_OFFSET + args.validation_size}], K=2, "
              f"max_drop {args.max_drop}"),
          "heldout_set": f"{task.dataset}[{HELDOUT_OFFSET}:{HELDOUT_OFFSET + args.heldout}]", "k": args.k,
-         "reference_library": str(reference.relative_to(ROOT)), "wall_time_s": times, **summary},
+         "reference_library": f"benchmarks/reference/{args.task}_agent.yaml", "wall_time_s": times, **summary},
     )  # fmt: skip
     return 0
 
