@@ -62,7 +62,7 @@ def batch(lengths, rewards, total_length=4):
 def test_each_loss_type_equals_the_hand_computed_value(lengths, rewards, expected):
     logp, advantages, mask = batch(lengths, rewards)
     for loss_type, value in expected.items():
-        loss, _ = grpo_loss(logp, logp.detach(), advantages, mask, loss_type, max_completion_length=4)
+        loss, _ = grpo_loss(logp, logp.detach(), advantages, mask, loss_type=loss_type, max_completion_length=4)
         assert loss.item() == pytest.approx(value, abs=1e-6), loss_type
 
 
@@ -76,7 +76,7 @@ def test_gradients_of_each_reduction():
     }
     for loss_type, grad in expected.items():
         logp.grad = None
-        loss, _ = grpo_loss(logp, logp.detach(), advantages, mask, loss_type, max_completion_length=4)
+        loss, _ = grpo_loss(logp, logp.detach(), advantages, mask, loss_type=loss_type, max_completion_length=4)
         loss.backward()
         assert torch.allclose(logp.grad, grad, atol=1e-6), loss_type
         assert torch.all(logp.grad[mask == 0] == 0)
@@ -105,13 +105,13 @@ def test_gradient_accumulation_over_two_micro_batches_equals_one_batch():
     logp, advantages, mask = batch([3, 1, 2, 2], [1.0, 0.0, 0.0, 1.0])
     for loss_type in ("dapo", "dr_grpo", "grpo"):
         logp.grad = None
-        whole, _ = grpo_loss(logp, logp.detach(), advantages, mask, loss_type, max_completion_length=4)
+        whole, _ = grpo_loss(logp, logp.detach(), advantages, mask, loss_type=loss_type, max_completion_length=4)
         whole.backward()
         full_grad = logp.grad.clone()
         logp.grad = None
         items = mask.sum().item()
         for part in (slice(0, 2), slice(2, 4)):
-            loss, _ = grpo_loss(logp[part], logp[part].detach(), advantages[part], mask[part], loss_type,
+            loss, _ = grpo_loss(logp[part], logp[part].detach(), advantages[part], mask[part], loss_type=loss_type,
                                 max_completion_length=4, num_items=items)  # fmt: skip
             # dapo's normaliser is the whole batch's token count; the others average over the 2 micro-batches.
             (loss if loss_type == "dapo" else loss / 2).backward()
@@ -129,7 +129,7 @@ def test_kl_term_pulls_toward_the_reference():
     logp = torch.tensor([[math.log(0.5)]], requires_grad=True)
     ref = torch.tensor([[math.log(0.25)]])
     loss, metrics = grpo_loss(
-        logp, logp.detach(), torch.tensor([0.0]), torch.ones(1, 1), "dapo", beta=1.0, ref_logp=ref
+        logp, logp.detach(), torch.tensor([0.0]), torch.ones(1, 1), loss_type="dapo", beta=1.0, ref_logp=ref
     )
     loss.backward()
     assert metrics["kl"] == pytest.approx(0.193147, abs=1e-6)

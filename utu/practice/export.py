@@ -71,6 +71,7 @@ def practice_agent_path(configs: Path, name: str) -> Path:
 def write_outputs(
     evaluation: EvalConfig,
     library: Library,
+    *,
     exp_id: str,
     output_dir: Path,
     export_to: str | None,

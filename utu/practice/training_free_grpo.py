@@ -144,9 +144,15 @@ class TrainingFreeGRPO:
         """Write the enhanced agent (and with `export_to` the configs); `RunFailed` if nothing was learned."""
         check_learned(outcome)
         outcome.files = write_outputs(
-            self.config.evaluation, outcome.library, self.config.exp_id, self.run_dir, self.export_to,
-            config_root(), self.provider_source, self.export_agent,
-        )  # fmt: skip
+            self.config.evaluation,
+            outcome.library,
+            exp_id=self.config.exp_id,
+            output_dir=self.run_dir,
+            export_to=self.export_to,
+            configs=config_root(),
+            provider_source=self.provider_source,
+            export_agent=self.export_agent,
+        )
         outcome.agent_path = outcome.files["agent"]
         return outcome.files
 

@@ -271,10 +271,19 @@ class LocalGRPO:
         s = self.settings
         logp, entropy = self.log_probs(self.model, rollout, idx, entropy=True)
         loss, parts = grpo_loss(
-            logp, logp.detach() if old is None else old[idx], advantages[idx], mask[idx], s.loss_type,
-            s.eps_low, s.eps_high, s.beta, s.kl_bias_correction, None if ref is None else ref[idx], s.max_new_tokens,
+            logp,
+            logp.detach() if old is None else old[idx],
+            advantages[idx],
+            mask[idx],
+            loss_type=s.loss_type,
+            eps_low=s.eps_low,
+            eps_high=s.eps_high,
+            beta=s.beta,
+            kl_bias_correction=s.kl_bias_correction,
+            ref_logp=None if ref is None else ref[idx],
+            max_completion_length=s.max_new_tokens,
             denominator=denominator,
-        )  # fmt: skip
+        )
         m = mask[idx]
         parts["entropy"] = ((entropy * m).sum() / m.sum().clamp(min=1)).item()
         if ref is not None and "kl" not in parts:  # a diagnostic only: beta is 0, the loss has no KL term

@@ -88,6 +88,7 @@ def grpo_loss(
     old_logp: Tensor,
     advantages: Tensor,
     mask: Tensor,
+    *,
     loss_type: LossType = "dapo",
     eps_low: float = 0.2,
     eps_high: float | None = None,
