@@ -86,7 +86,11 @@ def test_topical_advice_in_any_form_and_language_passes(text, question):
         ("When Joan found 70 seashells on the beach, she gave some to Sam.", "copies its question"),
         ("When the answer is needed, box 43 right away.", "gives its question's answer ('43')"),
         ("When 70 shells become 27, subtract to get the number given away.", "names 2 particulars (27, 70)"),
-        ("When Joan gives shells to Sam, subtract what she has left.", "names 2 particulars (Joan, Sam)"),
+        (
+            "When Joan gives shells to Sam, subtract what she has left.",
+            "names 3 particulars (Joan (a person of it), Sam)",
+        ),
+        ("When the 70 seashells are counted, subtract the rest.", "names 2 particulars (70 seashells)"),
         ("When adding, add. When subtracting, subtract. When dividing, divide.", "3 sentences"),
         ("When x, do y.", "characters long"),
         ("When you need to add two numbers, use the formula for the sum of two numbers (e.", "parenthesis left open"),
@@ -102,7 +106,7 @@ def test_junk_is_refused_with_a_reason(text, reason):
 def test_one_particular_of_its_question_is_allowed_two_are_not():
     question = Source([Question("A candle melts 2 cm every hour. How much shorter is it after 4 hours?", "8")])
     worked = "When the melting rate is 2 cm/hour and the time range is 4 hours, multiply them to get the length."
-    assert "particulars of its question (2, 4)" in screen(worked, question, [])
+    assert "particulars of its question (2, 4 hours)" in screen(worked, question, [])
     assert screen("When a rate is given per hour, multiply it by the hours.", question, []) is None
     assert screen("When a quantity halves, divide it by 2.", question, []) is None  # one digit: a rule
     names = Source([Question("On Wikipedia, what did the Nobel Prize article say in 2019?")])
@@ -142,8 +146,8 @@ def test_repeats_of_the_library_are_refused():
 def test_every_threshold_is_a_knob_and_screening_can_be_switched_off():
     fact = "When the order of operations is not followed correctly, the result is incorrect."
     assert screen(fact, SOURCE, [], ScreeningConfig(require_directive=False)) is None
-    two = "When Joan gives shells to Sam, subtract what she has left."
-    assert screen(two, SOURCE, [], ScreeningConfig(max_particulars=2)) is None
+    two = "When Joan gives shells to Sam, subtract what she has left."  # Joan acts in its question: 2, Sam 1
+    assert screen(two, SOURCE, [], ScreeningConfig(max_particulars=3)) is None
     long = "When adding, " + "check the sum again and " * 30 + "box it."
     assert screen(long, SOURCE, []) and screen(long, SOURCE, [], ScreeningConfig(max_chars=1000)) is None
     off = ScreeningConfig(enabled=False)
@@ -161,10 +165,11 @@ def test_the_screen_command_reports_each_row_and_explains_refusals(tmp_path):
     command = [sys.executable, "-m", "utu.practice.library", "screen", "--file", str(rows)]
     out = subprocess.run([*command, "--json"], capture_output=True, text=True, check=True)
     first, second = map(json.loads, out.stdout.splitlines())
-    assert "names 2 particulars" in first["refused"] and first["experience"].startswith("When Joan")
+    assert "particulars of its question (70 seashells" in first["refused"]
+    assert first["experience"].startswith("When Joan")
     assert second == {"refused": None, "experience": "Unit checks: Convert every quantity to one unit first."}
     assert "1 of 2 refused" in out.stderr
-    plain = subprocess.run([*command, "--max_particulars", "3"], capture_output=True, text=True, check=True)
+    plain = subprocess.run([*command, "--max_particulars", "5"], capture_output=True, text=True, check=True)
     assert plain.stdout.splitlines()[0].startswith("KEPT: When Joan")
 
 

@@ -121,11 +121,13 @@ def _particulars(text: str, source: Source, config: ScreeningConfig) -> str | No
                 f"retells its question: says {repeated_object!r} {tokens.count(repeated_object)} times, as its "
                 "question does (practice.screening.object_repeats)"
             )
-        found = _numbers_of(text, question) + _names_of(text, question)
-        if len(found) > config.max_particulars:
+        found = _numbers_of(text, question) + _names_of(text, question)  # (what, how many particulars)
+        count = sum(weight for _, weight in found)
+        if count > config.max_particulars:
+            named = ", ".join(what for what, _ in found[:3])
             return (
-                f"names {len(found)} particulars of its question ({', '.join(found[:3])}): an experience must hold "
-                f"for other questions (at most {config.max_particulars}; practice.screening.max_particulars)"
+                f"names {count} particulars of its question ({named}): an experience must hold for other questions "
+                f"(at most {config.max_particulars}; practice.screening.max_particulars)"
             )
     return None
 
@@ -169,6 +171,21 @@ def says_what_to_do(text: str, lang: str) -> bool:
             rest = rest[1:]
         if rest and (rest[0] in verbs or rest[0].rpartition("-")[2] in verbs):  # "cross-verify", "re-derive"
             return True
+    return _prescribed(_tokens(text), verbs)
+
+
+_PASSIVE = {"is", "are", "be", "been", "gets", "get"}
+_DESCRIBED = {"used", "needed", "required", "given", "found", "asked"}  # "is used to ...": a description
+
+
+def _prescribed(tokens: list[str], verbs: set[str]) -> bool:
+    """Advice in the passive: "the result is rounded up", "each length is converted to inches" (a directive
+    verb's participle after is/are/be), which states what to do as what is done."""
+    for before, word in zip(tokens, tokens[1:], strict=False):
+        if before in _PASSIVE and word.endswith("ed") and word not in _DESCRIBED:
+            stem = word[:-2]
+            if {stem, stem + "e", stem[:-1] + "y" if stem.endswith("i") else stem, stem[:-1]} & verbs:
+                return True
     return False
 
 
@@ -216,19 +233,32 @@ def _gives_answer(text: str, answer: str | None) -> bool:
     return re.search(rf"(?<!\w){re.escape(value)}(?!\w)", text) is not None
 
 
-def _numbers_of(text: str, question: Question) -> list[str]:
+def _numbers_of(text: str, question: Question) -> list[tuple[str, int]]:
     """The question's numbers in the text: each one of two or more digits; single digits only when the text has
-    two or more of the question's numbers (a worked example; "multiply by 2" alone is a rule)."""
+    two or more of the question's numbers (a worked example; "multiply by 2" alone is a rule). A number with the
+    word its question gives it ("56 passengers") is that question's quantity, and counts twice."""
     theirs = {n.replace(",", "") for n in _NUMBER.findall(question.text)}
     shared = sorted({n.replace(",", "") for n in _NUMBER.findall(text)} & theirs, key=lambda n: (-len(n), n))
-    return shared if len(shared) >= 2 else [n for n in shared if len(n) > 1]
+    found = shared if len(shared) >= 2 else [n for n in shared if len(n) > 1]
+    quantities = _quantities(text) & _quantities(question.text)
+    units = {n: unit for n, unit in sorted(quantities)}
+    return [(f"{n} {units[n]}", 2) if n in units else (n, 1) for n in found]
 
 
-def _names_of(text: str, question: Question) -> list[str]:
+def _quantities(text: str) -> set[tuple[str, str]]:
+    """(number, the word after it): "56 passengers" -> ("56", "passengers")."""
+    return {(n.replace(",", ""), w.lower()) for n, w in re.findall(r"(\d+(?:[.,]\d+)*)\s+([A-Za-z]{3,})", text)}
+
+
+def _names_of(text: str, question: Question) -> list[tuple[str, int]]:
     """Capitalised words of the question that are not just sentence starts (Mary, Seattle), found in the text
-    anywhere but where the text's own sentence or title starts; a run of them ("Nobel Prize") is one name."""
-    starters = words().get("en", {}).get("sentence_starters", set())
+    anywhere but where the text's own sentence or title starts; a run of them ("Nobel Prize") is one name. A
+    name that acts in its question ("Priya has", "Tom must") is a person of its story, and counts twice."""
+    entry = words().get("en", {})
+    starters = entry.get("sentence_starters", set())
     names = set(_CAPITALISED.findall(question.text)) - starters
+    acting = {m.group(1) for m in re.finditer(r"\b([A-Z][a-z]+)\s+([a-z]+)", question.text)
+              if m.group(2) in entry.get("person_verbs", set())} & names  # fmt: skip
     starts = {m.start(1) for m in re.finditer(r"(?:^|[.:!?]\s+)([A-Z])", text)}
     found = []
     for run in _NAME_RUN.finditer(text):
@@ -239,7 +269,7 @@ def _names_of(text: str, question: Question) -> list[str]:
             run_words = run_words[1:]
         if any(w in names for w in run_words):
             found.append(" ".join(run_words))
-    return sorted(set(found))
+    return [(f"{name} (a person of it)", 2) if set(name.split()) & acting else (name, 1) for name in sorted(set(found))]
 
 
 def _repeats(text: str, other: str, config: ScreeningConfig) -> str | None:
