@@ -224,6 +224,3 @@ def compare(a: Iterable[ScoredAttempt], b: Iterable[ScoredAttempt], seed: int = 
         mean_diff=statistics.fmean(diffs) if diffs else 0.0,
         ci95=bootstrap_ci(diffs, seed),
     )
-
-
-Attempt = ScoredAttempt  # TEMPORARY: a benchmark process started before the rename imports it; removed once it ends
