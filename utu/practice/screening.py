@@ -3,10 +3,12 @@
 What separates junk from knowledge is not the topic or the language of a proposal but the particulars of the
 question it was learned from, and whether it says what to do. A proposal is refused when it
 - is too short or too long, or more sentences than an experience takes, or cut off (a parenthesis left open);
-- holds a JSON or template fragment (`{name}`, `"content":`, `<condition>`, ADD/UPDATE, a library id `[G3]`);
-- copies a run of its question's words, or gives its question's answer;
-- carries more than `max_particulars` of one question's particulars: its names ("Mary", "Seattle") and its
-  numbers (one of two or more digits, or several small ones: a worked example);
+- holds a JSON or template fragment (`{name}`, `"content":`, our prompts' `<condition>`, a library id `[G3]`);
+- copies a run of its question's words, gives its question's answer, or retells the object its question
+  counts ("the initial number of peaches ... the final number of peaches");
+- carries more than `max_particulars` of its question's particulars: its names ("Mary", "Seattle"; twice for
+  one who acts in it) and its numbers (one of two or more digits, or several small ones: a worked example;
+  twice with the word the question gives it, "56 passengers");
 - states a fact instead of saying what to do, in a language whose words we have (screening_words.yaml);
 - says again what an experience already in the library says, or much the same under the same condition.
 Topic words are not particulars: "When a problem involves a regular hexagon, split it into six equilateral
