@@ -266,13 +266,13 @@ class PracticeLoop:
 
 
 def _screen_against(rows: list[EvaluationSample], config: ScreeningConfig) -> Screen:
-    """The library's screening of a proposal against the questions it was learned from (their particulars are
-    what it must not carry); when a consolidation lost that record, against all the step's questions."""
+    """The library's screening of a proposal against its step's questions: none of their particulars, and not
+    the answer of the questions it was learned from (all the step's when a consolidation lost that record)."""
     questions = {r.dataset_index: Question(r.raw_question or "", r.correct_answer) for r in rows}
 
     def check(text: str, sources: list[int], others: list[str]) -> str | None:
-        own = [questions[i] for i in sources if i in questions]
-        return screen(text, Source(own or list(questions.values())), others, config)
+        own = [questions[i] for i in sources if i in questions] or None
+        return screen(text, Source(list(questions.values()), own), others, config)
 
     return check
 

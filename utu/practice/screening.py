@@ -61,9 +61,15 @@ class Question:
 
 @dataclass
 class Source:
-    """What a proposal was learned from: the questions (and answers) of its step."""
+    """What a proposal was learned from: the questions of its step, whose particulars it must not carry, and
+    among them its own (a learner's record of them can be wrong), whose answers it must not give."""
 
     questions: list[Question] = field(default_factory=list)
+    own: list[Question] | None = None  # None: all of `questions`
+
+    @property
+    def answered(self) -> list[Question]:
+        return self.questions if self.own is None else self.own
 
 
 @cache
@@ -111,12 +117,13 @@ def _shape(text: str, source: Source, config: ScreeningConfig) -> str | None:
 
 def _particulars(text: str, source: Source, config: ScreeningConfig) -> str | None:
     tokens = _tokens(text)
+    for question in source.answered:
+        if _gives_answer(text, question.answer):
+            return f"gives its question's answer ({question.answer.strip()!r})"
     for question in source.questions:
         copied = _copied_run(tokens, _tokens(question.text), config.copy_words)
         if copied:
             return f"copies its question ({copied!r})"
-        if _gives_answer(text, question.answer):
-            return f"gives its question's answer ({question.answer.strip()!r})"
         repeated_object = _repeated_object(tokens, question, config.object_repeats)
         if repeated_object:
             return (
