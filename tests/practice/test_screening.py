@@ -113,9 +113,9 @@ def test_one_particular_of_its_question_is_allowed_two_are_not():
     assert screen("When a question asks about a Nobel Prize, read the laureate page itself.", names, []) is None
 
 
-def test_a_proposal_is_judged_by_its_own_questions_particulars(tmp_path):
-    """In a step, a proposal is screened against the questions it was learned from, not the whole batch: a rule
-    that names "10 seats" is not refused because another question's answer is 10."""
+def test_a_proposal_must_not_give_its_own_questions_answer(tmp_path):
+    """In a step, the answer a proposal must not give is that of the questions it was learned from: a rule that
+    names "10 seats" is not refused because another question's answer is 10."""
     from utu.config.models import ScreeningConfig as Config
     from utu.practice.loop import _screen_against
 
