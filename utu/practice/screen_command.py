@@ -51,28 +51,28 @@ def read_rows(path: Path) -> list[Row]:
         raise ConfigError(f"{path}: no such file ({hint})")
     rows = []
     with path.open("rb") as f:
-        raw_lines = list(f)
-    if raw_lines:
-        raw_lines[0] = raw_lines[0].removeprefix(b"\xef\xbb\xbf")  # a byte-order mark is no part of the first row
-    lines = []
-    for number, raw in enumerate(raw_lines, 1):
-        try:
-            lines.append(raw.decode("utf-8"))
-        except UnicodeDecodeError as e:
-            raise ConfigError(f"{path}:{number}: not UTF-8 text (byte {raw[e.start]:#x}); {hint}") from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(Row.model_validate_json(line))
-        except ValidationError as e:
-            error = e.errors()[0]
-            where = str(error["loc"][0]) if error["loc"] else "the line"
-            raise ConfigError(f"{path}:{number}: {where}: {error['msg']} (a row is a JSON object with a string "
-                              "'experience' and optionally 'question', 'answer', 'library')") from None  # fmt: skip
+        for number, raw in enumerate(f, 1):
+            if number == 1:
+                raw = raw.removeprefix(b"\xef\xbb\xbf")  # a byte-order mark is no part of the first row
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ConfigError(f"{path}:{number}: not UTF-8 text (byte {raw[e.start]:#x}); {hint}") from None
+            if line.strip():
+                rows.append(_row(line, f"{path}:{number}"))
     if not rows:
         raise ConfigError(f"{path}: no rows ({hint})")
     return rows
+
+
+def _row(line: str, where: str) -> Row:
+    try:
+        return Row.model_validate_json(line)
+    except ValidationError as e:
+        error = e.errors()[0]
+        field = str(error["loc"][0]) if error["loc"] else "the line"
+        raise ConfigError(f"{where}: {field}: {error['msg']} (a row is a JSON object with a string 'experience' "
+                          "and optionally 'question', 'answer', 'library')") from None  # fmt: skip
 
 
 def verdicts(rows: list[Row], config: ScreeningConfig) -> list[str | None]:
