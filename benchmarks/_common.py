@@ -146,14 +146,20 @@ async def stub_practice(base_url: str, db, dataset: str, questions: int, group: 
     return await build_practice(stack, config, db, pipeline=pipeline), stack
 
 
-def run_command(*args: str, env: dict[str, str]) -> float:
-    """Run one of the project's scripts as a user would (from the checkout); exit on failure. Returns seconds."""
+def run_timed(*args: str, env: dict[str, str]) -> tuple[float, int]:
+    """Run one of the project's scripts as a user would (from the checkout); its seconds and exit code."""
     start = time.perf_counter()
     print("$ python " + " ".join(args), flush=True)
     result = subprocess.run([sys.executable, *args], cwd=Path(__file__).resolve().parents[1], env=env)
-    if result.returncode != 0:
-        raise SystemExit(f"failed (exit {result.returncode}): {' '.join(args)}")
-    return time.perf_counter() - start
+    return time.perf_counter() - start, result.returncode
+
+
+def run_command(*args: str, env: dict[str, str]) -> float:
+    """`run_timed`, exiting on failure. Returns seconds."""
+    seconds, code = run_timed(*args, env=env)
+    if code != 0:
+        raise SystemExit(f"failed (exit {code}): {' '.join(args)}")
+    return seconds
 
 
 async def exp_rows(db, model, exp_id: str) -> list:
@@ -164,8 +170,15 @@ async def exp_rows(db, model, exp_id: str) -> list:
         return list(await s.scalars(select(model).where(model.exp_id == exp_id)))
 
 
-def practise(config_name: str, exp_id: str, db_url: str, env: dict[str, str], *extra: str) -> tuple[float, Path]:
-    """A fresh practice run that exports its last step; returns its seconds and its enhanced agent's YAML."""
+def practise(
+    config_name: str, exp_id: str, db_url: str, env: dict[str, str], *extra: str, nothing_learned_ok: bool = False
+) -> tuple[float, Path | None]:
+    """A fresh practice run that exports its last step; returns its seconds and its enhanced agent's YAML. With
+    `nothing_learned_ok`, a practice that kept nothing (exit 2, no enhanced agent) returns None for the YAML."""
     args = ["--config_name", config_name, "--exp_id", exp_id, "--db_url", db_url, "--export_step", "last", "--fresh"]
-    seconds = run_command("scripts/run_training_free_GRPO.py", *args, *extra, env=env)
+    seconds, code = run_timed("scripts/run_training_free_GRPO.py", *args, *extra, env=env)
+    if code == 2 and nothing_learned_ok:
+        return seconds, None
+    if code != 0:
+        raise SystemExit(f"practice failed (exit {code}): {' '.join(args)}")
     return seconds, Path(__file__).resolve().parents[1] / "runs" / exp_id / "enhanced_agent.yaml"

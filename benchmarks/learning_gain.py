@@ -18,14 +18,12 @@ bootstrap 95% CIs, per kind of question (`level`), the learned library with its 
 import argparse
 import asyncio
 import os
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import exp_rows, run_command, write_result  # noqa: E402
+from _common import exp_rows, practise, run_command, write_result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 VALIDATION_OFFSET, HELDOUT_OFFSET = 100, 200
@@ -122,22 +120,15 @@ def run_phases(args, task: Task, tag: str, ids: dict[str, str], db_url: str, env
         str(args.validation_size), "--validation_pass_k", "2", "--validation_max_drop", str(args.max_drop),
     ]  # fmt: skip
     practice = [
-        "scripts/run_training_free_GRPO.py", "--config_name", "local_mawps", "--exp_id", f"{tag}_practice",
-        "--db_url", db_url, "--export_step", "last", "--fresh",
         "--practice_dataset_name", task.dataset, "--rollout_data_truncate", str(args.steps * args.batch_size),
         "--batch_size", str(args.batch_size), "--grpo_n", "4", "--rollout_concurrency", "8", *validation,
         "--agent_objective", task.agent_objective, "--learning_objective", task.learning_objective,
     ]  # fmt: skip
-    start = time.perf_counter()
-    print("$ python " + " ".join(practice), flush=True)
-    learned = subprocess.run([sys.executable, *practice], cwd=ROOT, env=env).returncode
-    times["practice"] = time.perf_counter() - start
-    if learned == 2:
+    times["practice"], agent = practise("local_mawps", f"{tag}_practice", db_url, env, *practice,
+                                        nothing_learned_ok=True)  # fmt: skip
+    if agent is None:
         print("practice learned nothing (every proposal refused): no enhanced agent to evaluate", flush=True)
         return times
-    if learned != 0:
-        raise SystemExit(f"practice failed (exit {learned})")
-    agent = ROOT / "runs" / f"{tag}_practice" / "enhanced_agent.yaml"
     times["enhanced"] = run_command(*evaluate, "--exp_id", ids["enhanced"], "--agent_config", str(agent), "--fresh",
                                     env=env)  # fmt: skip
     return times
