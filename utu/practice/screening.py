@@ -121,10 +121,11 @@ def _particulars(text: str, source: Source, config: ScreeningConfig) -> str | No
         if _gives_answer(text, question.answer):
             return f"gives its question's answer ({question.answer.strip()!r})"
     for question in source.questions:
-        copied = _copied_run(tokens, _tokens(question.text), config.copy_words)
+        theirs = _tokens(question.text)
+        copied = _copied_run(tokens, theirs, config.copy_words)
         if copied:
             return f"copies its question ({copied!r})"
-        repeated_object = _repeated_object(tokens, question, config.object_repeats)
+        repeated_object = _repeated_object(tokens, theirs, config.object_repeats)
         if repeated_object:
             return (
                 f"retells its question: says {repeated_object!r} {tokens.count(repeated_object)} times, as its "
@@ -170,7 +171,8 @@ def says_what_to_do(text: str, lang: str) -> bool:
     entry = words()[lang]
     if entry.get("script") == "cjk":
         return any(phrase in text for phrase in entry["directive_phrases"])
-    padded = f" {' '.join(_tokens(text))} "
+    tokens = _tokens(text)
+    padded = f" {' '.join(tokens)} "
     if any(f" {' '.join(_tokens(phrase))} " in padded for phrase in entry["directive_phrases"]):
         return True
     verbs, fillers = entry.get("directive_verbs", set()), entry.get("clause_fillers", set())
@@ -180,7 +182,7 @@ def says_what_to_do(text: str, lang: str) -> bool:
             rest = rest[1:]
         if rest and (rest[0] in verbs or rest[0].rpartition("-")[2] in verbs):  # "cross-verify", "re-derive"
             return True
-    return _prescribed(_tokens(text), verbs)
+    return _prescribed(tokens, verbs)
 
 
 _PASSIVE = {"is", "are", "be", "been", "gets", "get"}
@@ -192,8 +194,10 @@ def _prescribed(tokens: list[str], verbs: set[str]) -> bool:
     verb's participle after is/are/be), which states what to do as what is done."""
     for before, word in zip(tokens, tokens[1:], strict=False):
         if before in _PASSIVE and word.endswith("ed") and word not in _DESCRIBED:
-            stem = word[:-2]
-            if {stem, stem + "e", stem[:-1] + "y" if stem.endswith("i") else stem, stem[:-1]} & verbs:
+            stem = word[:-2]  # rounded -> round, converted -> convert
+            # divided -> divide, dropped -> drop, simplified -> simplify
+            verb_forms = {stem, stem + "e", stem[:-1]} | ({stem[:-1] + "y"} if stem.endswith("i") else set())
+            if verb_forms & verbs:
                 return True
     return False
 
@@ -217,18 +221,28 @@ def _copied_run(tokens: list[str], question: list[str], run_words: int) -> str |
     return None
 
 
-def _repeated_object(tokens: list[str], question: Question, repeats: int) -> str | None:
-    """A word the text and its question each say `repeats` times or more, other than a generic one: the object
-    that question counts, retold ("the initial number of peaches ... the final number of peaches")."""
+def _repeated_object(tokens: list[str], theirs: list[str], repeats: int) -> str | None:
+    """A word the text and its question (`theirs`, tokens) each say `repeats` times or more, other than a generic
+    one: the object that question counts, retold ("the initial number of peaches ... the final number of
+    peaches")."""
     if not repeats:
         return None
-    generic = set().union(*(entry.get("generic_words", set()) for entry in words().values()))
-    theirs = _tokens(question.text)
+    generic = _generic_words()
     return next(
         (w for w in dict.fromkeys(tokens) if len(w) > 2 and w not in generic and w.isalpha()
          and tokens.count(w) >= repeats and theirs.count(w) >= repeats),
         None,
     )  # fmt: skip
+
+
+@cache
+def _generic_words() -> set[str]:
+    return set().union(*(entry.get("generic_words", set()) for entry in words().values()))
+
+
+def _numbers(text: str) -> set[str]:
+    """The numbers of a text, thousands separators dropped ("1,000" -> "1000")."""
+    return {n.replace(",", "") for n in _NUMBER.findall(text)}
 
 
 def _gives_answer(text: str, answer: str | None) -> bool:
@@ -238,7 +252,7 @@ def _gives_answer(text: str, answer: str | None) -> bool:
     if len(value) < 2 or (value.isalpha() and value.islower()):
         return False
     if _NUMBER.fullmatch(value.replace(",", "")):
-        return value.replace(",", "") in {n.replace(",", "") for n in _NUMBER.findall(text)}
+        return value.replace(",", "") in _numbers(text)
     return re.search(rf"(?<!\w){re.escape(value)}(?!\w)", text) is not None
 
 
@@ -246,8 +260,7 @@ def _numbers_of(text: str, question: Question) -> list[tuple[str, int]]:
     """The question's numbers in the text: each one of two or more digits; single digits only when the text has
     two or more of the question's numbers (a worked example; "multiply by 2" alone is a rule). A number with the
     word its question gives it ("56 passengers") is that question's quantity, and counts twice."""
-    theirs = {n.replace(",", "") for n in _NUMBER.findall(question.text)}
-    shared = sorted({n.replace(",", "") for n in _NUMBER.findall(text)} & theirs, key=lambda n: (-len(n), n))
+    shared = sorted(_numbers(text) & _numbers(question.text), key=lambda n: (-len(n), n))
     found = shared if len(shared) >= 2 else [n for n in shared if len(n) > 1]
     quantities = _quantities(text) & _quantities(question.text)
     units = {n: unit for n, unit in sorted(quantities)}
