@@ -99,6 +99,12 @@ def library_in(body) -> str:
     return match.group(1) if match else ""
 
 
+def proposed_operations(body) -> list[dict]:
+    """The numbered operations a consolidation request shows the learner ("0. {...}")."""
+    lines = re.findall(r"^\d+\. .*$", body["messages"][1]["content"], re.M)
+    return [json.loads(line.split(". ", 1)[1]) for line in lines]
+
+
 def evolving_learner(group_update=None, experiences=("When adding, line up the digits.",)) -> StubScript:
     """Summaries and advantages are fixed; operations depend on the library, so the result is predictable:
     step 0 ADD A (the advantage's experience: no call on an empty library); step 1 UPDATE it; step 2 DELETE
@@ -132,10 +138,7 @@ def evolving_learner(group_update=None, experiences=("When adding, line up the d
         if name == "OperationList":
             return json.dumps({"operations": (group_update or default_group_update)(library_in(body))})
         if name == "ConsolidatedList":
-            ops = [
-                json.loads(line.split(". ", 1)[1])
-                for line in re.findall(r"^\d+\. .*$", body["messages"][1]["content"], re.M)
-            ]
+            ops = proposed_operations(body)
             # The groups propose the same operations: keep one copy of each, merged from both.
             half = len(ops) // 2
             return json.dumps({"operations": [op | {"merged_from": [i, i + half]} for i, op in enumerate(ops[:half])]})

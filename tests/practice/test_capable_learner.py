@@ -3,12 +3,11 @@ form, one experience in Chinese): practice applies what it writes, the exported 
 agent's instructions, and the validation gate still refuses an experience that lowers the validation score."""
 
 import json
-import re
 
 import yaml
 
 from tests.conftest import ROOT, run_script
-from tests.practice.helpers import is_probe, query, run_practice, schema_of
+from tests.practice.helpers import is_probe, proposed_operations, query, run_practice, schema_of
 from tests.practice.test_validation import VALIDATION, adder, workspace_with_validation_set
 from utu.llm.stub import StubScript
 
@@ -47,8 +46,7 @@ def capable_learner() -> StubScript:
         if name == "OperationList":
             return json.dumps({"operations": [{"operation": "ADD", "content": HARMFUL, "rationale": "faster"}]})
         if name == "ConsolidatedList":
-            lines = re.findall(r"^\d+\. .*$", body["messages"][1]["content"], re.M)
-            ops = [json.loads(line.split(". ", 1)[1]) for line in lines]
+            ops = proposed_operations(body)
             return json.dumps({"operations": [op | {"merged_from": [i]} for i, op in enumerate(ops)]})
         raise AssertionError(f"unexpected learner request {name!r}")
 

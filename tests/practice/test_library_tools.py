@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from tests.conftest import run_script
-from tests.practice.helpers import agent_script, evolving_learner, run_practice, setup_workspace
+from tests.practice.helpers import agent_script, evolving_learner, proposed_operations, run_practice, setup_workspace
 
 
 @pytest.fixture(scope="module")
@@ -135,8 +135,7 @@ def test_merge_combines_libraries_into_a_new_experiment(practised, stub):
     def consolidate(body):  # the learner merges what says the same thing: here ops 0 and 2 (same text twice)
         if '{"ok": true}' in body["messages"][-1]["content"]:
             return '{"ok": true}'
-        lines = [line for line in body["messages"][1]["content"].splitlines() if line[:1].isdigit()]
-        ops = [json.loads(line.split(". ", 1)[1]) for line in lines]
+        ops = proposed_operations(body)
         merged = [ops[0] | {"merged_from": [0, 2]}, ops[1] | {"merged_from": [1]}, ops[3] | {"merged_from": [3]}]
         return json.dumps({"operations": merged})
 

@@ -269,10 +269,11 @@ def _screen_against(rows: list[EvaluationSample], config: ScreeningConfig) -> Sc
     """The library's screening of a proposal against its step's questions: none of their particulars, and not
     the answer of the questions it was learned from (all the step's when a consolidation lost that record)."""
     questions = {r.dataset_index: Question(r.raw_question or "", r.correct_answer) for r in rows}
+    step = list(questions.values())
 
     def check(text: str, sources: list[int], others: list[str]) -> str | None:
         own = [questions[i] for i in sources if i in questions] or None
-        return screen(text, Source(list(questions.values()), own), others, config)
+        return screen(text, Source(step, own), others, config)
 
     return check
 
