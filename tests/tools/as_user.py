@@ -21,18 +21,34 @@ def make_reachable(paths: list[str], stage: str) -> None:
     for path in sorted(paths):
         parts, here = Path(path).parts[1:], Path("/")
         while parts:
-            if here not in covered and not os.stat(here).st_mode & 0o001:
-                real = Path(tempfile.mkdtemp(prefix="covered-", dir=stage))
-                subprocess.run(["mount", "--bind", str(here), str(real)], check=True)
-                subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", str(here)], check=True)
-                covered[here] = real
-                continue  # the same step again, now under the tmpfs
+            if here not in covered and not _open_to_others(here):
+                covered[here] = _cover(here, stage)
             step = here / parts[0]
             if here in covered and not os.path.lexists(step):
-                real = covered[here] / parts[0]
-                step.mkdir() if real.is_dir() else step.touch()
-                subprocess.run(["mount", "--bind", str(real), str(step)], check=True)
+                _bind(covered[here] / parts[0], step)
             here, parts = step, parts[1:]
+        if here.is_dir() and here not in covered and not _open_to_others(here):
+            # the path itself is closed to others (a checkout cloned into a 0700 mktemp folder): show all of it
+            covered[here] = _cover(here, stage)
+            for real in covered[here].iterdir():
+                _bind(real, here / real.name)
+
+
+def _open_to_others(folder: Path) -> bool:
+    return bool(os.stat(folder).st_mode & 0o001)
+
+
+def _cover(folder: Path, stage: str) -> Path:
+    """Cover `folder` with an empty tmpfs others may enter; return where its real content is still seen."""
+    real = Path(tempfile.mkdtemp(prefix="covered-", dir=stage))
+    subprocess.run(["mount", "--bind", str(folder), str(real)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", str(folder)], check=True)
+    return real
+
+
+def _bind(real: Path, at: Path) -> None:
+    at.mkdir() if real.is_dir() else at.touch()
+    subprocess.run(["mount", "--bind", str(real), str(at)], check=True)
 
 
 def main() -> None:
