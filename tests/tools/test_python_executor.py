@@ -4,6 +4,8 @@ import asyncio
 import json
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -235,3 +237,15 @@ async def test_many_small_files_hit_the_cap_and_vanish():
     )
     result = await run_python(code, disk_mb=8, timeout=20)
     assert "stopped" in result["output"] and int(result["output"].split()[-1]) < 20000, result
+
+
+def test_a_venv_reached_through_a_symlink_runs_code(tmp_path):
+    """The box binds real paths only: a venv named through a link (`ln -s ~/clone/.venv .venv`) once made
+    bwrap fail with "execvp .../.venv/bin/python: No such file or directory"."""
+    link = tmp_path / "venv-link"
+    link.symlink_to(os.path.realpath(sys.prefix))
+    python = link / os.path.relpath(sys.executable, sys.prefix)
+    code = "import asyncio, utu.tools.python_executor as p; print(asyncio.run(p.run_python('print(6*7)')))"
+    result = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "'output': '42" in result.stdout, result.stdout

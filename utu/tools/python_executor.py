@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from utu.config.models import ToolkitConfig
 from utu.tools.base import as_text, function_schema
-from utu.tools.sandbox import CODE_PATH_IN_BOX, Box, call_cgroup, launcher, open_box, require_bwrap
+from utu.tools.sandbox import CODE_PATH_IN_BOX, Box, box_python, call_cgroup, launcher, open_box, require_bwrap
 
 # Runs first in the child: set hard limits, then execute the user's code as __main__.
 _BOOTSTRAP = """
@@ -70,7 +70,7 @@ async def run_python(
     limits = [str(memory_mb * 1024 * 1024), str(max(1, int(timeout) + 1)), str(MAX_FILE_BYTES), str(max_processes)]
     memory_cap = (memory_mb + 3 * disk_mb + 256) * 1024 * 1024  # the code plus its three tmpfs
     if sandbox == "bwrap":
-        command = [sys.executable, "-I", "-c", _BOOTSTRAP, CODE_PATH_IN_BOX, *limits]
+        command = [box_python(), "-I", "-c", _BOOTSTRAP, CODE_PATH_IN_BOX, *limits]
         with open_box(code, command, disk_mb=disk_mb, max_processes=max_processes, memory_bytes=memory_cap) as box:
             return await _run(box.argv, "/", {}, timeout, max_output_chars, box)  # cwd /: the box sees no host path
     workdir = tempfile.mkdtemp(prefix="utu-py-")

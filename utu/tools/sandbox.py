@@ -102,7 +102,7 @@ def bwrap_problem() -> str | None:
         seccomp_program()
     except OSError as e:  # pyseccomp loads libseccomp when imported
         return f"the seccomp filter cannot be built ({e}); install libseccomp2"
-    command = [sys.executable, "-I", CODE_PATH_IN_BOX]
+    command = [box_python(), "-I", CODE_PATH_IN_BOX]
     with open_box("pass", command, disk_mb=1, max_processes=8, memory_bytes=256 * 1024 * 1024) as box:
         probe = subprocess.run(box.argv, pass_fds=box.pass_fds, cwd="/", capture_output=True)
     if probe.returncode != 0:
@@ -145,6 +145,13 @@ def _memfd(name: str, data: bytes) -> int:
     os.write(fd, data)
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
+
+
+def box_python() -> str:
+    """The interpreter's path as the box sees it: the venv's own `bin/python` under the venv's real folder (the box
+    binds real paths only, so a venv reached through a symlink would not be found), not the base Python it
+    links to, which would lose the venv."""
+    return os.path.join(os.path.realpath(sys.prefix), os.path.relpath(sys.executable, sys.prefix))
 
 
 def _python_roots() -> list[str]:
