@@ -388,6 +388,18 @@ def test_a_wrong_key_stops_practice_at_once_and_records_no_step(tmp_path, worksp
     assert not (tmp_path / "runs/t/enhanced_agent.yaml").exists()
 
 
+def test_a_client_that_fails_at_once_gives_one_line_and_no_traceback(tmp_path):
+    """No llama-server: the client fails before the database is ready. aiosqlite's cancelled connect once
+    printed a thread's traceback ("Event loop is closed") after the error line."""
+    env = {"UTU_LLM_BASE_URL": "", "UTU_LLM_MODEL": "", "UTU_LLM_API_KEY": "", "UTU_LLAMA_SERVER": "/nonexistent"}
+    result = run_script(PRACTICE, "--config_name", "math_reasoning", env=env, cwd=tmp_path)
+    assert result.returncode == 2
+    assert [line for line in result.stderr.splitlines() if line.strip()] == [
+        "error: the embedded model needs llama.cpp's llama-server: run `make install-local` (it builds it once), "
+        "or set UTU_LLM_BASE_URL, UTU_LLM_MODEL and UTU_LLM_API_KEY to use an API"
+    ]
+
+
 def test_two_practices_of_one_experiment_at_once_one_is_refused(tmp_path, workspace, stub):
     import subprocess
     import sys

@@ -102,7 +102,10 @@ class TrainingFreeGRPO:
         db = Database(self.db_url)
         async with contextlib.AsyncExitStack() as resources:
             resources.push_async_callback(db.dispose)
-            # the clients connect (a preflight call each) while the database is prepared
+            # connected first: a client that fails at once (no llama-server) would otherwise cancel aiosqlite's
+            # connect midway, whose thread then reports to a closed event loop (a traceback after the error)
+            await db.create_tables()
+            # the clients connect (a preflight call each) while the data sets are prepared
             parts, initial = await gather_or_cancel(open_practice(resources, config), self._prepare(resources, db))
             loop = parts.loop(config, db, initial, pipeline=self.pipeline)
             result = await loop.run()
@@ -110,9 +113,8 @@ class TrainingFreeGRPO:
         return PracticeOutcome(library, result.steps, initial)
 
     async def _prepare(self, resources: contextlib.AsyncExitStack, db: Database) -> Library:
-        """Tables, data sets and the experiment claimed (released with `resources`); the initial library."""
+        """Data sets and the experiment claimed (released with `resources`); the initial library."""
         config, ev = self.config, self.config.evaluation
-        await db.create_tables()
         validation = config.practice.validation
         needed = [config.data.practice_dataset_name, ev.data.dataset if config.practice.do_eval else None,
                   validation.dataset if validation else None]  # fmt: skip
