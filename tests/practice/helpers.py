@@ -8,6 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from tests.conftest import ROOT, run_script
+from utu.llm.rehearsal import is_probe, proposed_operations, schema_of  # noqa: F401 (used by the tests)
 from utu.llm.stub import StubScript
 
 PRACTICE = str(ROOT / "scripts/run_training_free_GRPO.py")
@@ -78,16 +79,6 @@ def agent_script(pattern=("right", "wrong"), working: str = WORKING) -> StubScri
     return StubScript(reply_fn=reply)
 
 
-def schema_of(body) -> str:
-    fmt = body.get("response_format", {})
-    return fmt.get("json_schema", {}).get("name") or fmt.get("schema", {}).get("title", "")
-
-
-def is_probe(body) -> bool:
-    """The client's one-time probe of which structured output the endpoint accepts."""
-    return body.get("max_tokens") in (4, 8) and '{"ok": true}' in body["messages"][-1]["content"]
-
-
 def work_requests(server) -> list[dict]:
     """The requests that did work: all but the structured-output probe."""
     return [r for r in server.requests if not is_probe(r)]
@@ -97,12 +88,6 @@ def library_in(body) -> str:
     text = body["messages"][1]["content"]
     match = re.search(r"<existing_library>\n(.*?)\n</existing_library>", text, re.DOTALL)
     return match.group(1) if match else ""
-
-
-def proposed_operations(body) -> list[dict]:
-    """The numbered operations a consolidation request shows the learner ("0. {...}")."""
-    lines = re.findall(r"^\d+\. .*$", body["messages"][1]["content"], re.M)
-    return [json.loads(line.split(". ", 1)[1]) for line in lines]
 
 
 def evolving_learner(group_update=None, experiences=("When adding, line up the digits.",)) -> StubScript:

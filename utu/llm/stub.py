@@ -317,6 +317,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reply", action="append", default=[], help="a fixed reply (repeat for a sequence)")
     parser.add_argument("--echo", action="store_true", help="reply with the last user message (the default)")
     parser.add_argument("--reply-fn", metavar="FILE.py:FUNC", help="a Python function (request body -> reply)")
+    parser.add_argument(
+        "--rehearse",
+        action="store_true",
+        help="play a small agent and a capable learner on "
+        "clock-time questions, to rehearse the whole workflow (utu.llm.rehearsal, docs/guide.md)",
+    )
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to each request")
     parser.add_argument(
         "--jitter", type=float, default=0.0, help="sigma of a log-normal factor (median 1) on each latency"
@@ -337,6 +343,10 @@ def main(argv: list[str] | None = None) -> None:
         except ValueError:
             parser.error(f"--fault {item!r}: expected KIND=RATE, e.g. http500=0.1")
     reply_fn = _load_function(args.reply_fn) if args.reply_fn else None
+    if args.rehearse:
+        from utu.llm.rehearsal import Rehearsal
+
+        reply_fn = Rehearsal()
     try:
         script = StubScript(
             reply_fn=reply_fn,
