@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 from tests.practice.helpers import (
     PRACTICE,
@@ -75,20 +74,22 @@ def test_sigkill_mid_step_then_rerun_matches_an_uninterrupted_run(tmp_path, stub
     )
 
     configs, db_url = setup_workspace(killed_dir)
-    slow_agent, slow_learner = agent_script(), evolving_learner()
-    slow_agent.latency = slow_learner.latency = 0.4
-    agent, learner = stub(slow_agent), stub(slow_learner)
+    practice: list[subprocess.Popen] = []
+    replies = agent_script().reply_fn
+
+    def kill_at_step_1(body):
+        """Step 1's rollouts carry step 0's library ("line up"): the first one kills the run, mid-step."""
+        if "line up" in body["messages"][0]["content"] and practice:
+            practice.pop().send_signal(signal.SIGKILL)
+        return replies(body)
+
+    agent, learner = stub(StubScript(reply_fn=kill_at_step_1)), stub(evolving_learner())
     env = {**os.environ, "UTU_CONFIG_DIR": str(configs), "UTU_LLM_BASE_URL": agent.base_url, "UTU_LLM_MODEL": "agent",
            "UTU_LLM_API_KEY": "k", "LEARNER_URL": learner.base_url}  # fmt: skip
     proc = subprocess.Popen([sys.executable, PRACTICE, "--config_name", "test", "--db_url", db_url, *ARGS],
                             cwd=killed_dir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # kill once step 0 is saved and step 1 is under way
-        if query(db_url, "SELECT count(*) FROM evaluation_data WHERE step=1 AND stage='judged'")[0][0] >= 1:
-            break
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    practice.append(proc)
+    assert proc.wait(timeout=120) == -signal.SIGKILL  # killed by its own step-1 rollout, not finished
     assert query(db_url, "SELECT count(*) FROM experience_snapshots") == [(1,)]  # step 1 was interrupted
 
     resumed = run_practice(killed_dir, configs, db_url, agent, learner, *ARGS)

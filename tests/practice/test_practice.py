@@ -476,20 +476,19 @@ def test_the_learner_is_told_which_attempts_the_token_limit_cut(tmp_path, worksp
 def test_group_learning_waits_for_the_step_rollouts_only_on_a_shared_client(tmp_path, workspace, stub, shared):
     """Pipelining: a group's learner calls start when the group is judged. On the agent's own client they
     first let every rollout of the step take its slot (else they delay the last rollouts by one round:
-    benchmarks/practice_step.py at a fixed latency); on a learner client of their own they start at once."""
-    import time
-
+    benchmarks/practice_step.py at a fixed latency); on a learner client of their own they start at once. The
+    order in which requests reach the stubs is asserted, not their times."""
     configs, db_url = workspace
-    arrivals: list[tuple[str, float]] = []
+    kinds: list[str] = []
     agent_replies, learner_replies = agent_script().reply_fn, evolving_learner().reply_fn
 
     def rollout(body):
-        arrivals.append(("rollout", time.monotonic()))
+        kinds.append("rollout")
         return agent_replies(body)
 
     def learn(body):
         if not is_probe(body):
-            arrivals.append(("learner", time.monotonic()))
+            kinds.append("learner")
         return learner_replies(body)
 
     if shared:
@@ -503,10 +502,9 @@ def test_group_learning_waits_for_the_step_rollouts_only_on_a_shared_client(tmp_
     result = run_practice(tmp_path, configs, db_url, agent, learner, "--epochs", "1", "--batch_size", "4",
                           "--rollout_concurrency", "1", *extra)  # fmt: skip
     assert result.returncode == 0, result.stderr
-    last_rollout = max(t for kind, t in arrivals if kind == "rollout")
-    first_learner = min(t for kind, t in arrivals if kind == "learner")
-    assert sum(kind == "rollout" for kind, _ in arrivals) == 8
+    assert kinds.count("rollout") == 8
+    rollouts_after_the_first_learner_call = kinds[kinds.index("learner") :].count("rollout")
     if shared:
-        assert first_learner > last_rollout - 0.1  # sent with the last rollout at the earliest
+        assert rollouts_after_the_first_learner_call <= 1  # sent with the last rollout at the earliest
     else:
-        assert first_learner < last_rollout - 0.5  # while rollouts were still to come
+        assert rollouts_after_the_first_learner_call >= 2  # while rollouts were still to come
