@@ -2,12 +2,25 @@
 
 import subprocess
 import sys
+import typing
 
 import pytest
+import yaml
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
 
 from tests.conftest import ROOT, run_script
+from utu.config import load_config
 from utu.config.docs import MODELS, render
-from utu.config.models import PracticeArguments, ScreeningConfig, shaping_dump
+from utu.config.models import (
+    AgentConfig,
+    EvalConfig,
+    ModelConfig,
+    PracticeArguments,
+    ScreeningConfig,
+    TrainingFreeGRPOConfig,
+    shaping_dump,
+)
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -43,3 +56,45 @@ def test_fingerprints_leave_out_what_may_change_on_resume():
     shaped = shaping_dump(PracticeArguments())
     assert "grpo_n" in shaped and "rollout_temperature" in shaped
     assert not {"epochs", "restart_step", "rollout_concurrency", "task_timeout", "do_eval"} & set(shaped)
+
+
+def repeated_defaults(data: dict, model: type[BaseModel], where: str = "") -> list[str]:
+    """The keys of a YAML mapping that set a knob to its default (nested models followed)."""
+    found = []
+    for key, value in (data or {}).items():
+        field = model.model_fields.get(key)
+        if field is None:
+            continue
+        nested = next((a for a in (field.annotation, *typing.get_args(field.annotation))
+                       if isinstance(a, type) and issubclass(a, BaseModel)), None)  # fmt: skip
+        if nested and isinstance(value, dict):
+            found += repeated_defaults(value, nested, f"{where}{key}.")
+        elif (default := field.get_default(call_default_factory=True)) is not PydanticUndefined and value == default:
+            found.append(f"{where}{key}: {value!r}")
+    return found
+
+
+SHIPPED = [("model/*.yaml", ModelConfig), ("agents/**/*.yaml", AgentConfig), ("eval/**/*.yaml", EvalConfig),
+           ("practice/*.yaml", TrainingFreeGRPOConfig)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("pattern", "model"), SHIPPED, ids=[p for p, _ in SHIPPED])
+def test_no_shipped_config_repeats_a_default(pattern, model):
+    """A default written again in a YAML file is a second place to change it (and to forget)."""
+    files = sorted((ROOT / "configs").glob(pattern))
+    assert files
+    repeats = {str(f.relative_to(ROOT)): repeated_defaults(yaml.safe_load(f.read_text()), model) for f in files}
+    assert {f: r for f, r in repeats.items() if r} == {}
+
+
+def test_practice_takes_its_attempt_bounds_from_the_evaluation_unless_set():
+    practice = load_config("practice", "web_search", TrainingFreeGRPOConfig)
+    assert practice.practice.rollout_concurrency == practice.evaluation.concurrency == 128
+    assert practice.practice.task_timeout == practice.evaluation.task_timeout == 1800
+    own = load_config("practice", "local_mawps", TrainingFreeGRPOConfig, ["practice.rollout_concurrency=3"])
+    assert (own.practice.rollout_concurrency, own.practice.task_timeout) == (3, 300)
+
+
+def test_an_override_sets_a_knob_no_yaml_file_wrote():
+    config = load_config("eval", "web/web", EvalConfig, ["agent.model.retry_max_delay=5", "max_failed_share=0.5"])
+    assert (config.agent.model.retry_max_delay, config.max_failed_share) == (5, 0.5)

@@ -100,7 +100,9 @@ def _compose(group: str, name: str, overrides: list[str] | None) -> tuple[DictCo
     try:
         with initialize_config_dir(config_dir=str(root), version_base="1.3"):
             cfg = compose(
-                config_name=f"{group}/{name}", overrides=[*search, *(overrides or [])], return_hydra_config=True
+                config_name=f"{group}/{name}",
+                overrides=[*search, *map(_add_or_set, overrides or [])],
+                return_hydra_config=True,
             )
     except (HydraException, OmegaConfBaseException, yaml.YAMLError) as e:
         missing = re.search(r"Could not (?:find|load) '/?agents/practice/([\w.-]+)'", str(e))
@@ -118,6 +120,14 @@ def _compose(group: str, name: str, overrides: list[str] | None) -> tuple[DictCo
     OmegaConf.set_struct(cfg, False)
     del cfg["hydra"]
     return cfg, files
+
+
+def _add_or_set(override: str) -> str:
+    """`key=value` sets the knob whether or not a YAML file wrote it (Hydra's `++`): the configs leave
+    defaults out, and which keys a file happens to write is no business of the user's. The model
+    validation still refuses a key that is no knob. Group choices (`agents/practice@agent=...`) and
+    overrides with a prefix of their own (`+`, `~`, `++`) stay as they are."""
+    return f"++{override}" if re.match(r"[A-Za-z_][\w.]*=", override) else override
 
 
 def load_config(group: str, name: str, model: type[M], overrides: list[str] | None = None) -> M:

@@ -118,7 +118,12 @@ class ModelConfig(StrictModel):
     model_provider: ModelProvider = knob(ModelProvider, "Endpoint, model and key.")
     model_settings: ModelSettings = knob(ModelSettings, "Sampling settings sent with every request.")
     pricing: Pricing = knob(Pricing, "For cost accounting only.", shapes=False)
-    concurrency: int = knob(16, "Requests in flight at once, per client.", shapes=False, gt=0)
+    concurrency: int = knob(
+        16, "Requests in flight at once, per client: the endpoint's bound, shared by every attempt, learner and "
+        "judge call on this client. Attempts in flight (an eval's `concurrency`, practice's `rollout_concurrency`) "
+        "are a second bound, on questions worked at once: set this one to what the endpoint allows, that one at "
+        "or above it.", shapes=False, gt=0,
+    )  # fmt: skip
     requests_per_minute: int | None = knob(
         None, "Requests started per minute, at most (your plan's RPM): the rate is shaped before a 429 can come; "
         "null: no limit.", shapes=False, gt=0,
@@ -244,7 +249,8 @@ class EvalConfig(StrictModel):
         None, "Youtu-Agent's; accepted for compatibility: here the verify function decides how answers are judged "
         "(a warning says so when it is set).", shapes=False,
     )  # fmt: skip
-    concurrency: int = knob(16, "Attempts in flight at once.", shapes=False, gt=0)
+    concurrency: int = knob(16, "Attempts in flight at once (each sends its requests through the model's "
+                            "`concurrency`).", shapes=False, gt=0)  # fmt: skip
     max_cost: float | None = knob(
         None, "Dollars this command may spend on LLM calls (priced by each model's `pricing`): when reached, the run "
         "stops before its next call with exit code 3, its work saved; null: no limit.", shapes=False, gt=0,
@@ -324,13 +330,17 @@ class PracticeArguments(StrictModel):
         5, "Group size G: attempts per question. More show more contrast and cost G× rollouts; 1 learns from single "
         "attempts using the absolute reward (the paper's ablation).", gt=0, source=PAPER + ": 5",
     )  # fmt: skip
-    rollout_concurrency: int = knob(16, "Attempts in flight at once.", shapes=False, gt=0)
+    rollout_concurrency: int | None = knob(
+        None, "Attempts in flight at once; none: the evaluation's `concurrency` (see ModelConfig.concurrency for "
+        "how the two bounds meet).", shapes=False, gt=0,
+    )  # fmt: skip
     rollout_temperature: float = knob(
         0.7, "Diversity within a group (evaluation uses the agent's own temperature).", ge=0, le=2, source=PAPER
     )
-    task_timeout: float = knob(
-        600.0, "Seconds before an attempt is abandoned (then retried, then recorded as failed).", shapes=False, gt=0
-    )
+    task_timeout: float | None = knob(
+        None, "Seconds before an attempt is abandoned (then retried, then recorded as failed); none: the "
+        "evaluation's `task_timeout`.", shapes=False, gt=0,
+    )  # fmt: skip
     shuffle_data: bool = knob(True, "Shuffle the questions each epoch (batches really differ between epochs).")
     seed: int = knob(42, "Seed of the per-epoch shuffle.")
     restart_step: int | None = knob(
@@ -383,6 +393,16 @@ class TrainingFreeGRPOConfig(StrictModel):
     @classmethod
     def _youtu_format(cls, data: Any) -> Any:
         return youtu.practice_from_youtu(data) if isinstance(data, dict) else data
+
+    @model_validator(mode="after")
+    def _inherit_from_the_evaluation(self) -> "TrainingFreeGRPOConfig":
+        """Practice's rollouts are the evaluation's attempts: unset, their bounds are the evaluation's."""
+        p, ev = self.practice, self.evaluation
+        if p.rollout_concurrency is None:
+            p.rollout_concurrency = ev.concurrency
+        if p.task_timeout is None:
+            p.task_timeout = ev.task_timeout
+        return self
 
     exp_id: ExpId = knob("practice", "The experiment id: steps, library, runs/<exp_id>/.", shapes=False)
     practice: PracticeArguments = knob(PracticeArguments, "The knobs of Training-Free GRPO.")
