@@ -22,7 +22,6 @@ import signal
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from aiohttp import web
@@ -33,6 +32,7 @@ from utu.agents import Agent
 from utu.agents.experience import place_library
 from utu.app import open_client
 from utu.config import load_agent_config
+from utu.config.flags import add_place_flags
 from utu.config.models import AgentConfig
 from utu.errors import ConfigError, EndpointError, LLMError
 from utu.tools import open_toolkits
@@ -206,8 +206,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--agent_config", action="append", metavar="[NAME=]PATH", help="an agent (repeatable)")
     parser.add_argument("--exp_id", help="serve this practice's enhanced agent")
     parser.add_argument("--step", default="last", help="with --exp_id: the library of step N, best or last")
-    parser.add_argument("--output_dir", type=Path, default=Path("runs"))
-    parser.add_argument("--db_url", help="with --exp_id: SQLAlchemy URL (default: UTU_DB_URL, else ./utu.db)")
+    add_place_flags(parser, "the enhanced agent --exp_id serves")
     parser.add_argument("--host", default="127.0.0.1", help="127.0.0.1 (default): this machine only")
     parser.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     return parser.parse_args()

@@ -13,7 +13,6 @@ import contextlib
 import logging
 import re
 import time
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -23,7 +22,7 @@ from utu import cli
 from utu.app import build_eval, claim_experiment
 from utu.cli import refuse_unknown_flags
 from utu.config import EvalConfig, load_agent_config, load_config
-from utu.config.flags import add_flags
+from utu.config.flags import add_flags, add_place_flags, given
 from utu.config.loader import validate
 from utu.config.models import DataConfig, shaping_dump
 from utu.db import Database, EvalResult, EvaluationSample, Experiment
@@ -48,14 +47,13 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--config_name", help="eval config under configs/eval/, e.g. math/math_AIME24")
     eval_flags = add_flags(parser, EvalConfig, EVAL_FLAGS)
     parser.set_defaults(eval_flags=eval_flags, data_flags=add_flags(parser, DataConfig, ["dataset", "limit", "offset"]))
-    parser.add_argument("--dataset_type", choices=["single", "mixed"], help="Youtu-Agent's data.type (same meaning)")
+    parser.set_defaults(data_type_flags=add_flags(parser, DataConfig, ["type"], prefix="dataset_"))
     parser.add_argument("--agent_config", help="agent config name under configs/agents/ or a YAML file path")
     parser.add_argument("--agent_model", help="the agent's model name (agent.model.model_provider.model)")
     parser.add_argument("--step", choices=["all", "rollout", "judge"], default="all")
     parser.add_argument("--fresh", action="store_true", help="delete this exp_id's attempts and start over")
     parser.add_argument("--compare", nargs=2, metavar=("EXP_A", "EXP_B"), help="paired comparison of two runs")
-    parser.add_argument("--db_url", help="SQLAlchemy URL (default: UTU_DB_URL, else ./utu.db)")
-    parser.add_argument("--output_dir", type=Path, default=Path("runs"), help="metrics go to OUTPUT_DIR/<exp_id>/")
+    add_place_flags(parser, "the metrics")
     args, overrides = parser.parse_known_args()
     refuse_unknown_flags(parser, overrides)
     if not args.compare and not args.config_name:
@@ -68,8 +66,7 @@ def build_config(args: argparse.Namespace, overrides: list[str]) -> EvalConfig:
     config = load_config("eval", args.config_name, EvalConfig, overrides)
     flags = {k: v for k in EVAL_FLAGS if (v := getattr(args, k)) is not None}
     data = {k: v for k in ("dataset", "limit", "offset") if (v := getattr(args, k)) is not None}
-    if args.dataset_type:
-        data["type"] = args.dataset_type
+    data |= given(args, args.data_type_flags, prefix="dataset_")
     if "dataset" in data and data["dataset"] != config.data.dataset and "limit" not in data and config.data.limit:
         log.warning(
             "the config's limit (%d) was set for %s: not applied to %s; pass --limit N to cut it",

@@ -27,6 +27,7 @@ from rich.table import Table
 from utu import cli
 from utu.app import open_client
 from utu.cli import refuse_unknown_flags
+from utu.config.flags import add_flags, add_place_flags, given
 from utu.config.loader import load_config, load_model_config, validate
 from utu.config.rl import RLConfig
 from utu.errors import ConfigError
@@ -40,11 +41,9 @@ console = Console()
 def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config_name", default="smollm2_mawps", help="config under configs/rl/ (%(default)s)")
-    parser.add_argument("--exp_id", help="experiment id (default: the config's)")
-    parser.add_argument("--steps", type=int, help="training steps")
+    parser.set_defaults(rl_flags=add_flags(parser, RLConfig, ["exp_id", "steps", "prompts_per_step", "save_every"]))
     parser.add_argument("--fresh", action="store_true", help="delete this exp_id's checkpoint and metrics first")
-    parser.add_argument("--db_url", help="SQLAlchemy URL of the data sets (default: UTU_DB_URL, else ./utu.db)")
-    parser.add_argument("--output_dir", type=Path, default=Path("runs"), help="results go to OUTPUT_DIR/<exp_id>/grpo/")
+    add_place_flags(parser, "grpo/: the checkpoint, metrics and results")
     args, overrides = parser.parse_known_args()
     refuse_unknown_flags(parser, overrides)
     return args, overrides
@@ -52,7 +51,7 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
 
 def build_config(args: argparse.Namespace, overrides: list[str]) -> RLConfig:
     config = load_config("rl", args.config_name, RLConfig, overrides)
-    flags = {k: v for k in ("exp_id", "steps") if (v := getattr(args, k)) is not None}
+    flags = given(args, args.rl_flags)
     return validate(config.model_dump() | flags, RLConfig, {"": "command line"})
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from utu import cli
+from utu.config.flags import add_db_flag
 from utu.db import Database
 from utu.db.dataset_io import (
     BUNDLED_DIR,
@@ -100,7 +101,7 @@ async def run() -> int:
     )  # fmt: skip
     parser.add_argument("--replace", action="store_true", help="reload sets already in the database")
     parser.add_argument("--convert-from", type=Path, help="(maintainers) regenerate dataset/ from the public files")
-    parser.add_argument("--db_url", help="SQLAlchemy URL (default: UTU_DB_URL, else ./utu.db)")
+    add_db_flag(parser)
     args = parser.parse_args()
     if args.convert_from:
         convert(args.convert_from)

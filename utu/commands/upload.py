@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 
 from utu import cli
+from utu.config.flags import add_db_flag
 from utu.db import Database
 from utu.db.dataset_io import FORMATS, MAX_LINE_BYTES, parse_dataset_file, store_dataset
 
@@ -37,7 +38,7 @@ def parse_args() -> argparse.Namespace:
         "--max_line_bytes", type=_line_bytes, default=MAX_LINE_BYTES,
         help=f"refuse a line longer than this (default {MAX_LINE_BYTES}: one question, not a whole file)",
     )  # fmt: skip
-    parser.add_argument("--db_url", help="SQLAlchemy URL (default: UTU_DB_URL, else ./utu.db)")
+    add_db_flag(parser)
     return parser.parse_args()
 
 

@@ -4,6 +4,7 @@ the field `name`, so a flag can never drift from the knob it sets."""
 import argparse
 import types
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
@@ -22,12 +23,11 @@ def add_flags(
     parser: argparse.ArgumentParser,
     model: type[BaseModel],
     names: Iterable[str] | None = None,
-    skip: Iterable[str] = (),
     prefix: str = "",
 ) -> list[str]:
     """A `--<prefix>name` flag for each scalar field of `model` (or only for `names`), default None (= not
     given). Returns the field names it added, to pick the given values out of the parsed arguments."""
-    wanted = list(names) if names is not None else [n for n in model.model_fields if n not in set(skip)]
+    wanted = list(names) if names is not None else list(model.model_fields)
     added = []
     for name in wanted:
         field = model.model_fields[name]
@@ -42,11 +42,35 @@ def add_flags(
             options |= {"type": parse_bool, "metavar": "{true,false}"}
         elif get_origin(kind) is Literal:
             options |= {"choices": list(get_args(kind))}
+        elif kind is not field.annotation and field.default is None:  # `int | None`: "none" means the default
+            options |= {"type": _or_none(kind), "metavar": kind.__name__.upper()}
         else:
             options["type"] = kind
         parser.add_argument(f"--{prefix}{name}", **options)
         added.append(name)
     return added
+
+
+def add_db_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db_url", help="SQLAlchemy URL (default: UTU_DB_URL, else ./utu.db)")
+
+
+def add_place_flags(parser: argparse.ArgumentParser, outputs: str) -> None:
+    """`--db_url` and `--output_dir`, the same on every command; `outputs` says what OUTPUT_DIR/<exp_id>/ holds."""
+    add_db_flag(parser)
+    parser.add_argument("--output_dir", type=Path, default=Path("runs"), help=f"OUTPUT_DIR/<exp_id>/ holds {outputs}")
+
+
+def _or_none(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        if text.lower() in ("none", "null"):
+            return None
+        try:
+            return kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {kind.__name__} or none, got {text!r}") from None
+
+    return parse
 
 
 def given(args: argparse.Namespace, names: Iterable[str], prefix: str = "") -> dict[str, Any]:

@@ -6,11 +6,10 @@ process's command line, for a script of one's own that runs `TrainingFreeGRPO`.
 
 import argparse
 import logging
-from pathlib import Path
 
 from utu.cli import refuse_unknown_flags
 from utu.config import TrainingFreeGRPOConfig, load_agent_config
-from utu.config.flags import add_flags, given
+from utu.config.flags import add_flags, add_place_flags, given
 from utu.config.loader import Composed, compose_config, validate
 from utu.config.models import DataArguments, EvalConfig, PracticeArguments, ScreeningConfig, ValidationConfig
 
@@ -18,15 +17,6 @@ log = logging.getLogger("practice")
 DESCRIPTION = "Training-Free GRPO practice: learn an experience library for an agent, then export the enhanced agent."
 
 EVAL_FLAGS = ["verify_filename", "verify_func_name", "pass_k", "max_failed_share"]  # of the evaluation config
-
-
-def _restart(text: str) -> int | None:
-    if text.lower() in ("none", "null"):
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a step number or none, got {text!r}") from None
 
 
 def _export_step(text: str) -> str | int:
@@ -43,11 +33,9 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--config_name", required=True, help="practice config under configs/practice/")
     parser.add_argument("--exp_id", "--experiment_name", dest="exp_id", help="experiment id (default: the config's)")
     parser.add_argument("--agent_config", help="agent config name under configs/agents/ or a YAML file path")
-    restart_help = "none (default): reuse everything saved; N: recompute from step N; 0: recompute all"
-    parser.add_argument("--restart_step", type=_restart, default=None, help=restart_help)
     # Every other scalar knob of the practice config is a flag of the same name (see utu/config/flags.py).
     parser.set_defaults(
-        practice_flags=add_flags(parser, PracticeArguments, skip=["restart_step"]),
+        practice_flags=add_flags(parser, PracticeArguments),
         data_flags=add_flags(parser, DataArguments),
         eval_flags=add_flags(parser, EvalConfig, EVAL_FLAGS),
         validation_flags=add_flags(parser, ValidationConfig, prefix="validation_"),
@@ -63,8 +51,7 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument(
         "--export_to", help="also write configs/agents/practice/NAME.yaml and configs/eval/practice/NAME.yaml"
     )
-    parser.add_argument("--db_url", help="SQLAlchemy URL (default: UTU_DB_URL, else ./utu.db)")
-    parser.add_argument("--output_dir", type=Path, default=Path("runs"), help="outputs go to OUTPUT_DIR/<exp_id>/")
+    add_place_flags(parser, "the enhanced agent and the library")
     args, overrides = parser.parse_known_args()
     refuse_unknown_flags(parser, overrides)
     return args, overrides
@@ -72,6 +59,7 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
 
 def build_config(args: argparse.Namespace, composed: Composed) -> TrainingFreeGRPOConfig:
     config = validate(composed.data, TrainingFreeGRPOConfig, composed.files).model_dump()
+    # a restart is what this command asks for, never what a config file says (Youtu-Agent's write one)
     config["practice"] |= given(args, args.practice_flags) | {"restart_step": 0 if args.fresh else args.restart_step}
     data_flags = given(args, args.data_flags)
     chosen = data_flags.get("practice_dataset_name")

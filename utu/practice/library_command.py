@@ -25,6 +25,7 @@ from rich.table import Table
 
 from utu import cli
 from utu.app import open_client
+from utu.config.flags import add_db_flag
 from utu.config.loader import load_model_config
 from utu.db import Database
 from utu.errors import ConfigError
@@ -39,7 +40,7 @@ console = Console(width=max(Console().width, 120))
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m utu.practice.library", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--db_url", help="SQLAlchemy URL (default: UTU_DB_URL, else ./utu.db)")
+    add_db_flag(parser)
     commands = parser.add_subparsers(dest="command", required=True)
     show = commands.add_parser("show", help="the library with each experience's provenance")
     show.add_argument("--exp_id", required=True)

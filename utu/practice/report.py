@@ -13,6 +13,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
+from utu.config.flags import add_place_flags
 from utu.db import Database, EvaluationSample, ExperienceSnapshot
 from utu.errors import ConfigError
 from utu.eval.metrics import ScoredAttempt, compare, compute_metrics
@@ -172,8 +173,7 @@ async def main() -> int:
     parser.add_argument("--exp_id", required=True)
     parser.add_argument("--baseline")
     parser.add_argument("--enhanced")
-    parser.add_argument("--db_url")
-    parser.add_argument("--output_dir", type=Path, default=Path("runs"))
+    add_place_flags(parser, "the report (report.md) and its plots")
     args = parser.parse_args()
     db = Database(args.db_url)
     try:
