@@ -90,6 +90,25 @@ async def test_choice_takes_the_boxed_letter_only(gold, response, reward):
     assert verdict.reward == reward
 
 
+@pytest.mark.parametrize(
+    ("gold", "response", "reward", "why"),
+    [
+        ("3/8", "so \\boxed{3/8}", 1.0, None),
+        ("3/8", "\\boxed{\\frac{3}{8}}", 1.0, None),
+        ("3/8", "\\boxed{\\dfrac{3}{8}}", 1.0, None),
+        ("3/8", "\\boxed{0.375}", 0.0, "not a fraction"),  # the right value, not the form asked for
+        ("3/8", "\\boxed{6/16}", 0.0, "lowest terms"),
+        ("3/8", "\\boxed{5/8}", 0.0, "is not 3/8"),
+        ("3/8", "3/8 is the probability", 0.0, "not a fraction"),  # nothing boxed
+        ("3/8", "\\boxed{3/0}", 0.0, "not a fraction"),
+    ],
+)
+async def test_fraction_wants_lowest_terms(gold, response, reward, why):
+    verdict = await Verifier(load_verifier("fraction.py"))(sample(gold, response))
+    assert verdict.reward == reward
+    assert why is None or why in verdict.reasoning
+
+
 async def test_webwalker_judge_keeps_the_explanation(stub):
     server = stub(
         StubScript(replies=["The response names the same city.\nGRADE: CORRECT", "Wrong year.\nGRADE: INCORRECT"])

@@ -10,7 +10,7 @@ import unicodedata
 
 from utu.verify import needs_answer
 
-_BOXED = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
+BOXED = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
 
 
 def normalize(text: str) -> str:
@@ -20,7 +20,7 @@ def normalize(text: str) -> str:
 
 
 def final_answer(response: str) -> str:
-    boxed = _BOXED.findall(response)
+    boxed = BOXED.findall(response)
     return boxed[-1] if boxed else response
 
 

@@ -1,0 +1,29 @@
+"""Multiple choice: the answer is the letter of an option, boxed (\\boxed{B}, \\boxed{(B)} or \\boxed{B) 21}).
+
+A boxed number, even the right option's value, is not the letter the question's house rule asks for.
+"""
+
+import re
+
+from utu.verify import needs_answer
+from utu.verify.str_match import BOXED
+
+_LETTER = re.compile(r"^\(?([A-Za-z])\)?(?:[\s.:)].*)?$", re.DOTALL)
+_TEXT = re.compile(r"\\(?:text|textbf|mathrm|mathbf)\{([^{}]*)\}")  # \boxed{\text{B}}
+
+
+def chosen_letter(response: str) -> str | None:
+    """The option letter the response's last \\boxed{} names, or None (a reply that boxes nothing chose nothing:
+    its first word could be "A")."""
+    boxed = BOXED.findall(response)
+    match = _LETTER.match(_TEXT.sub(r"\1", boxed[-1]).strip()) if boxed else None
+    return match.group(1).upper() if match else None
+
+
+@needs_answer
+async def verify_func(sample, timeout_score: float = 0, **kwargs) -> dict:
+    if sample.correct_answer is None:
+        raise ValueError("multiple choice needs a gold letter (the question has answer: null)")
+    got = chosen_letter(sample.response or "")
+    ok = got == str(sample.correct_answer).strip().upper()
+    return {"reward": 1.0 if ok else 0.0, "reasoning": None if ok else f"chose {got!r}"}
