@@ -107,8 +107,9 @@ async def transport_floor(base_url: str, calls: int, concurrency: int) -> float:
         return time.perf_counter() - start
 
 
-async def stub_practice(base_url: str, db, dataset: str, questions: int, group: int, batch: int, concurrency: int,
-                        pipeline: bool = True):  # fmt: skip
+async def stub_practice(
+    base_url: str, db, dataset: str, questions: int, group: int, batch: int, concurrency: int, pipeline: bool = True
+):
     """A one-epoch practice on `questions` addition problems against the stub, with the string-match verifier.
 
     Returns (practice, stack); the caller runs `practice.run()` and closes the stack (the clients).
@@ -138,10 +139,11 @@ async def stub_practice(base_url: str, db, dataset: str, questions: int, group: 
         practice=PracticeArguments(epochs=1, batch_size=batch, grpo_n=group, rollout_concurrency=concurrency),
         data=DataArguments(practice_dataset_name=dataset),
         evaluation=EvalConfig(
-            data=DataConfig(dataset=dataset), agent=AgentConfig(model=model, max_turns=1),
+            data=DataConfig(dataset=dataset),
+            agent=AgentConfig(model=model, max_turns=1),
             verify_filename="str_match.py",
         ),
-    )  # fmt: skip
+    )
     stack = AsyncExitStack()
     return await build_practice(stack, config, db, pipeline=pipeline), stack
 

@@ -45,8 +45,15 @@ def run_ours(k: dict) -> dict:
     questions = [(i, q, "a") for i, q in enumerate(PROMPTS)]
     env = GRPOEnv(questions, PromptTemplate(system=SYSTEM, user="{question}"), verifier, k["prompts_per_step"])
     batch = k["group_size"] * k["prompts_per_step"]
-    agent = LocalGRPO(model, tokenizer, group_size=k["group_size"], batch_size=batch, lr=k["lr"],
-                 max_new_tokens=k["max_new_tokens"], min_output_tokens=k["max_new_tokens"])  # fmt: skip
+    agent = LocalGRPO(
+        model,
+        tokenizer,
+        group_size=k["group_size"],
+        batch_size=batch,
+        lr=k["lr"],
+        max_new_tokens=k["max_new_tokens"],
+        min_output_tokens=k["max_new_tokens"],
+    )
 
     async def steps() -> float:
         await train_step(agent, env)  # warm-up
@@ -85,14 +92,29 @@ def run_trl(k: dict) -> dict:
             marks.append(time.perf_counter())
 
     args = GRPOConfig(
-        output_dir=tempfile.mkdtemp(), per_device_train_batch_size=batch, num_generations=k["group_size"],
-        max_completion_length=k["max_new_tokens"], learning_rate=k["lr"], max_steps=k["steps"] + 1, use_cpu=True,
-        bf16=False, report_to=[], logging_steps=10**6, save_strategy="no", disable_tqdm=True,
+        output_dir=tempfile.mkdtemp(),
+        per_device_train_batch_size=batch,
+        num_generations=k["group_size"],
+        max_completion_length=k["max_new_tokens"],
+        learning_rate=k["lr"],
+        max_steps=k["steps"] + 1,
+        use_cpu=True,
+        bf16=False,
+        report_to=[],
+        logging_steps=10**6,
+        save_strategy="no",
+        disable_tqdm=True,
         generation_kwargs={"min_new_tokens": k["max_new_tokens"]},
         gradient_checkpointing=False,  # what ours does; TRL's default (True) would only make it slower here
-    )  # fmt: skip
-    trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=args, processing_class=tokenizer,
-                          train_dataset=Dataset.from_list(rows * 64), callbacks=[StepClock()])  # fmt: skip
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[reward],
+        args=args,
+        processing_class=tokenizer,
+        train_dataset=Dataset.from_list(rows * 64),
+        callbacks=[StepClock()],
+    )
     trainer.train()
     return {"seconds": marks[-1] - marks[0], "completions": k["steps"] * batch}  # the first step is the warm-up
 
@@ -105,8 +127,12 @@ def child(which: str, k: dict) -> None:
 
 
 def measure(which: str, k: dict) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", which, "--knobs", json.dumps(k)],
-                         capture_output=True, text=True, check=False)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", which, "--knobs", json.dumps(k)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
     if line is None:
         raise RuntimeError(f"{which} failed:\n{out.stderr[-3000:]}")
@@ -138,13 +164,20 @@ def main() -> None:
     speedup = ours["completions_per_s"] / trl["completions_per_s"]
     memory = ours["peak_rss_mb"] / trl["peak_rss_mb"]
     target = 2.5 if args.group_size >= 16 else 1.3
-    write_result(args.out, {
-        "setup": k, "repeats": args.repeats, "ours": ours, "trl": trl,
-        "all_completions_per_s": {w: [round(x["completions_per_s"], 1) for x in r] for w, r in runs.items()},
-        "throughput_ratio": round(speedup, 3), "peak_memory_ratio": round(memory, 3),
-        "goal": f"throughput_ratio >= {target} and peak_memory_ratio <= 1.0",
-        "goal_met": speedup >= target and memory <= 1.0,
-    })  # fmt: skip
+    write_result(
+        args.out,
+        {
+            "setup": k,
+            "repeats": args.repeats,
+            "ours": ours,
+            "trl": trl,
+            "all_completions_per_s": {w: [round(x["completions_per_s"], 1) for x in r] for w, r in runs.items()},
+            "throughput_ratio": round(speedup, 3),
+            "peak_memory_ratio": round(memory, 3),
+            "goal": f"throughput_ratio >= {target} and peak_memory_ratio <= 1.0",
+            "goal_met": speedup >= target and memory <= 1.0,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -30,8 +30,14 @@ SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}}, "requ
 
 
 async def one(http: aiohttp.ClientSession, url: str, model: str, tokens: int, seed: int) -> int:
-    body = {"model": model, "messages": [{"role": "user", "content": QUESTION}], "max_tokens": tokens,
-            "temperature": 0.7, "seed": seed, "ignore_eos": True}  # fmt: skip
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": QUESTION}],
+        "max_tokens": tokens,
+        "temperature": 0.7,
+        "seed": seed,
+        "ignore_eos": True,
+    }
     async with http.post(url, json=body) as r:
         r.raise_for_status()
         return (await r.json())["usage"]["completion_tokens"]
@@ -57,8 +63,12 @@ async def constrained_ok(url: str, model: str, n: int) -> int:
     async with aiohttp.ClientSession() as http:
 
         async def ask() -> bool:
-            body = {"model": model, "messages": [{"role": "user", "content": QUESTION + " Reply in JSON."}],
-                    "max_tokens": 64, "response_format": fmt}  # fmt: skip
+            body = {
+                "model": model,
+                "messages": [{"role": "user", "content": QUESTION + " Reply in JSON."}],
+                "max_tokens": 64,
+                "response_format": fmt,
+            }
             async with http.post(url, json=body) as r:
                 text = (await r.json())["choices"][0]["message"]["content"]
             try:

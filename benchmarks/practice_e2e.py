@@ -85,23 +85,42 @@ def one_run(args, workdir: Path) -> dict:
     with stub_process(*stub) as url:
         configs = workdir / "configs"
         (configs / "practice").mkdir(parents=True, exist_ok=True)
-        (configs / "practice" / "e2e.yaml").write_text(CONFIG.format(url=url, questions=args.questions,
-                                                                     group=args.group))  # fmt: skip
+        (configs / "practice" / "e2e.yaml").write_text(
+            CONFIG.format(url=url, questions=args.questions, group=args.group)
+        )
         db = workdir / f"e2e-{time.monotonic_ns()}.db"
         data = workdir / "e2e.jsonl"
-        data.write_text("".join(json.dumps({"question": f"What is {i} plus {i + 1}?", "answer": str(2 * i + 1)}) + "\n"
-                                for i in range(args.questions)))  # fmt: skip
+        data.write_text(
+            "".join(
+                json.dumps({"question": f"What is {i} plus {i + 1}?", "answer": str(2 * i + 1)}) + "\n"
+                for i in range(args.questions)
+            )
+        )
         env = {**os.environ, "UTU_CONFIG_DIR": str(configs)}
         if args.code:  # another checkout's utu (and scripts) for the command: before/after comparisons
             env["PYTHONPATH"] = str(args.code)
         code = Path(args.code or ROOT)
-        upload = [sys.executable, str(code / "scripts/data/upload_dataset.py"), "--file_path", str(data),
-                  "--dataset_name", "E2E", "--db_url", f"sqlite:///{db}"]  # fmt: skip
+        upload = [
+            sys.executable,
+            str(code / "scripts/data/upload_dataset.py"),
+            "--file_path",
+            str(data),
+            "--dataset_name",
+            "E2E",
+            "--db_url",
+            f"sqlite:///{db}",
+        ]
         subprocess.run(upload, check=True, env=env, capture_output=True)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        practice = [sys.executable, str(code / "scripts/run_training_free_GRPO.py"), "--config_name", "e2e",
-                    "--db_url", f"sqlite:///{db}"]  # fmt: skip
+        practice = [
+            sys.executable,
+            str(code / "scripts/run_training_free_GRPO.py"),
+            "--config_name",
+            "e2e",
+            "--db_url",
+            f"sqlite:///{db}",
+        ]
         result = subprocess.run(practice, env=env, cwd=workdir, capture_output=True, text=True)
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -113,13 +132,16 @@ def one_run(args, workdir: Path) -> dict:
     learner = {k: v for k, v in usage.items() if k.startswith("learner")}
     learner_tokens = sum(v["prompt_tokens"] + v["completion_tokens"] for v in learner.values())
     return {
-        "command_s": wall, "step_s": stats["wall_time"], "llm_busy_s": busy_time(log),
+        "command_s": wall,
+        "step_s": stats["wall_time"],
+        "llm_busy_s": busy_time(log),
         "cpu_s": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime),
         "calls": {k: v["calls"] for k, v in usage.items()},
         "tokens": {k: v["prompt_tokens"] + v["completion_tokens"] for k, v in usage.items()},
-        "groups_used": stats["groups_used"], "import_floor_s": import_floor(),
+        "groups_used": stats["groups_used"],
+        "import_floor_s": import_floor(),
         "learner_tokens_per_used_group": learner_tokens / max(1, stats["groups_used"]),
-    }  # fmt: skip
+    }
 
 
 def main() -> int:
@@ -138,15 +160,28 @@ def main() -> int:
         return round(statistics.median(r[key] for r in runs), 3)
 
     step, llm, command, floor = median("step_s"), median("llm_busy_s"), median("command_s"), median("import_floor_s")
-    write_result(f"practice_e2e{args.tag}", {
-        "questions": args.questions, "group": args.group, "latency_s": args.latency, "runs": args.runs,
-        "command_s": command, "step_s": step, "llm_busy_s": llm, "cpu_s": median("cpu_s"),
-        "step_over_llm": round(step / llm, 3), "command_minus_step_s": round(command - step, 3),
-        "import_floor_s": floor, "command_minus_step_minus_floor_s": round(command - step - floor, 3),
-        "learner_tokens_per_used_group": median("learner_tokens_per_used_group"),
-        "calls": runs[0]["calls"], "tokens": runs[0]["tokens"], "all_runs": runs,
-        "goals": {"step_over_llm <= 1.3": step / llm <= 1.3, "command - step <= 0.8 s": command - step <= 0.8},
-    })  # fmt: skip
+    write_result(
+        f"practice_e2e{args.tag}",
+        {
+            "questions": args.questions,
+            "group": args.group,
+            "latency_s": args.latency,
+            "runs": args.runs,
+            "command_s": command,
+            "step_s": step,
+            "llm_busy_s": llm,
+            "cpu_s": median("cpu_s"),
+            "step_over_llm": round(step / llm, 3),
+            "command_minus_step_s": round(command - step, 3),
+            "import_floor_s": floor,
+            "command_minus_step_minus_floor_s": round(command - step - floor, 3),
+            "learner_tokens_per_used_group": median("learner_tokens_per_used_group"),
+            "calls": runs[0]["calls"],
+            "tokens": runs[0]["tokens"],
+            "all_runs": runs,
+            "goals": {"step_over_llm <= 1.3": step / llm <= 1.3, "command - step <= 0.8 s": command - step <= 0.8},
+        },
+    )
     return 0
 
 

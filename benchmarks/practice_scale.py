@@ -97,10 +97,16 @@ async def run(url: str, db_url: str, args) -> dict:
     outside = max(0.0, wall - ideal) / wall
     rollouts = args.questions * args.group
     return {
-        "rollouts": rollouts, "wall_s": round(wall, 1), "rollouts_per_s": round(rollouts / wall, 1),
-        "rss_mb_after_each_step": memory, "rss_growth_first_to_last_step_mb": round(memory[-1] - memory[0], 1),
-        "db_time_share": round(db.seconds / wall, 3), "cpu_time_over_wall": round(cpu / wall, 3),
-        "llm_calls": calls, "llm_ideal_s": round(ideal, 2), "transport_floor_s": round(transport, 2),
+        "rollouts": rollouts,
+        "wall_s": round(wall, 1),
+        "rollouts_per_s": round(rollouts / wall, 1),
+        "rss_mb_after_each_step": memory,
+        "rss_growth_first_to_last_step_mb": round(memory[-1] - memory[0], 1),
+        "db_time_share": round(db.seconds / wall, 3),
+        "cpu_time_over_wall": round(cpu / wall, 3),
+        "llm_calls": calls,
+        "llm_ideal_s": round(ideal, 2),
+        "transport_floor_s": round(transport, 2),
         "client_floor_s": round(client_only, 2),
         "wall_share": {
             "llm_latency": round(ideal / wall, 3),
@@ -112,7 +118,7 @@ async def run(url: str, db_url: str, args) -> dict:
         # What even bare aiohttp with no orchestrator leaves outside the LLM's latency on this machine.
         "transport_alone_share_outside": round(max(0.0, transport - ideal) / transport, 3),
         "met": outside < GOAL,
-    }  # fmt: skip
+    }
 
 
 async def main() -> int:
@@ -135,15 +141,23 @@ async def main() -> int:
             if kind == "sqlite":
                 db_url = f"sqlite:///{tmp}/scale.db"
             else:
-                db_url = subprocess.run(["bash", str(ROOT / "scripts/dev/postgres.sh"), "start"], capture_output=True,
-                                        text=True, check=True).stdout.strip()  # fmt: skip
+                db_url = subprocess.run(
+                    ["bash", str(ROOT / "scripts/dev/postgres.sh"), "start"], capture_output=True, text=True, check=True
+                ).stdout.strip()
             results[kind] = await run(url, db_url, args)
             print(kind, results[kind], flush=True)
-    write_result(args.out, {
-        "questions": args.questions, "group_size": args.group, "batch_size": args.batch, "latency_s": args.latency,
-        "concurrency": args.concurrency, "results": results,
-        "goals": "memory does not grow with steps; share_outside_waiting_for_llm < 0.10",
-    })  # fmt: skip
+    write_result(
+        args.out,
+        {
+            "questions": args.questions,
+            "group_size": args.group,
+            "batch_size": args.batch,
+            "latency_s": args.latency,
+            "concurrency": args.concurrency,
+            "results": results,
+            "goals": "memory does not grow with steps; share_outside_waiting_for_llm < 0.10",
+        },
+    )
     return 0
 
 

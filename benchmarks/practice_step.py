@@ -66,10 +66,13 @@ async def scenario(args, latency: float, jitter: float, tmp: Path) -> dict:
                 sdk_floors.append(await sdk_floor(url, calls, args.concurrency))
     with_p, without_p = statistics.median(times[True]), statistics.median(times[False])
     result = {
-        "latency_s": latency, "jitter_sigma": jitter, "llm_calls_per_step": calls,
-        "pipelined_s": [round(t, 3) for t in times[True]], "batch_synchronous_s": [round(t, 3) for t in times[False]],
+        "latency_s": latency,
+        "jitter_sigma": jitter,
+        "llm_calls_per_step": calls,
+        "pipelined_s": [round(t, 3) for t in times[True]],
+        "batch_synchronous_s": [round(t, 3) for t in times[False]],
         "speedup_of_pipelining": round(without_p / with_p, 3),
-    }  # fmt: skip
+    }
     if jitter:  # stragglers: no fixed critical path; what matters is how much pipelining gains
         return result
     # The longest chain of dependent calls (rollout -> summary -> advantage -> group update -> consolidation),
@@ -107,10 +110,16 @@ async def main() -> int:
             scenarios.append(await scenario(args, latency, 0.0, Path(tmp)))
         if args.jitter:
             scenarios.append(await scenario(args, args.jitter_latency, args.jitter, Path(tmp)))
-    write_result(args.out, {
-        "questions": args.questions, "group_size": args.group, "concurrency": args.concurrency,
-        "scenarios": scenarios, "goal": f"ratio_pipelined_to_critical <= {GOAL} at a fixed latency",
-    })  # fmt: skip
+    write_result(
+        args.out,
+        {
+            "questions": args.questions,
+            "group_size": args.group,
+            "concurrency": args.concurrency,
+            "scenarios": scenarios,
+            "goal": f"ratio_pipelined_to_critical <= {GOAL} at a fixed latency",
+        },
+    )
     return 0
 
 

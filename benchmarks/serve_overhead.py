@@ -50,10 +50,23 @@ def percentile(values: list[float], q: float) -> float:
 
 def start_serve(model_url: str, workdir: Path) -> tuple[subprocess.Popen, str]:
     agent = workdir / "agent.yaml"
-    agent.write_text(yaml.safe_dump({"name": "bench", "toolkits": [], "model": {"model_provider": {
-        "base_url": model_url, "model": "stub", "api_key": "k"}, "concurrency": 64}}))  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-m", "utu.serve", "--agent_config", str(agent), "--port", "0"],
-                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    agent.write_text(
+        yaml.safe_dump(
+            {
+                "name": "bench",
+                "toolkits": [],
+                "model": {
+                    "model_provider": {"base_url": model_url, "model": "stub", "api_key": "k"},
+                    "concurrency": 64,
+                },
+            }
+        )
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "utu.serve", "--agent_config", str(agent), "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     line = proc.stdout.readline()
     if " at " not in line:
         raise RuntimeError(f"utu.serve did not start: {line!r}")
@@ -79,15 +92,23 @@ async def main() -> int:
         finally:
             proc.terminate()
             proc.wait(timeout=10)
-    table = {f"{kind}_c{c}": {"p50_ms": round(percentile(v, 50), 3), "p99_ms": round(percentile(v, 99), 3)}
-             for (kind, c), v in samples.items()}  # fmt: skip
+    table = {
+        f"{kind}_c{c}": {"p50_ms": round(percentile(v, 50), 3), "p99_ms": round(percentile(v, 99), 3)}
+        for (kind, c), v in samples.items()
+    }
     added = table["serve_c1"]["p50_ms"] - table["direct_c1"]["p50_ms"]
-    write_result("serve_overhead", {
-        "requests_per_round": args.requests, "rounds": args.rounds, "latency": table,
-        "added_p50_ms_one_at_a_time": round(added, 3),
-        "added_p50_ms_at_32": round(table["serve_c32"]["p50_ms"] - table["direct_c32"]["p50_ms"], 3),
-        "goal": f"added p50 <= {GOAL_MS} ms at 0 ms model latency", "met": added <= GOAL_MS,
-    })  # fmt: skip
+    write_result(
+        "serve_overhead",
+        {
+            "requests_per_round": args.requests,
+            "rounds": args.rounds,
+            "latency": table,
+            "added_p50_ms_one_at_a_time": round(added, 3),
+            "added_p50_ms_at_32": round(table["serve_c32"]["p50_ms"] - table["direct_c32"]["p50_ms"], 3),
+            "goal": f"added p50 <= {GOAL_MS} ms at 0 ms model latency",
+            "met": added <= GOAL_MS,
+        },
+    )
     return 0
 
 

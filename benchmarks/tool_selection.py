@@ -46,8 +46,10 @@ async def summarise(db_url: str, exp_ids: dict[str, str], practice: str, k: int)
 
     db = Database(db_url)
     try:
-        rows = {name: [ScoredAttempt.from_row(r) for r in await exp_rows(db, EvaluationSample, exp)]
-                for name, exp in exp_ids.items()}  # fmt: skip
+        rows = {
+            name: [ScoredAttempt.from_row(r) for r in await exp_rows(db, EvaluationSample, exp)]
+            for name, exp in exp_ids.items()
+        }
         store = PracticeStore(db, practice)
         steps = await store.steps()
         library = await store.snapshot(steps[-1].step) if steps else None
@@ -58,25 +60,27 @@ async def summarise(db_url: str, exp_ids: dict[str, str], practice: str, k: int)
         m = compute_metrics(attempts, k)
         judged = [a for a in attempts if a.stage == "judged"]
         out[name] = {
-            "mean_at_k": m.mean_at_k, "mean_at_k_ci95": m.mean_at_k_ci95,
+            "mean_at_k": m.mean_at_k,
+            "mean_at_k_ci95": m.mean_at_k_ci95,
             "by_level": {level: v.model_dump() for level, v in m.by_level.items()},
             "right_tool_rate": statistics.fmean(right_tool(a.tools) for a in judged) if judged else 0.0,
             "trap_rate": statistics.fmean(any(c["tool"] == TRAP for c in a.tools) for a in judged) if judged else 0.0,
             "no_tool_rate": statistics.fmean(not a.tools for a in judged) if judged else 0.0,
             "tools": {tool: t.model_dump() for tool, t in m.tools.items()},
-        }  # fmt: skip
+        }
     reward = compare(rows["baseline"], rows["enhanced"])
     right = {name: per_question(rows[name], lambda a: float(right_tool(a.tools))) for name in rows}
     shared = sorted(set(right["baseline"]) & set(right["enhanced"]))
     diffs = [right["enhanced"][q] - right["baseline"][q] for q in shared]
     out |= {
         "questions": len(reward.rows),
-        "reward_paired_difference": reward.mean_diff, "reward_paired_ci95": reward.ci95,
+        "reward_paired_difference": reward.mean_diff,
+        "reward_paired_ci95": reward.ci95,
         "right_tool_paired_difference": statistics.fmean(diffs) if diffs else 0.0,
         "right_tool_paired_ci95": bootstrap_ci(diffs),
         "library": library.experiences if library else {},
         "steps": [s.model_dump(mode="json") for s in steps],
-    }  # fmt: skip
+    }
     return out
 
 
@@ -91,17 +95,29 @@ def main() -> int:
     db_path.parent.mkdir(exist_ok=True)
     db_url = f"sqlite:///{db_path}"
     env = {**os.environ, "UTU_LOCAL_MODEL": "qwen2.5-coder-0.5b", "UTU_LEARNER_LOCAL_MODEL": args.learner}
-    evaluate = ["scripts/run_eval.py", "--config_name", "local/unit_tools", "--pass_k", str(args.k),
-                "--concurrency", "4", "--db_url", db_url]  # fmt: skip
+    evaluate = [
+        "scripts/run_eval.py",
+        "--config_name",
+        "local/unit_tools",
+        "--pass_k",
+        str(args.k),
+        "--concurrency",
+        "4",
+        "--db_url",
+        db_url,
+    ]
     exp_ids = {"baseline": f"ts_baseline_k{args.k}", "enhanced": f"{tag}_enhanced"}
     practice = f"{tag}_practice"
     times = {"baseline": run_command(*evaluate, "--exp_id", exp_ids["baseline"], env=env)}
     times["practice"], agent = practise("local_unit_tools", practice, db_url, env)
-    times["enhanced"] = run_command(*evaluate, "--exp_id", exp_ids["enhanced"], "--agent_config", str(agent),
-                                    "--fresh", env=env)  # fmt: skip
+    times["enhanced"] = run_command(
+        *evaluate, "--exp_id", exp_ids["enhanced"], "--agent_config", str(agent), "--fresh", env=env
+    )
     summary = asyncio.run(summarise(db_url, exp_ids, practice, args.k))
-    write_result(f"tool_selection_{tag}", {"agent": "qwen2.5-coder-0.5b", "learner": args.learner, "k": args.k,
-                                           "seconds": times, **summary})  # fmt: skip
+    write_result(
+        f"tool_selection_{tag}",
+        {"agent": "qwen2.5-coder-0.5b", "learner": args.learner, "k": args.k, "seconds": times, **summary},
+    )
     return 0
 
 

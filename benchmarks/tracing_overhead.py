@@ -66,10 +66,14 @@ def scenario(args, latency: float, endpoint: str) -> dict:
     added_cpu = statistics.median(cpu["on"]) / statistics.median(cpu["off"]) - 1
     return {
         "latency_s": latency,
-        "tracing_off_s": [round(t, 3) for t in wall["off"]], "tracing_on_s": [round(t, 3) for t in wall["on"]],
-        "process_cpu_off_s": [round(t, 3) for t in cpu["off"]], "process_cpu_on_s": [round(t, 3) for t in cpu["on"]],
-        "added_wall_time": round(added, 3), "added_process_cpu": round(added_cpu, 3), "met": added <= GOAL,
-    }  # fmt: skip
+        "tracing_off_s": [round(t, 3) for t in wall["off"]],
+        "tracing_on_s": [round(t, 3) for t in wall["on"]],
+        "process_cpu_off_s": [round(t, 3) for t in cpu["off"]],
+        "process_cpu_on_s": [round(t, 3) for t in cpu["on"]],
+        "added_wall_time": round(added, 3),
+        "added_process_cpu": round(added_cpu, 3),
+        "met": added <= GOAL,
+    }
 
 
 def main() -> int:
@@ -93,10 +97,16 @@ def main() -> int:
             scenarios = [scenario(args, latency, endpoint) for latency in args.latency]
         finally:
             phoenix.SERVER.stop()
-    write_result("tracing_overhead", {
-        "questions": args.questions, "group_size": 5, "settle_s": args.settle, "scenarios": scenarios,
-        "goal": f"added_wall_time <= {GOAL}",
-    })  # fmt: skip
+    write_result(
+        "tracing_overhead",
+        {
+            "questions": args.questions,
+            "group_size": 5,
+            "settle_s": args.settle,
+            "scenarios": scenarios,
+            "goal": f"added_wall_time <= {GOAL}",
+        },
+    )
     return 0
 
 

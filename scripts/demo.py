@@ -92,14 +92,32 @@ def main() -> None:
     if not os.environ.get("UTU_LLM_BASE_URL"):
         model = os.environ.get("UTU_LOCAL_MODEL") or "qwen2.5-coder-0.5b"
         learner = os.environ.setdefault("UTU_LEARNER_LOCAL_MODEL", DEMO_LEARNER)  # the commands below inherit it
-        console.print(f"No UTU_LLM_BASE_URL: the embedded {model} model is the agent and {learner} the learner "
-                      "(llama.cpp's llama-server, CPU).")  # fmt: skip
+        console.print(
+            f"No UTU_LLM_BASE_URL: the embedded {model} model is the agent and {learner} the learner "
+            "(llama.cpp's llama-server, CPU)."
+        )
     run("1/5 baseline evaluation", "scripts/run_eval.py", *EVAL, "--exp_id", "demo_baseline", "--fresh")
-    learned = run("2/5 practice (Training-Free GRPO)", "scripts/run_training_free_GRPO.py", "--config_name",
-                  "local_whole_items", "--exp_id", "demo_practice", "--fresh", learned_nothing_ok=True)  # fmt: skip
+    learned = run(
+        "2/5 practice (Training-Free GRPO)",
+        "scripts/run_training_free_GRPO.py",
+        "--config_name",
+        "local_whole_items",
+        "--exp_id",
+        "demo_practice",
+        "--fresh",
+        learned_nothing_ok=True,
+    )
     if learned:
-        run("3/5 enhanced agent evaluation", "scripts/run_eval.py", *EVAL, "--exp_id", "demo_enhanced", "--fresh",
-            "--agent_config", "runs/demo_practice/enhanced_agent.yaml")  # fmt: skip
+        run(
+            "3/5 enhanced agent evaluation",
+            "scripts/run_eval.py",
+            *EVAL,
+            "--exp_id",
+            "demo_enhanced",
+            "--fresh",
+            "--agent_config",
+            "runs/demo_practice/enhanced_agent.yaml",
+        )
         run("4/5 comparison", "scripts/run_eval.py", "--compare", "demo_baseline", "demo_enhanced")
         run("5/5 the learned library", "-m", "utu.practice.library", "show", "--exp_id", "demo_practice")
     else:
@@ -114,8 +132,9 @@ def main() -> None:
         db = Database()
         try:
             enhanced = "demo_enhanced" if learned else None
-            return await write_report(db, "demo_practice", ROOT / "runs/demo_practice", "demo_baseline", enhanced,
-                                      HONEST_NOTE)  # fmt: skip
+            return await write_report(
+                db, "demo_practice", ROOT / "runs/demo_practice", "demo_baseline", enhanced, HONEST_NOTE
+            )
         finally:
             await db.dispose()
 

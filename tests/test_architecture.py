@@ -52,11 +52,7 @@ def test_no_import_cycle_between_packages():
                 stack.append(nxt)
         return seen
 
-    cycles = [
-        f"{a} -> {b} ({edges[(a, b)][0]}) and back"
-        for (a, b) in edges
-        if a in reachable(b)
-    ]  # fmt: skip
+    cycles = [f"{a} -> {b} ({edges[(a, b)][0]}) and back" for (a, b) in edges if a in reachable(b)]
     assert not cycles, cycles
 
 

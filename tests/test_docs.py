@@ -8,8 +8,12 @@ from tests.conftest import ROOT
 
 FENCE = re.compile(r"^\s*```[\w-]*\s*$")
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "dataset/README.md",
-         ROOT / "tests/practice/corpora/README.md"]  # fmt: skip
+PAGES = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "dataset/README.md",
+    ROOT / "tests/practice/corpora/README.md",
+]
 
 
 def anchors(page) -> set[str]:

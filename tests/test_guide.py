@@ -39,8 +39,15 @@ def test_the_guide_runs_as_written_from_an_empty_folder_to_a_compared_enhanced_a
     for name in (".venv", "scripts"):
         (tmp_path / name).symlink_to(ROOT / name)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("UTU_", "PHOENIX_"))}
-    proc = subprocess.Popen(["bash", "guide.sh"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        ["bash", "guide.sh"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, _ = proc.communicate(timeout=600)
     finally:

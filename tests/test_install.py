@@ -25,8 +25,9 @@ def installed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("install")
     source = tmp / "src"
     shutil.copytree(ROOT, source, symlinks=True, ignore=COPY_IGNORE)
-    built = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp / "wheel",
-                source)  # fmt: skip
+    built = run(
+        sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp / "wheel", source
+    )
     assert built.returncode == 0, built.stderr
     venv = tmp / "venv"
     assert run(sys.executable, "-m", "venv", "--without-pip", venv).returncode == 0
@@ -54,13 +55,39 @@ def test_a_wheel_install_runs_upload_practice_and_eval_without_a_checkout(instal
         bin_ / "utu-upload", "--file_path", data, "--dataset_name", "Arith", "--db_url", db, cwd=tmp_path, env=env
     )
     assert upload.returncode == 0, upload.stderr
-    practice = run(bin_ / "utu-practice", "--config_name", "local_mawps", "--practice_dataset_name", "Arith",
-                   "--batch_size", "4", "--grpo_n", "2", "--db_url", db, cwd=tmp_path, env=env)  # fmt: skip
+    practice = run(
+        bin_ / "utu-practice",
+        "--config_name",
+        "local_mawps",
+        "--practice_dataset_name",
+        "Arith",
+        "--batch_size",
+        "4",
+        "--grpo_n",
+        "2",
+        "--db_url",
+        db,
+        cwd=tmp_path,
+        env=env,
+    )
     assert practice.returncode == 0, practice.stderr
     enhanced = tmp_path / "runs/local_mawps_practice/enhanced_agent.yaml"
     assert enhanced.is_file()
-    evaluate = run(bin_ / "utu-eval", "--config_name", "local/mawps", "--dataset", "Arith", "--agent_config", enhanced,
-                   "--exp_id", "enhanced", "--db_url", db, cwd=tmp_path, env=env)  # fmt: skip
+    evaluate = run(
+        bin_ / "utu-eval",
+        "--config_name",
+        "local/mawps",
+        "--dataset",
+        "Arith",
+        "--agent_config",
+        enhanced,
+        "--exp_id",
+        "enhanced",
+        "--db_url",
+        db,
+        cwd=tmp_path,
+        env=env,
+    )
     assert evaluate.returncode == 0, evaluate.stderr
     assert (tmp_path / "runs/enhanced/eval_metrics.json").is_file()
     assert not (tmp_path / "configs").exists()  # the packaged configs were used, nothing was written there

@@ -25,8 +25,13 @@ def main():
 def test_a_command_loads_with_the_collector_off_and_runs_with_it_on(tmp_path):
     (tmp_path / "fake_command.py").write_text(COMMAND)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
-    launched = subprocess.run([sys.executable, "-c", "from utu.launch import launch; launch('fake_command')"],
-                              capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+    launched = subprocess.run(
+        [sys.executable, "-c", "from utu.launch import launch; launch('fake_command')"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert launched.returncode == 0, launched.stderr
     assert launched.stdout.split() == ["False", "True"]
 

@@ -22,9 +22,15 @@ from utu.verify import Verifier, load_verifier, warm_up
 
 
 async def claim_experiment(
-    stack: AsyncExitStack, db: Database, exp_id: str, kind: str, shaping: dict, row_ids: list[str], fresh: bool,
+    stack: AsyncExitStack,
+    db: Database,
+    exp_id: str,
+    kind: str,
+    shaping: dict,
+    row_ids: list[str],
+    fresh: bool,
     row_prefixes: tuple[str, ...] = (),
-) -> None:  # fmt: skip
+) -> None:
     """Make `exp_id` this run's: take its lease (held until `stack` closes), refuse an experiment of another
     kind and attempt rows under `row_ids` (or `row_prefixes`) that another experiment owns, forget everything
     with `fresh`, and record or check the fingerprint of the knobs that shape its results."""

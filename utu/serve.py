@@ -66,8 +66,9 @@ class Served:
     agent: Agent
 
 
-def openai_error(status: int, message: str, kind: str = "invalid_request_error", code: str | None = None,
-                 param: str | None = None) -> web.Response:  # fmt: skip
+def openai_error(
+    status: int, message: str, kind: str = "invalid_request_error", code: str | None = None, param: str | None = None
+) -> web.Response:
     body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
     return web.json_response(body, status=status)
 
@@ -103,8 +104,12 @@ def make_app(agents: dict[str, Served], api_key: str | None = None) -> web.Appli
             return openai_error(400, f"{param or 'body'}: {err['msg']}", param=param)
         served = agents.get(body.model)
         if served is None:
-            return openai_error(404, f"The model {body.model!r} does not exist; served: {', '.join(agents)}",
-                                code="model_not_found", param="model")  # fmt: skip
+            return openai_error(
+                404,
+                f"The model {body.model!r} does not exist; served: {', '.join(agents)}",
+                code="model_not_found",
+                param="model",
+            )
         conversation = [m.model_dump(exclude_none=True) for m in body.messages]
         for m in conversation:
             if m["role"] == "developer":
@@ -134,13 +139,23 @@ def make_app(agents: dict[str, Served], api_key: str | None = None) -> web.Appli
 def completion(model: str, result) -> dict[str, Any]:
     usage = result.usage
     return {
-        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
+        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": result.response},
-                     "finish_reason": "stop" if result.stop_reason == "final" else "length"}],
-        "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                  "total_tokens": usage.prompt_tokens + usage.completion_tokens},
-    }  # fmt: skip
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": result.response},
+                "finish_reason": "stop" if result.stop_reason == "final" else "length",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+        },
+    }
 
 
 async def stream(request: web.Request, reply: dict[str, Any]) -> web.StreamResponse:

@@ -77,9 +77,12 @@ class BackgroundServer:
             port = free_port()
             with open(self.log_file, "ab") as out:
                 proc = subprocess.Popen(
-                    command(port), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                    command(port),
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
                     env={**os.environ, **(env(port) if env else {})},
-                )  # fmt: skip
+                )
             state = ServerState(pid=proc.pid, port=port, detail=detail)
             deadline = time.monotonic() + self.start_timeout
             while time.monotonic() < deadline:

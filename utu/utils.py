@@ -28,8 +28,15 @@ class SimplifiedAsyncOpenAI:
     (UTU_LLM_*, by utu's endpoint rule). Made cheaply: Youtu's verifiers build one as a default argument even
     when they are handed the run's judge."""
 
-    def __init__(self, *, type: str | None = None, model: str | None = None, base_url: str | None = None,
-                 api_key: str | None = None, **settings: Any):  # fmt: skip
+    def __init__(
+        self,
+        *,
+        type: str | None = None,
+        model: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        **settings: Any,
+    ):
         given = {"type": type, "model": model, "base_url": base_url, "api_key": api_key}
         self.provider = {key: value for key, value in given.items() if value is not None}
         self.settings = settings  # sampling settings (temperature, ...), sent with each call

@@ -15,13 +15,44 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from utu.tools.unit_tools import UnitTools, convert  # noqa: E402
 
-NAMES = {"mi": "miles", "km": "kilometres", "lb": "pounds", "kg": "kilograms", "in": "inches", "cm": "centimetres",
-         "ft": "feet", "m": "metres", "gal": "gallons", "l": "litres", "oz": "ounces", "g": "grams", "yd": "yards",
-         "qt": "quarts", "F": "degrees Fahrenheit", "C": "degrees Celsius", "mm": "millimetres",
-         "ml": "millilitres"}  # fmt: skip
-PAIRS = [("mi", "km"), ("km", "mi"), ("lb", "kg"), ("kg", "lb"), ("in", "cm"), ("ft", "m"), ("gal", "l"),
-         ("oz", "g"), ("yd", "m"), ("qt", "l"), ("F", "C"), ("C", "F"),
-         ("km", "m"), ("g", "kg"), ("ml", "l"), ("cm", "mm")]  # fmt: skip
+NAMES = {
+    "mi": "miles",
+    "km": "kilometres",
+    "lb": "pounds",
+    "kg": "kilograms",
+    "in": "inches",
+    "cm": "centimetres",
+    "ft": "feet",
+    "m": "metres",
+    "gal": "gallons",
+    "l": "litres",
+    "oz": "ounces",
+    "g": "grams",
+    "yd": "yards",
+    "qt": "quarts",
+    "F": "degrees Fahrenheit",
+    "C": "degrees Celsius",
+    "mm": "millimetres",
+    "ml": "millilitres",
+}
+PAIRS = [
+    ("mi", "km"),
+    ("km", "mi"),
+    ("lb", "kg"),
+    ("kg", "lb"),
+    ("in", "cm"),
+    ("ft", "m"),
+    ("gal", "l"),
+    ("oz", "g"),
+    ("yd", "m"),
+    ("qt", "l"),
+    ("F", "C"),
+    ("C", "F"),
+    ("km", "m"),
+    ("g", "kg"),
+    ("ml", "l"),
+    ("cm", "mm"),
+]
 ROWS = 120
 
 
@@ -33,12 +64,16 @@ def rows() -> list[dict]:
         gold = round(convert(value, a, b), 2)
         trap = tools.quick_convert(value, a, b)["value"]
         wrong = abs(trap - gold) > max(0.01, 0.002 * abs(gold))
-        out.append({
-            "dataset": "UnitConversion", "source": "utu",
-            "question": f"Convert {value:g} {NAMES[a]} to {NAMES[b]}, rounded to 2 decimals.",
-            "answer": f"{gold:.2f}", "level": "trap" if wrong else "metric",
-            "meta": {"right_tool": "convert_units", "trap_tool": "quick_convert", "trap_answer": f"{trap:.2f}"},
-        })  # fmt: skip
+        out.append(
+            {
+                "dataset": "UnitConversion",
+                "source": "utu",
+                "question": f"Convert {value:g} {NAMES[a]} to {NAMES[b]}, rounded to 2 decimals.",
+                "answer": f"{gold:.2f}",
+                "level": "trap" if wrong else "metric",
+                "meta": {"right_tool": "convert_units", "trap_tool": "quick_convert", "trap_answer": f"{trap:.2f}"},
+            }
+        )
     return out
 
 

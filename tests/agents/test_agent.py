@@ -99,8 +99,10 @@ def test_the_library_joins_a_conversation_as_in_practice():
 
     agent = AgentConfig(instructions="Be exact.", experiences={"G0": "When adding, carry."})
     parts = [{"type": "text", "text": "Q?"}]
-    placed = place_library(agent.model_copy(update={"experience_placement": "user"}),
-                           [{"role": "system", "content": "Mine."}, {"role": "user", "content": parts}])  # fmt: skip
+    placed = place_library(
+        agent.model_copy(update={"experience_placement": "user"}),
+        [{"role": "system", "content": "Mine."}, {"role": "user", "content": parts}],
+    )
     assert placed[0] == {"role": "system", "content": "Be exact.\n\nMine."}
     assert placed[1]["content"][0] == parts[0] and "[G0]. When adding, carry." in placed[1]["content"][1]["text"]
     assert place_library(agent, [{"role": "user", "content": "Q?"}]) == build_messages(agent, "Q?")
@@ -114,10 +116,17 @@ def test_tool_calls_written_as_text_are_read_only_when_unambiguous():
     tagged = f"Let me convert.\n<tool_call>\n{call}\n</tool_call>"
     for text in (call, call[:-1], "{" + call + "}", f"```json\n{call}\n```", tagged, f"[{call}]"):
         (got,) = text_tool_calls(text, tools)
-        assert got["function"] == {"name": "convert_units",
-                                   "arguments": '{"value": 2, "from_unit": "km", "to_unit": "m"}'}  # fmt: skip
-    for answer in ("The answer is \\boxed{2000}.", f"I would call {call} but", call.replace("convert_units", "rm"),
-                   '{"name": "convert_units", "arguments": "2 km"}', "```json\n{\"value\": 2}\n```"):  # fmt: skip
+        assert got["function"] == {
+            "name": "convert_units",
+            "arguments": '{"value": 2, "from_unit": "km", "to_unit": "m"}',
+        }
+    for answer in (
+        "The answer is \\boxed{2000}.",
+        f"I would call {call} but",
+        call.replace("convert_units", "rm"),
+        '{"name": "convert_units", "arguments": "2 km"}',
+        '```json\n{"value": 2}\n```',
+    ):
         assert text_tool_calls(answer, tools) == [], answer
 
 

@@ -65,8 +65,14 @@ def repeated_defaults(data: dict, model: type[BaseModel], where: str = "") -> li
         field = model.model_fields.get(key)
         if field is None:
             continue
-        nested = next((a for a in (field.annotation, *typing.get_args(field.annotation))
-                       if isinstance(a, type) and issubclass(a, BaseModel)), None)  # fmt: skip
+        nested = next(
+            (
+                a
+                for a in (field.annotation, *typing.get_args(field.annotation))
+                if isinstance(a, type) and issubclass(a, BaseModel)
+            ),
+            None,
+        )
         if nested and isinstance(value, dict):
             found += repeated_defaults(value, nested, f"{where}{key}.")
         elif (default := field.get_default(call_default_factory=True)) is not PydanticUndefined and value == default:
@@ -74,8 +80,12 @@ def repeated_defaults(data: dict, model: type[BaseModel], where: str = "") -> li
     return found
 
 
-SHIPPED = [("model/*.yaml", ModelConfig), ("agents/**/*.yaml", AgentConfig), ("eval/**/*.yaml", EvalConfig),
-           ("practice/*.yaml", TrainingFreeGRPOConfig)]  # fmt: skip
+SHIPPED = [
+    ("model/*.yaml", ModelConfig),
+    ("agents/**/*.yaml", AgentConfig),
+    ("eval/**/*.yaml", EvalConfig),
+    ("practice/*.yaml", TrainingFreeGRPOConfig),
+]
 
 
 @pytest.mark.parametrize(("pattern", "model"), SHIPPED, ids=[p for p, _ in SHIPPED])

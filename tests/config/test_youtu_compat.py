@@ -128,13 +128,43 @@ def test_run_eval_takes_youtus_flags(configs, tmp_path, stub):
     data = tmp_path / "arith.jsonl"
     data.write_text("".join(json.dumps({"question": q, "answer": a}) + "\n" for q, a in QUESTIONS.items()))
     db_url = f"sqlite:///{tmp_path / 'e.db'}"
-    env = {"UTU_CONFIG_DIR": str(configs), "UTU_LLM_BASE_URL": agent.base_url, "UTU_LLM_MODEL": "from-env",
-           "UTU_LLM_API_KEY": "k", "JUDGE_LLM_BASE_URL": agent.base_url}  # fmt: skip
-    assert run_script("scripts/data/upload_dataset.py", "--file_path", str(data), "--dataset_name", "Arith",
-                      "--db_url", db_url, env=env).returncode == 0  # fmt: skip
-    result = run_script(RUN_EVAL, "--config_name", "my_domain/my_eval", "--agent_model", "my-model",
-                        "--dataset_type", "mixed", "--judge_concurrency", "2", "--limit", "2", "--db_url", db_url,
-                        env=env, cwd=tmp_path)  # fmt: skip
+    env = {
+        "UTU_CONFIG_DIR": str(configs),
+        "UTU_LLM_BASE_URL": agent.base_url,
+        "UTU_LLM_MODEL": "from-env",
+        "UTU_LLM_API_KEY": "k",
+        "JUDGE_LLM_BASE_URL": agent.base_url,
+    }
+    assert (
+        run_script(
+            "scripts/data/upload_dataset.py",
+            "--file_path",
+            str(data),
+            "--dataset_name",
+            "Arith",
+            "--db_url",
+            db_url,
+            env=env,
+        ).returncode
+        == 0
+    )
+    result = run_script(
+        RUN_EVAL,
+        "--config_name",
+        "my_domain/my_eval",
+        "--agent_model",
+        "my-model",
+        "--dataset_type",
+        "mixed",
+        "--judge_concurrency",
+        "2",
+        "--limit",
+        "2",
+        "--db_url",
+        db_url,
+        env=env,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     assert {r["model"] for r in agent.requests} == {"my-model"}
     assert "eval_method 'training_free_grpo' is Youtu-Agent's" in result.stderr
@@ -145,8 +175,11 @@ def test_run_eval_takes_youtus_flags(configs, tmp_path, stub):
 
 
 def test_the_guides_enhanced_eval_before_practice_names_the_command():
-    for config, practice in (("math/math_practice_AIME24", "math_reasoning"), ("math/math_practice_AIME25",
-                             "math_reasoning"), ("web/web_practice", "web_search")):  # fmt: skip
+    for config, practice in (
+        ("math/math_practice_AIME24", "math_reasoning"),
+        ("math/math_practice_AIME25", "math_reasoning"),
+        ("web/web_practice", "web_search"),
+    ):
         result = run_script("scripts/run_eval.py", "--config_name", config)
         assert result.returncode == 2
         assert f"--config_name {practice}`" in result.stderr and len(result.stderr.strip().splitlines()) == 1

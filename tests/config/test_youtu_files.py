@@ -164,8 +164,13 @@ def agent_and_learner() -> StubScript:
 
 
 def env_for(server, configs) -> dict[str, str]:
-    return {"UTU_CONFIG_DIR": str(configs), "UTU_LLM_TYPE": "chat.completions", "UTU_LLM_MODEL": "deepseek-chat",
-            "UTU_LLM_BASE_URL": server.base_url, "UTU_LLM_API_KEY": "sk-youtu-user-0123456789"}  # fmt: skip
+    return {
+        "UTU_CONFIG_DIR": str(configs),
+        "UTU_LLM_TYPE": "chat.completions",
+        "UTU_LLM_MODEL": "deepseek-chat",
+        "UTU_LLM_BASE_URL": server.base_url,
+        "UTU_LLM_API_KEY": "sk-youtu-user-0123456789",
+    }
 
 
 def test_youtu_format_files_run_eval_practice_warm_start_and_export(tmp_path, stub):
@@ -188,8 +193,19 @@ def test_youtu_format_files_run_eval_practice_warm_start_and_export(tmp_path, st
     assert learned and query(db_url, "SELECT count(*) FROM practice_steps") == [(2,)]  # 4 questions, batches of 2
 
     # warm start: the exported agent given to practice starts the library
-    warm = run_script(PRACTICE, "--config_name", "yt_practice", "--agent_config", str(exported), "--exp_id", "warm",
-                      "--db_url", db_url, env=env, cwd=tmp_path)  # fmt: skip
+    warm = run_script(
+        PRACTICE,
+        "--config_name",
+        "yt_practice",
+        "--agent_config",
+        str(exported),
+        "--exp_id",
+        "warm",
+        "--db_url",
+        db_url,
+        env=env,
+        cwd=tmp_path,
+    )
     assert f"starting from a library of {len(learned)} experiences" in warm.stderr, warm.stderr
 
     enhanced_eval = configs / "eval/yt/yt_practice_eval.yaml"
@@ -206,9 +222,16 @@ def test_a_youtu_enhanced_agent_is_read_back_with_its_library(tmp_path):
     header = "\n\nWhen solving problems, you MUST first carefully read and understand the helpful instructions and"
     instructions = f"Solve it.{header} experiences:\n[G0]. Parity check: test both cases.\n[G1]. 验证答案：代入原方程。"
     path = tmp_path / "pre_learned_agent.yaml"
-    path.write_text(yaml.safe_dump({"type": "simple", "agent": {"name": "m", "instructions": instructions},
-                                    "model": {"model_provider": {"type": "chat.completions", "model": "x"}}},
-                                   allow_unicode=True))  # fmt: skip
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "type": "simple",
+                "agent": {"name": "m", "instructions": instructions},
+                "model": {"model_provider": {"type": "chat.completions", "model": "x"}},
+            },
+            allow_unicode=True,
+        )
+    )
     agent = load_agent_config(str(path))
     assert agent.instructions == "Solve it."
     assert agent.experiences == {"G0": "Parity check: test both cases.", "G1": "验证答案：代入原方程。"}
@@ -280,8 +303,9 @@ async def test_its_simplified_client_takes_its_endpoint_in_the_constructor(stub)
     from utu.utils import SimplifiedAsyncOpenAI
 
     server = stub(StubScript(replies=["hi"]))
-    client = SimplifiedAsyncOpenAI(type="chat.completions", model="m", base_url=server.base_url, api_key="sk-x",
-                                   temperature=0.2)  # fmt: skip
+    client = SimplifiedAsyncOpenAI(
+        type="chat.completions", model="m", base_url=server.base_url, api_key="sk-x", temperature=0.2
+    )
     assert await client.query_one(messages="hello") == "hi"
     sent = server.requests[0]
     assert sent["model"] == "m" and sent["temperature"] == 0.2 and "api_key" not in sent and "base_url" not in sent
@@ -290,8 +314,15 @@ async def test_its_simplified_client_takes_its_endpoint_in_the_constructor(stub)
 def test_a_saved_agents_default_toolkit_keys_raise_no_warning(caplog):
     from utu.config.youtu import agent_from_youtu
 
-    toolkit = {"name": "python_executor", "mode": "builtin", "env_mode": "local", "config": {}, "config_llm": None,
-               "mcp_transport": "stdio", "mcp_client_session_timeout_seconds": 20}  # fmt: skip
+    toolkit = {
+        "name": "python_executor",
+        "mode": "builtin",
+        "env_mode": "local",
+        "config": {},
+        "config_llm": None,
+        "mcp_transport": "stdio",
+        "mcp_client_session_timeout_seconds": 20,
+    }
     agent_from_youtu({"type": "simple", "toolkits": {"python_executor": toolkit}})
     assert "without effect" not in caplog.text
     agent_from_youtu({"type": "simple", "toolkits": {"python_executor": toolkit | {"env_mode": "e2b"}}})

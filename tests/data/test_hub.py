@@ -28,7 +28,7 @@ def fixture(hub_dir):
                 "info": {"difficulty_level": level},
             }
             for i, level in enumerate(["easy", "medium", "hard", "medium"])
-        ],  # fmt: skip
+        ],
     }
     for name, lines in files.items():
         path = hub_dir / name
@@ -39,8 +39,18 @@ def fixture(hub_dir):
 def test_the_hub_sets_from_local_copies(tmp_path):
     fixture(tmp_path / "hub")
     db_url = f"sqlite:///{tmp_path / 'h.db'}"
-    result = run_script(PROCESS, "--datasets", "DAPO-Math-17k", "AFM_web_RL", "WebWalkerQA", "--from-hub",
-                        "--hub_dir", str(tmp_path / "hub"), "--db_url", db_url)  # fmt: skip
+    result = run_script(
+        PROCESS,
+        "--datasets",
+        "DAPO-Math-17k",
+        "AFM_web_RL",
+        "WebWalkerQA",
+        "--from-hub",
+        "--hub_dir",
+        str(tmp_path / "hub"),
+        "--db_url",
+        db_url,
+    )
     assert result.returncode == 0, result.stderr
     dapo = rows(db_url, "DAPO-Math-17k")
     assert sorted((r.question, r.answer) for r in dapo) == [("What is 2+3?", "5"), ("What is 7*6?", "42")]
@@ -53,7 +63,9 @@ def test_a_missing_hub_set_says_how_to_load_it(tmp_path):
     db_url = f"sqlite:///{tmp_path / 'h.db'}"
     result = run_script("scripts/run_training_free_GRPO.py", "--config_name", "math_reasoning", "--db_url", db_url)
     assert result.returncode != 0
-    assert ("load it from the hub: pip install 'utu[hub]', then `python scripts/data/process_training_free_GRPO_data.py"
-            " --from-hub --datasets DAPO-Math-17k`") in result.stderr  # fmt: skip
+    assert (
+        "load it from the hub: pip install 'utu[hub]', then `python scripts/data/process_training_free_GRPO_data.py"
+        " --from-hub --datasets DAPO-Math-17k`"
+    ) in result.stderr
     missing = run_script(PROCESS, "--datasets", "WebWalkerQA", "--hub_dir", str(tmp_path), "--db_url", db_url)
     assert missing.returncode != 0 and "callanwu__WebWalkerQA/main.jsonl not found" in missing.stderr

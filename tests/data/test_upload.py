@@ -169,8 +169,9 @@ def test_a_file_that_is_not_a_database_is_one_line_and_left_alone(tmp_path):
 
 def test_a_sync_sqlite_driver_is_taken_as_its_async_twin(tmp_path):
     path = write(tmp_path / "data.jsonl", GOOD)
-    result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T",
-                        "--db_url", f"sqlite+pysqlite:///{tmp_path / 'x.db'}")  # fmt: skip
+    result = run_script(
+        UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", f"sqlite+pysqlite:///{tmp_path / 'x.db'}"
+    )
     assert result.returncode == 0, result.stderr
     assert [r.question for r in rows(f"sqlite:///{tmp_path / 'x.db'}", "T")] == ["1+1?", "2+2?", "Name it."]
 
@@ -192,8 +193,9 @@ def test_a_huge_line_is_refused_without_holding_it(tmp_path, db_url):
         f.write(GOOD[0] + "\n")
         f.write('{"question": "' + "x" * (3 * 1024 * 1024) + '", "answer": "1"}\n')
         f.write(GOOD[1] + "\n")
-    result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", db_url,
-                        "--max_line_bytes", "100000")  # fmt: skip
+    result = run_script(
+        UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", db_url, "--max_line_bytes", "100000"
+    )
     assert result.returncode == 2 and "huge.jsonl:2: longer than 100000 bytes" in result.stderr, result.stderr
     assert result.stderr.count("\n") == 1 and rows(db_url, "T") == []
 
@@ -231,18 +233,23 @@ async def test_bundled_sizes(tmp_path):
 
 
 def test_youtu_agents_llamafactory_format_and_columns(tmp_path, db_url):
-    alpaca = write(tmp_path / "alpaca.jsonl", [
-        '{"instruction": "Add the numbers.", "input": "2 and 3", "output": "5", "source_index": 7}',
-        '{"instruction": "What is 10 minus 4?", "input": "", "output": 6, "file_name": "sheet.xlsx"}',
-    ])  # fmt: skip
-    result = run_script(UPLOAD, "--file_path", str(alpaca), "--dataset_name", "A", "--data_format", "llamafactory",
-                        "--db_url", db_url)  # fmt: skip
+    alpaca = write(
+        tmp_path / "alpaca.jsonl",
+        [
+            '{"instruction": "Add the numbers.", "input": "2 and 3", "output": "5", "source_index": 7}',
+            '{"instruction": "What is 10 minus 4?", "input": "", "output": 6, "file_name": "sheet.xlsx"}',
+        ],
+    )
+    result = run_script(
+        UPLOAD, "--file_path", str(alpaca), "--dataset_name", "A", "--data_format", "llamafactory", "--db_url", db_url
+    )
     assert result.returncode == 0, result.stderr
     first, second = rows(db_url, "A")
     assert (first.question, first.answer, first.source_index) == ("Add the numbers.\n\n2 and 3", "5", 7)
     assert (second.question, second.answer, second.file_name) == ("What is 10 minus 4?", "6", "sheet.xlsx")
     assert first.source == "training_free_grpo"  # usable for practice (Youtu-Agent left it empty)
     bad = write(tmp_path / "bad.jsonl", ['{"question": "q", "answer": "a"}'])
-    result = run_script(UPLOAD, "--file_path", str(bad), "--dataset_name", "B", "--data_format", "llamafactory",
-                        "--db_url", db_url)  # fmt: skip
+    result = run_script(
+        UPLOAD, "--file_path", str(bad), "--dataset_name", "B", "--data_format", "llamafactory", "--db_url", db_url
+    )
     assert result.returncode == 2 and f"{bad}:1: --data_format llamafactory: expected fields" in result.stderr

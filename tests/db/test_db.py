@@ -128,15 +128,22 @@ async def test_an_old_database_gets_row_owners(tmp_path):
 
     path = tmp_path / "old.db"
     with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE experiments (exp_id VARCHAR(200) PRIMARY KEY, kind VARCHAR(20), "
-                     "fingerprint VARCHAR(64), config JSON, created_at DATETIME)")  # fmt: skip
-        conn.execute("CREATE TABLE evaluation_data (id INTEGER PRIMARY KEY, exp_id VARCHAR(200), dataset VARCHAR(200), "
-                     "dataset_index INTEGER, attempt INTEGER, step INTEGER, source VARCHAR(100), raw_question TEXT, "
-                     "stage VARCHAR(20))")  # fmt: skip
+        conn.execute(
+            "CREATE TABLE experiments (exp_id VARCHAR(200) PRIMARY KEY, kind VARCHAR(20), "
+            "fingerprint VARCHAR(64), config JSON, created_at DATETIME)"
+        )
+        conn.execute(
+            "CREATE TABLE evaluation_data (id INTEGER PRIMARY KEY, exp_id VARCHAR(200), dataset VARCHAR(200), "
+            "dataset_index INTEGER, attempt INTEGER, step INTEGER, source VARCHAR(100), raw_question TEXT, "
+            "stage VARCHAR(20))"
+        )
         conn.execute("INSERT INTO experiments VALUES ('P', 'practice', 'x', '{}', NULL)")
         for i, exp in enumerate(["P_epoch_0", "P_eval_step1", "E", "Q_epoch_0"]):
-            conn.execute("INSERT INTO evaluation_data (id, exp_id, dataset, dataset_index, attempt, source, "
-                         "raw_question, stage) VALUES (?, ?, 'd', 0, 0, 's', 'q', 'init')", (i, exp))  # fmt: skip
+            conn.execute(
+                "INSERT INTO evaluation_data (id, exp_id, dataset, dataset_index, attempt, source, "
+                "raw_question, stage) VALUES (?, ?, 'd', 0, 0, 's', 'q', 'init')",
+                (i, exp),
+            )
     db = Database(f"sqlite:///{path}")
     await db.create_tables()
     await db.dispose()

@@ -17,8 +17,10 @@ from utu.llm.stub import StubScript
 RUN_EVAL = str(ROOT / "scripts/run_eval.py")
 QUESTIONS = [json.loads(line) for line in (ROOT / "dataset/MAWPS_singleop.jsonl").read_text().splitlines()[:6]]
 # Per question, the answers its attempts get, in order of arrival (so totals do not depend on scheduling).
-PLAN = {q["question"]: [q["answer"], "0"] if i % 3 == 0 else [q["answer"]] * 2 if i % 3 == 1 else ["-1"] * 2
-        for i, q in enumerate(QUESTIONS)}  # fmt: skip
+PLAN = {
+    q["question"]: [q["answer"], "0"] if i % 3 == 0 else [q["answer"]] * 2 if i % 3 == 1 else ["-1"] * 2
+    for i, q in enumerate(QUESTIONS)
+}
 
 
 def scripted(plan=PLAN):
@@ -39,8 +41,22 @@ def env_for(server) -> dict[str, str]:
 
 
 def eval_args(db_url, exp_id="e1", *extra):
-    return [RUN_EVAL, "--config_name", "local/mawps", "--limit", "6", "--pass_k", "2", "--exp_id", exp_id,
-            "--concurrency", "2", "--db_url", db_url, *extra]  # fmt: skip
+    return [
+        RUN_EVAL,
+        "--config_name",
+        "local/mawps",
+        "--limit",
+        "6",
+        "--pass_k",
+        "2",
+        "--exp_id",
+        exp_id,
+        "--concurrency",
+        "2",
+        "--db_url",
+        db_url,
+        *extra,
+    ]
 
 
 def rows(db_path, exp_id):
@@ -83,8 +99,12 @@ def test_metrics_equal_hand_computed_values(stub, tmp_path, db):
     assert stored["mean_at_k"] == metrics["mean_at_k"]
     # Youtu-Agent's judgement columns, filled from the verdict
     with sqlite3.connect(db[0]) as conn:
-        judged = set(conn.execute("SELECT judged_response, reward, extracted_final_answer FROM evaluation_data "
-                                  "WHERE exp_id='e1' AND dataset_index IN (2, 5)"))  # fmt: skip
+        judged = set(
+            conn.execute(
+                "SELECT judged_response, reward, extracted_final_answer FROM evaluation_data "
+                "WHERE exp_id='e1' AND dataset_index IN (2, 5)"
+            )
+        )
     assert judged == {("Incorrect", 0.0, "-1")}
     # Re-running a complete experiment does nothing new.
     again = run_script(*eval_args(db[1]), env=env_for(server), cwd=tmp_path)
@@ -208,14 +228,30 @@ def test_empty_replies_everywhere_are_no_result_and_fresh_drops_the_old_one(stub
 
 def test_questions_without_answers_are_refused_before_any_work(stub, tmp_path, db):
     data = tmp_path / "half.jsonl"
-    data.write_text(json.dumps({"question": "What is 2 plus 2?", "answer": "4"}) + "\n"
-                    + json.dumps({"question": "What is 3 plus 3?"}) + "\n")  # fmt: skip
-    upload = run_script("scripts/data/upload_dataset.py", "--file_path", str(data), "--dataset_name", "Half",
-                        "--db_url", db[1])  # fmt: skip
+    data.write_text(
+        json.dumps({"question": "What is 2 plus 2?", "answer": "4"})
+        + "\n"
+        + json.dumps({"question": "What is 3 plus 3?"})
+        + "\n"
+    )
+    upload = run_script(
+        "scripts/data/upload_dataset.py", "--file_path", str(data), "--dataset_name", "Half", "--db_url", db[1]
+    )
     assert upload.returncode == 0, upload.stderr
     server = stub(StubScript(reply_fn=lambda body: "\\boxed{4}"))
-    args = [RUN_EVAL, "--config_name", "local/mawps", "--dataset", "Half", "--limit", "2", "--exp_id", "h",
-            "--db_url", db[1]]  # fmt: skip
+    args = [
+        RUN_EVAL,
+        "--config_name",
+        "local/mawps",
+        "--dataset",
+        "Half",
+        "--limit",
+        "2",
+        "--exp_id",
+        "h",
+        "--db_url",
+        db[1],
+    ]
     result = run_script(*args, env=env_for(server), cwd=tmp_path)
     assert result.returncode == 2 and "1 of 2 questions have no answer (first: #1)" in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and server.request_count == 0
@@ -345,8 +381,21 @@ def test_compare_reports_the_paired_difference(stub, tmp_path, db):
 @pytest.mark.integration
 def test_a_small_eval_on_the_real_embedded_model(local_model, tmp_path, db):
     env = {"UTU_STATE_DIR": os.environ["UTU_STATE_DIR"], "UTU_LLM_BASE_URL": ""}
-    result = run_script(RUN_EVAL, "--config_name", "local/mawps", "--limit", "2", "--pass_k", "1", "--exp_id", "real",
-                        "--db_url", db[1], env=env, cwd=tmp_path)  # fmt: skip
+    result = run_script(
+        RUN_EVAL,
+        "--config_name",
+        "local/mawps",
+        "--limit",
+        "2",
+        "--pass_k",
+        "1",
+        "--exp_id",
+        "real",
+        "--db_url",
+        db[1],
+        env=env,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     assert "embedded model" in result.stderr
     final = rows(db[0], "real")
@@ -395,8 +444,21 @@ def test_a_replaced_data_set_or_another_selection_is_not_silently_reused(stub, t
 def test_a_limit_set_for_one_data_set_does_not_cut_another_silently(stub, tmp_path, db):
     server = stub(StubScript(replies=["\\boxed{1}"]))
     upload(tmp_path, db[1], [{"question": f"q{i}", "answer": "1"} for i in range(25)])
-    result = run_script(RUN_EVAL, "--config_name", "local/mawps", "--dataset", "Custom", "--pass_k", "1",
-                        "--exp_id", "all", "--db_url", db[1], env=env_for(server), cwd=tmp_path)  # fmt: skip
+    result = run_script(
+        RUN_EVAL,
+        "--config_name",
+        "local/mawps",
+        "--dataset",
+        "Custom",
+        "--pass_k",
+        "1",
+        "--exp_id",
+        "all",
+        "--db_url",
+        db[1],
+        env=env_for(server),
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     assert "limit (20) was set for MAWPS_singleop: not applied to Custom" in " ".join(result.stderr.split())
     assert json.loads((tmp_path / "runs/all/eval_metrics.json").read_text())["questions"] == 25
@@ -414,8 +476,13 @@ def lease_rows(db_path):
 
 def test_one_run_per_experiment_at_a_time_and_a_dead_runs_lease_is_taken_over(stub, tmp_path, db):
     server = stub(StubScript(reply_fn=scripted(), latency=30))
-    first = subprocess.Popen([sys.executable, *eval_args(db[1])], cwd=tmp_path, env={**os.environ, **env_for(server)},
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    first = subprocess.Popen(
+        [sys.executable, *eval_args(db[1])],
+        cwd=tmp_path,
+        env={**os.environ, **env_for(server)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while not lease_rows(db[0]) and time.monotonic() < deadline:

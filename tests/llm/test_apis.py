@@ -45,8 +45,11 @@ async def test_responses_api_tool_calls_round_trip(stub):
     assert second.content == "2"
     # the assistant's call and the tool's result went as function_call / function_call_output items
     sent = server.requests[1]["messages"]
-    assert sent[1]["tool_calls"][0]["id"] == "call_1" and sent[2] == {"role": "tool", "tool_call_id": "call_1",
-                                                                        "content": "2"}  # fmt: skip
+    assert sent[1]["tool_calls"][0]["id"] == "call_1" and sent[2] == {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": "2",
+    }
 
 
 async def test_responses_api_cut_reply_and_structured_output(stub):
@@ -121,16 +124,23 @@ def test_a_chat_completion_is_read_from_its_json():
 
     message = {"content": None, "tool_calls": [CALL | {"index": None}]}  # None fields are dropped, as the SDK did
     data = {
-        "model": "m", "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+        "model": "m",
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2},
         "choices": [{"finish_reason": "tool_calls", "message": message}],
-    }  # fmt: skip
+    }
     reply = from_chat_completion(data)
     assert (reply.content, reply.tool_calls, reply.finish_reason) == ("", [CALL], "tool_calls")
     assert (reply.prompt_tokens, reply.completion_tokens, reply.model) == (3, 2, "m")
     assert json.loads(reply.raw_json()) == data
-    for garbage in ("<html>busy</html>", {}, {"choices": []}, {"choices": [{"message": {"content": 7}}]},
-                    {"choices": [{"message": {"tool_calls": "x"}}]}, {"choices": ["x"]},
-                    {"choices": [{"message": {}}], "usage": {"prompt_tokens": "many"}}):  # fmt: skip
+    for garbage in (
+        "<html>busy</html>",
+        {},
+        {"choices": []},
+        {"choices": [{"message": {"content": 7}}]},
+        {"choices": [{"message": {"tool_calls": "x"}}]},
+        {"choices": ["x"]},
+        {"choices": [{"message": {}}], "usage": {"prompt_tokens": "many"}},
+    ):
         with pytest.raises(UnreadableReply):
             from_chat_completion(garbage)
 
@@ -141,8 +151,10 @@ def test_a_command_starts_without_the_modules_only_some_runs_need():
     import subprocess
     import sys
 
-    probe = ("import sys, utu.commands.practice, utu.commands.eval; print([m for m in ('httpx', "
-             "'opentelemetry.sdk', 'openai.resources.responses') if m in sys.modules])")  # fmt: skip
+    probe = (
+        "import sys, utu.commands.practice, utu.commands.eval; print([m for m in ('httpx', "
+        "'opentelemetry.sdk', 'openai.resources.responses') if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

@@ -273,15 +273,21 @@ async def test_the_schema_instruction_ends_the_system_message_so_calls_share_the
     server = stub(StubScript(replies=['{"title": "a", "value": 1}']))
     client = client_for(server, structured_output="json_schema")
     for question in ("first question", "second question"):
-        await client.structured([{"role": "system", "content": "You judge."}, {"role": "user", "content": question}],
-                                Titled)  # fmt: skip
+        await client.structured(
+            [{"role": "system", "content": "You judge."}, {"role": "user", "content": question}], Titled
+        )
     first, second = (r["messages"] for r in server.requests)
     assert first[0]["content"] == second[0]["content"]  # the fixed prefix: role, then the schema
     assert first[0]["content"].startswith("You judge.\n\nReply with only a JSON value")
     assert [m["content"] for m in (first[1], second[1])] == ["first question", "second question"]
     shown = json.loads(first[0]["content"].split("\n")[-1])
-    assert shown == {"properties": {"title": {"description": "a field called title", "type": "string"},
-                                    "value": {"type": "integer"}}, "type": "object"}  # fmt: skip
+    assert shown == {
+        "properties": {
+            "title": {"description": "a field called title", "type": "string"},
+            "value": {"type": "integer"},
+        },
+        "type": "object",
+    }
     assert server.requests[0]["response_format"]["json_schema"]["schema"]["title"] == "Titled"  # full for grammars
     await client.structured(USER, Titled)  # no system message: the instruction becomes one, first
     assert server.requests[-1]["messages"][0]["role"] == "system" and server.requests[-1]["messages"][1:] == USER

@@ -62,10 +62,16 @@ def test_two_models_run_side_by_side_each_with_its_own_state(tmp_path):
         assert small.stdout.split(" at ")[1] != default.stdout.split(" at ")[1]  # two ports
         status = run_script("-m", "utu.llm.local", "status", "--all", env=env)
         assert status.stdout.count("running: ") == 2
-        reply = httpx.post(default.stdout.split(" at ")[1].split()[0] + "/chat/completions", timeout=120, json={
-            "model": "qwen2.5-coder-0.5b", "max_tokens": 16, "temperature": 0,
-            "messages": [{"role": "user", "content": "What is 7 + 5? Answer with the number only."}],
-        })  # fmt: skip
+        reply = httpx.post(
+            default.stdout.split(" at ")[1].split()[0] + "/chat/completions",
+            timeout=120,
+            json={
+                "model": "qwen2.5-coder-0.5b",
+                "max_tokens": 16,
+                "temperature": 0,
+                "messages": [{"role": "user", "content": "What is 7 + 5? Answer with the number only."}],
+            },
+        )
         assert "12" in reply.json()["choices"][0]["message"]["content"]
     finally:
         run_script("-m", "utu.llm.local", "stop", "--all", env=env)

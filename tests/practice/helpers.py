@@ -52,8 +52,9 @@ def setup_workspace(tmp_path: Path, config: str = TEST_CONFIG) -> tuple[Path, st
     data = tmp_path / "arith.jsonl"
     data.write_text("".join(json.dumps({"question": q, "answer": a}) + "\n" for q, a in QUESTIONS.items()))
     db_url = f"sqlite:///{tmp_path / 'p.db'}"
-    result = run_script("scripts/data/upload_dataset.py", "--file_path", str(data), "--dataset_name", "Arith",
-                        "--db_url", db_url)  # fmt: skip
+    result = run_script(
+        "scripts/data/upload_dataset.py", "--file_path", str(data), "--dataset_name", "Arith", "--db_url", db_url
+    )
     assert result.returncode == 0, result.stderr
     return configs, db_url
 
@@ -133,8 +134,13 @@ def evolving_learner(group_update=None, experiences=("When adding, line up the d
 
 
 def run_practice(tmp_path, configs, db_url, agent, learner, *args, api_key: str = "k"):
-    env = {"UTU_CONFIG_DIR": str(configs), "UTU_LLM_BASE_URL": agent.base_url, "UTU_LLM_MODEL": "agent",
-           "UTU_LLM_API_KEY": api_key, "LEARNER_URL": learner.base_url}  # fmt: skip
+    env = {
+        "UTU_CONFIG_DIR": str(configs),
+        "UTU_LLM_BASE_URL": agent.base_url,
+        "UTU_LLM_MODEL": "agent",
+        "UTU_LLM_API_KEY": api_key,
+        "LEARNER_URL": learner.base_url,
+    }
     return run_script(PRACTICE, "--config_name", "test", "--db_url", db_url, *args, env=env, cwd=tmp_path)
 
 

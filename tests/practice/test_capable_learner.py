@@ -37,8 +37,12 @@ def capable_learner() -> StubScript:
         if is_probe(body):
             return '{"ok": true}'
         if name == "AttemptSummary":
-            return json.dumps({"summary": "The agent added the ones digits, forgot the carry into the tens, and "
-                               "boxed a sum one ten short; the right attempt wrote each carry down."})  # fmt: skip
+            return json.dumps(
+                {
+                    "summary": "The agent added the ones digits, forgot the carry into the tens, and "
+                    "boxed a sum one ten short; the right attempt wrote each carry down."
+                }
+            )
         if name == "GroupAdvantage":
             analysis = "The better attempt tracked the carry; the worse one dropped it."
             experiences = [TITLED, WHEN, CHINESE]
@@ -55,8 +59,18 @@ def capable_learner() -> StubScript:
 
 def test_a_capable_learners_experiences_are_applied_exported_and_gated(tmp_path, stub):
     configs, db_url = workspace_with_validation_set(tmp_path)
-    result = run_practice(tmp_path, configs, db_url, stub(adder(HARMFUL)), stub(capable_learner()), "--epochs", "1",
-                          "--num_experiences_per_query", "3", *VALIDATION)  # fmt: skip
+    result = run_practice(
+        tmp_path,
+        configs,
+        db_url,
+        stub(adder(HARMFUL)),
+        stub(capable_learner()),
+        "--epochs",
+        "1",
+        "--num_experiences_per_query",
+        "3",
+        *VALIDATION,
+    )
     assert result.returncode == 0, result.stderr
     ops = query(db_url, "SELECT step, new_text, status, reason FROM experience_operations ORDER BY id")
     applied = [text for step, text, status, _ in ops if step == 0 and status == "applied"]
@@ -70,11 +84,27 @@ def test_a_capable_learners_experiences_are_applied_exported_and_gated(tmp_path,
     exported = yaml.safe_load((tmp_path / "runs/t/enhanced_agent.yaml").read_text(encoding="utf-8"))
     assert list(exported["experiences"].values()) == [TITLED, WHEN, CHINESE]
     agent = stub(adder(HARMFUL))
-    env = {"UTU_CONFIG_DIR": str(configs), "UTU_LLM_BASE_URL": agent.base_url, "UTU_LLM_MODEL": "a",
-           "UTU_LLM_API_KEY": "k"}  # fmt: skip
-    evaluation = run_script(str(ROOT / "scripts/run_eval.py"), "--config_name", "local/mawps", "--dataset",
-                            "ArithVal", "--exp_id", "enhanced", "--db_url", db_url, "--agent_config",
-                            str(tmp_path / "runs/t/enhanced_agent.yaml"), env=env, cwd=tmp_path)  # fmt: skip
+    env = {
+        "UTU_CONFIG_DIR": str(configs),
+        "UTU_LLM_BASE_URL": agent.base_url,
+        "UTU_LLM_MODEL": "a",
+        "UTU_LLM_API_KEY": "k",
+    }
+    evaluation = run_script(
+        str(ROOT / "scripts/run_eval.py"),
+        "--config_name",
+        "local/mawps",
+        "--dataset",
+        "ArithVal",
+        "--exp_id",
+        "enhanced",
+        "--db_url",
+        db_url,
+        "--agent_config",
+        str(tmp_path / "runs/t/enhanced_agent.yaml"),
+        env=env,
+        cwd=tmp_path,
+    )
     assert evaluation.returncode == 0, evaluation.stderr
     systems = [r["messages"][0]["content"] for r in agent.requests if not is_probe(r)]
     assert systems and all(CHINESE in s and TITLED in s for s in systems)  # the agent reads them, unchanged

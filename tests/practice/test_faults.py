@@ -84,10 +84,21 @@ def test_sigkill_mid_step_then_rerun_matches_an_uninterrupted_run(tmp_path, stub
         return replies(body)
 
     agent, learner = stub(StubScript(reply_fn=kill_at_step_1)), stub(evolving_learner())
-    env = {**os.environ, "UTU_CONFIG_DIR": str(configs), "UTU_LLM_BASE_URL": agent.base_url, "UTU_LLM_MODEL": "agent",
-           "UTU_LLM_API_KEY": "k", "LEARNER_URL": learner.base_url}  # fmt: skip
-    proc = subprocess.Popen([sys.executable, PRACTICE, "--config_name", "test", "--db_url", db_url, *ARGS],
-                            cwd=killed_dir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    env = {
+        **os.environ,
+        "UTU_CONFIG_DIR": str(configs),
+        "UTU_LLM_BASE_URL": agent.base_url,
+        "UTU_LLM_MODEL": "agent",
+        "UTU_LLM_API_KEY": "k",
+        "LEARNER_URL": learner.base_url,
+    }
+    proc = subprocess.Popen(
+        [sys.executable, PRACTICE, "--config_name", "test", "--db_url", db_url, *ARGS],
+        cwd=killed_dir,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     practice.append(proc)
     assert proc.wait(timeout=120) == -signal.SIGKILL  # killed by its own step-1 rollout, not finished
     assert query(db_url, "SELECT count(*) FROM experience_snapshots") == [(1,)]  # step 1 was interrupted

@@ -61,8 +61,9 @@ def test_export_writes_what_init_library_reads(practised):
         result = library(db_url, "export", "--exp_id", "t", "--step", "last", "--to", str(tmp_path / f"lib.{suffix}"))
         assert result.returncode == 0, result.stderr
     assert yaml.safe_load((tmp_path / "lib.yaml").read_text())["experiences"] == {
-        "G1": "When unsure, recompute.", "G2": "When done, box it.",
-    }  # fmt: skip
+        "G1": "When unsure, recompute.",
+        "G2": "When done, box it.",
+    }
     assert json.loads((tmp_path / "lib.json").read_text())["step"] == 3
     assert "- **[G2]** When done, box it." in (tmp_path / "lib.md").read_text()
 
@@ -110,8 +111,13 @@ def test_serve_an_experiment_with_the_library_of_a_step(practised, stub):
     tmp_path, db_url = practised
     model = stub(StubScript(replies=["4"]))
     env = {**os.environ, "UTU_LLM_BASE_URL": model.base_url, "UTU_LLM_MODEL": "stub", "UTU_LLM_API_KEY": "k"}
-    proc = subprocess.Popen([sys.executable, "-m", "utu.serve", "--exp_id", "t", "--step", "1", "--db_url", db_url,
-                             "--port", "0"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "utu.serve", "--exp_id", "t", "--step", "1", "--db_url", db_url, "--port", "0"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         url = proc.stdout.readline().split(" at ")[1].strip()
         reply = openai.OpenAI(base_url=url, api_key="x").chat.completions.create(
@@ -142,8 +148,7 @@ def test_merge_combines_libraries_into_a_new_experiment(practised, stub):
     learner = stub(StubScript(reply_fn=consolidate))
     env = {**os.environ, "UTU_LLM_BASE_URL": learner.base_url, "UTU_LLM_MODEL": "learner", "UTU_LLM_API_KEY": "k"}
     # t@3 and t@2 share "When unsure, recompute."; t@1 brings G0 (line up digits and carry)
-    result = run("-m", "utu.practice.library", "--db_url", db_url, "merge", "t@3", "t@2", "t@1", "--to", "tm",
-                 env=env)  # fmt: skip
+    result = run("-m", "utu.practice.library", "--db_url", db_url, "merge", "t@3", "t@2", "t@1", "--to", "tm", env=env)
     assert result.returncode == 0, result.stderr
     merged = json.loads(library(db_url, "show", "--exp_id", "tm", "--json").stdout)
     texts = [e["text"] for e in merged["experiences"]]

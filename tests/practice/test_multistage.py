@@ -12,8 +12,17 @@ SECOND = "When adding, check the sum by subtracting."
 
 def first_stage(tmp_path, stub):
     configs, db_url = setup_workspace(tmp_path)
-    result = run_practice(tmp_path, configs, db_url, stub(agent_script()), stub(evolving_learner(experiences=[FIRST])),
-                          "--epochs", "1", "--batch_size", "4")  # fmt: skip
+    result = run_practice(
+        tmp_path,
+        configs,
+        db_url,
+        stub(agent_script()),
+        stub(evolving_learner(experiences=[FIRST])),
+        "--epochs",
+        "1",
+        "--batch_size",
+        "4",
+    )
     assert result.returncode == 0, result.stderr
     return configs, db_url
 
@@ -25,8 +34,21 @@ def adds(text):
 def test_practice_from_an_enhanced_agent_starts_from_its_library(tmp_path, stub):
     configs, db_url = first_stage(tmp_path, stub)
     agent = stub(agent_script())
-    result = run_practice(tmp_path, configs, db_url, agent, stub(adds(SECOND)), "--exp_id", "t2", "--epochs", "1",
-                          "--batch_size", "4", "--agent_config", "runs/t/enhanced_agent.yaml")  # fmt: skip
+    result = run_practice(
+        tmp_path,
+        configs,
+        db_url,
+        agent,
+        stub(adds(SECOND)),
+        "--exp_id",
+        "t2",
+        "--epochs",
+        "1",
+        "--batch_size",
+        "4",
+        "--agent_config",
+        "runs/t/enhanced_agent.yaml",
+    )
     assert result.returncode == 0, result.stderr
     # every rollout carried the first stage's library
     rollouts = [r for r in agent.requests if "What is" in r["messages"][-1]["content"]]
@@ -41,8 +63,21 @@ def test_practice_from_an_enhanced_agent_starts_from_its_library(tmp_path, stub)
 
 def test_init_library_names_an_experiment_and_step(tmp_path, stub):
     configs, db_url = first_stage(tmp_path, stub)
-    result = run_practice(tmp_path, configs, db_url, stub(agent_script()), stub(adds(SECOND)), "--exp_id", "t2",
-                          "--epochs", "1", "--batch_size", "4", "--init_library", "t@last")  # fmt: skip
+    result = run_practice(
+        tmp_path,
+        configs,
+        db_url,
+        stub(agent_script()),
+        stub(adds(SECOND)),
+        "--exp_id",
+        "t2",
+        "--epochs",
+        "1",
+        "--batch_size",
+        "4",
+        "--init_library",
+        "t@last",
+    )
     assert result.returncode == 0, result.stderr
     (initial,) = query(db_url, "SELECT experiences FROM experience_snapshots WHERE exp_id='t2' AND step=-1")
     assert json.loads(initial[0]) == {"G0": FIRST}
@@ -50,13 +85,36 @@ def test_init_library_names_an_experiment_and_step(tmp_path, stub):
 
 def test_two_starting_libraries_or_a_missing_one_are_refused(tmp_path, stub):
     configs, db_url = first_stage(tmp_path, stub)
-    both = run_practice(tmp_path, configs, db_url, stub(agent_script()), stub(adds(SECOND)), "--exp_id", "t2",
-                        "--agent_config", "runs/t/enhanced_agent.yaml", "--init_library", "t@last")  # fmt: skip
+    both = run_practice(
+        tmp_path,
+        configs,
+        db_url,
+        stub(agent_script()),
+        stub(adds(SECOND)),
+        "--exp_id",
+        "t2",
+        "--agent_config",
+        "runs/t/enhanced_agent.yaml",
+        "--init_library",
+        "t@last",
+    )
     assert both.returncode == 2 and "both give a starting library" in both.stderr
-    for spec, message in (("nowhere@last", "no practice step has been recorded"), ("missing.yaml", "no such file"),
-                          ("t@7", "has no library at step 7")):  # fmt: skip
-        result = run_practice(tmp_path, configs, db_url, stub(agent_script()), stub(adds(SECOND)), "--exp_id", "t3",
-                              "--init_library", spec)  # fmt: skip
+    for spec, message in (
+        ("nowhere@last", "no practice step has been recorded"),
+        ("missing.yaml", "no such file"),
+        ("t@7", "has no library at step 7"),
+    ):
+        result = run_practice(
+            tmp_path,
+            configs,
+            db_url,
+            stub(agent_script()),
+            stub(adds(SECOND)),
+            "--exp_id",
+            "t3",
+            "--init_library",
+            spec,
+        )
         assert result.returncode == 2 and message in result.stderr, result.stderr
     assert not query(db_url, "SELECT * FROM experience_snapshots WHERE exp_id IN ('t2', 't3')")
 
@@ -64,6 +122,17 @@ def test_two_starting_libraries_or_a_missing_one_are_refused(tmp_path, stub):
 def test_a_second_stage_that_learns_nothing_fails(tmp_path, stub):
     configs, db_url = first_stage(tmp_path, stub)
     same = stub(agent_script(pattern=("right",)))  # no contrast: nothing to learn
-    result = run_practice(tmp_path, configs, db_url, same, stub(adds(SECOND)), "--exp_id", "t2", "--epochs", "1",
-                          "--agent_config", "runs/t/enhanced_agent.yaml")  # fmt: skip
+    result = run_practice(
+        tmp_path,
+        configs,
+        db_url,
+        same,
+        stub(adds(SECOND)),
+        "--exp_id",
+        "t2",
+        "--epochs",
+        "1",
+        "--agent_config",
+        "runs/t/enhanced_agent.yaml",
+    )
     assert result.returncode != 0 and "still the 1 it started from" in result.stderr

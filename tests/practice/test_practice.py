@@ -67,8 +67,11 @@ def test_two_epochs_give_the_expected_library_and_operation_rows(tmp_path, works
 def test_shuffling_changes_the_batches_between_epochs(tmp_path, workspace, stub):
     configs, db_url = workspace
     assert run_practice(tmp_path, configs, db_url, stub(agent_script()), stub(evolving_learner())).returncode == 0
-    batches = query(db_url, "SELECT step, group_concat(DISTINCT dataset_index) FROM evaluation_data "
-                            "WHERE exp_id LIKE 't_epoch_%' GROUP BY step ORDER BY step")  # fmt: skip
+    batches = query(
+        db_url,
+        "SELECT step, group_concat(DISTINCT dataset_index) FROM evaluation_data "
+        "WHERE exp_id LIKE 't_epoch_%' GROUP BY step ORDER BY step",
+    )
     epoch0 = {frozenset(b.split(",")) for s, b in batches if s < 2}
     epoch1 = {frozenset(b.split(",")) for s, b in batches if s >= 2}
     assert epoch0 != epoch1  # seed 42 gives different pairs in epoch 1 than in epoch 0
@@ -94,8 +97,16 @@ def test_resuming_under_a_changed_config_is_refused(tmp_path, workspace, stub):
     configs, db_url = workspace
     assert run_practice(tmp_path, configs, db_url, stub(agent_script()), stub(evolving_learner())).returncode == 0
     agent = stub(agent_script())
-    changed = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--grpo_n", "3",
-                           "++practice.learning_objective=other")  # fmt: skip
+    changed = run_practice(
+        tmp_path,
+        configs,
+        db_url,
+        agent,
+        stub(evolving_learner()),
+        "--grpo_n",
+        "3",
+        "++practice.learning_objective=other",
+    )
     assert changed.returncode == 2
     assert "changed: practice.grpo_n, practice.learning_objective" in changed.stderr
     assert agent.request_count == 0
@@ -172,8 +183,9 @@ def test_task_timeout_applies_to_rollouts(tmp_path, workspace, stub):
     configs, db_url = workspace
     slow = agent_script()
     slow.latency = 1.0
-    result = run_practice(tmp_path, configs, db_url, stub(slow), stub(evolving_learner()), "--epochs", "1",
-                          "--task_timeout", "0.3")  # fmt: skip
+    result = run_practice(
+        tmp_path, configs, db_url, stub(slow), stub(evolving_learner()), "--epochs", "1", "--task_timeout", "0.3"
+    )
     assert result.returncode == 2 and "4 of 4 attempts failed" in result.stderr
     errors = query(db_url, "SELECT stage, error FROM evaluation_data")
     assert {stage for stage, _ in errors} == {"failed"} and all("timed out after 0.3s" in e for _, e in errors)
@@ -184,8 +196,9 @@ def test_rollout_concurrency_bounds_rollouts(tmp_path, workspace, stub):
     slow = agent_script()
     slow.latency = 0.3
     agent = stub(slow)
-    result = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--epochs", "1",
-                          "--rollout_concurrency", "2")  # fmt: skip
+    result = run_practice(
+        tmp_path, configs, db_url, agent, stub(evolving_learner()), "--epochs", "1", "--rollout_concurrency", "2"
+    )
     assert result.returncode == 0, result.stderr
     assert agent.max_in_flight == 2
 
@@ -231,8 +244,21 @@ def test_all_equal_groups_are_skipped_with_ground_truth(tmp_path, workspace, stu
 def test_eval_during_practice_uses_the_agents_temperature_and_the_library(tmp_path, workspace, stub):
     configs, db_url = workspace
     agent = stub(agent_script())
-    result = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--epochs", "1",
-                          "--do_eval", "true", "--eval_strategy", "steps", "--eval_steps", "1")  # fmt: skip
+    result = run_practice(
+        tmp_path,
+        configs,
+        db_url,
+        agent,
+        stub(evolving_learner()),
+        "--epochs",
+        "1",
+        "--do_eval",
+        "true",
+        "--eval_strategy",
+        "steps",
+        "--eval_steps",
+        "1",
+    )
     assert result.returncode == 0, result.stderr
     evals = [r for r in agent.requests if r["temperature"] == 0.3]
     rollouts = [r for r in agent.requests if r["temperature"] == 0.7]
@@ -247,8 +273,9 @@ def test_eval_during_practice_uses_the_agents_temperature_and_the_library(tmp_pa
 
 def test_the_exported_agent_keeps_the_baseline_settings_and_placement(tmp_path, workspace, stub):
     configs, db_url = workspace
-    result = run_practice(tmp_path, configs, db_url, stub(agent_script()), stub(evolving_learner()),
-                          "--export_to", "my_enhanced")  # fmt: skip
+    result = run_practice(
+        tmp_path, configs, db_url, stub(agent_script()), stub(evolving_learner()), "--export_to", "my_enhanced"
+    )
     assert result.returncode == 0, result.stderr
     exported = yaml.safe_load((tmp_path / "runs/t/enhanced_agent.yaml").read_text())
     baseline = yaml.safe_load((configs / "agents/practice/local_math_agent.yaml").read_text())
@@ -283,8 +310,9 @@ def test_the_enhanced_agent_is_where_youtu_agents_guide_looks_next(tmp_path, wor
     assert yaml.safe_load(written.read_text())["experiences"] == {"G0": "When adding, line up digits and carry."}
     mine = configs / "agents/practice/u_agent.yaml"
     mine.write_text("# my own agent\n")
-    other = run_practice(tmp_path, configs, db_url, stub(agent_script()), stub(evolving_learner()), "--epochs", "1",
-                         "--exp_id", "u")  # fmt: skip
+    other = run_practice(
+        tmp_path, configs, db_url, stub(agent_script()), stub(evolving_learner()), "--epochs", "1", "--exp_id", "u"
+    )
     assert other.returncode == 0 and "was not written by practice" in other.stderr, other.stderr
     assert mine.read_text() == "# my own agent\n"  # never replaced; the run's own copy is in runs/u/
 
@@ -300,15 +328,35 @@ def test_export_names_are_plain_and_checked_before_any_work(tmp_path, workspace,
 
 def test_an_eval_cannot_read_or_delete_a_practices_attempts(tmp_path, workspace, stub):
     configs, db_url = workspace
-    assert run_practice(tmp_path, configs, db_url, stub(agent_script()), stub(evolving_learner()),
-                        "--epochs", "1").returncode == 0  # fmt: skip
+    assert (
+        run_practice(
+            tmp_path, configs, db_url, stub(agent_script()), stub(evolving_learner()), "--epochs", "1"
+        ).returncode
+        == 0
+    )
     before = query(db_url, "SELECT count(*) FROM evaluation_data WHERE exp_id='t_epoch_0'")
     agent = stub(agent_script())
-    env = {"UTU_CONFIG_DIR": str(configs), "UTU_LLM_BASE_URL": agent.base_url, "UTU_LLM_MODEL": "a",
-           "UTU_LLM_API_KEY": "k"}  # fmt: skip
+    env = {
+        "UTU_CONFIG_DIR": str(configs),
+        "UTU_LLM_BASE_URL": agent.base_url,
+        "UTU_LLM_MODEL": "a",
+        "UTU_LLM_API_KEY": "k",
+    }
     for extra in ([], ["--fresh"]):
-        result = run_script(str(ROOT / "scripts/run_eval.py"), "--config_name", "local/mawps", "--dataset", "Arith",
-                            "--exp_id", "t_epoch_0", "--db_url", db_url, *extra, env=env, cwd=tmp_path)  # fmt: skip
+        result = run_script(
+            str(ROOT / "scripts/run_eval.py"),
+            "--config_name",
+            "local/mawps",
+            "--dataset",
+            "Arith",
+            "--exp_id",
+            "t_epoch_0",
+            "--db_url",
+            db_url,
+            *extra,
+            env=env,
+            cwd=tmp_path,
+        )
         assert result.returncode == 2 and "are a practice's own" in result.stderr
     assert query(db_url, "SELECT count(*) FROM evaluation_data WHERE exp_id='t_epoch_0'") == before
     assert agent.request_count == 0
@@ -316,21 +364,55 @@ def test_an_eval_cannot_read_or_delete_a_practices_attempts(tmp_path, workspace,
 
 def test_fresh_never_deletes_another_kind_of_experiment(tmp_path, workspace, stub):
     configs, db_url = workspace
-    assert run_practice(tmp_path, configs, db_url, stub(agent_script()), stub(evolving_learner()),
-                        "--epochs", "1").returncode == 0  # fmt: skip
+    assert (
+        run_practice(
+            tmp_path, configs, db_url, stub(agent_script()), stub(evolving_learner()), "--epochs", "1"
+        ).returncode
+        == 0
+    )
     counts = "SELECT (SELECT count(*) FROM evaluation_data), (SELECT count(*) FROM practice_steps)"
     before = query(db_url, counts)
     agent = stub(agent_script())
-    env = {"UTU_CONFIG_DIR": str(configs), "UTU_LLM_BASE_URL": agent.base_url, "UTU_LLM_MODEL": "a",
-           "UTU_LLM_API_KEY": "k"}  # fmt: skip
-    evaluation = run_script(str(ROOT / "scripts/run_eval.py"), "--config_name", "local/mawps", "--dataset", "Arith",
-                            "--exp_id", "t", "--db_url", db_url, "--fresh", env=env, cwd=tmp_path)  # fmt: skip
+    env = {
+        "UTU_CONFIG_DIR": str(configs),
+        "UTU_LLM_BASE_URL": agent.base_url,
+        "UTU_LLM_MODEL": "a",
+        "UTU_LLM_API_KEY": "k",
+    }
+    evaluation = run_script(
+        str(ROOT / "scripts/run_eval.py"),
+        "--config_name",
+        "local/mawps",
+        "--dataset",
+        "Arith",
+        "--exp_id",
+        "t",
+        "--db_url",
+        db_url,
+        "--fresh",
+        env=env,
+        cwd=tmp_path,
+    )
     assert evaluation.returncode == 2 and "'t' is a practice experiment" in evaluation.stderr, evaluation.stderr
     assert query(db_url, counts) == before and agent.request_count == 0
     assert query(db_url, "SELECT kind FROM experiments WHERE exp_id='t'") == [("practice",)]
     # the reverse: a practice --fresh on an eval's id
-    assert run_script(str(ROOT / "scripts/run_eval.py"), "--config_name", "local/mawps", "--dataset", "Arith",
-                      "--exp_id", "e", "--db_url", db_url, env=env, cwd=tmp_path).returncode == 0  # fmt: skip
+    assert (
+        run_script(
+            str(ROOT / "scripts/run_eval.py"),
+            "--config_name",
+            "local/mawps",
+            "--dataset",
+            "Arith",
+            "--exp_id",
+            "e",
+            "--db_url",
+            db_url,
+            env=env,
+            cwd=tmp_path,
+        ).returncode
+        == 0
+    )
     before = query(db_url, counts)
     practice = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--exp_id", "e", "--fresh")
     assert practice.returncode == 2 and "'e' is a eval experiment" not in practice.stderr
@@ -341,11 +423,26 @@ def test_fresh_never_deletes_another_kind_of_experiment(tmp_path, workspace, stu
 def test_an_eval_cannot_take_a_practices_row_names(tmp_path, workspace, stub):
     configs, db_url = workspace
     agent = stub(agent_script())
-    env = {"UTU_CONFIG_DIR": str(configs), "UTU_LLM_BASE_URL": agent.base_url, "UTU_LLM_MODEL": "a",
-           "UTU_LLM_API_KEY": "k"}  # fmt: skip
+    env = {
+        "UTU_CONFIG_DIR": str(configs),
+        "UTU_LLM_BASE_URL": agent.base_url,
+        "UTU_LLM_MODEL": "a",
+        "UTU_LLM_API_KEY": "k",
+    }
     for name in ("t_eval_step0", "t_epoch_3"):
-        clash = run_script(str(ROOT / "scripts/run_eval.py"), "--config_name", "local/mawps", "--dataset", "Arith",
-                           "--exp_id", name, "--db_url", db_url, env=env, cwd=tmp_path)  # fmt: skip
+        clash = run_script(
+            str(ROOT / "scripts/run_eval.py"),
+            "--config_name",
+            "local/mawps",
+            "--dataset",
+            "Arith",
+            "--exp_id",
+            name,
+            "--db_url",
+            db_url,
+            env=env,
+            cwd=tmp_path,
+        )
         assert clash.returncode == 2 and "are a practice's own" in clash.stderr, clash.stderr
     assert agent.request_count == 0
     assert run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--epochs", "1").returncode == 0
@@ -411,8 +508,14 @@ def test_two_practices_of_one_experiment_at_once_one_is_refused(tmp_path, worksp
     slow = agent_script()
     slow.latency = 30
     agent, learner = stub(slow), stub(evolving_learner())
-    env = {**os.environ, "UTU_CONFIG_DIR": str(configs), "UTU_LLM_BASE_URL": agent.base_url, "UTU_LLM_MODEL": "a",
-           "UTU_LLM_API_KEY": "k", "LEARNER_URL": learner.base_url}  # fmt: skip
+    env = {
+        **os.environ,
+        "UTU_CONFIG_DIR": str(configs),
+        "UTU_LLM_BASE_URL": agent.base_url,
+        "UTU_LLM_MODEL": "a",
+        "UTU_LLM_API_KEY": "k",
+        "LEARNER_URL": learner.base_url,
+    }
     command = [sys.executable, PRACTICE, "--config_name", "test", "--db_url", db_url]
     first = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -434,13 +537,38 @@ def test_a_truncation_set_for_one_practice_set_is_not_applied_to_another_silentl
     (configs / "practice" / "cut.yaml").write_text(
         config.replace("practice_dataset_name: Arith", "practice_dataset_name: Arith\n  rollout_data_truncate: 2")
     )
-    upload = run_script("scripts/data/upload_dataset.py", "--file_path", str(tmp_path / "arith.jsonl"),
-                        "--dataset_name", "Arith2", "--db_url", db_url)  # fmt: skip
+    upload = run_script(
+        "scripts/data/upload_dataset.py",
+        "--file_path",
+        str(tmp_path / "arith.jsonl"),
+        "--dataset_name",
+        "Arith2",
+        "--db_url",
+        db_url,
+    )
     assert upload.returncode == 0, upload.stderr
-    env = {"UTU_CONFIG_DIR": str(configs), "UTU_LLM_BASE_URL": stub(agent_script()).base_url, "UTU_LLM_MODEL": "a",
-           "UTU_LLM_API_KEY": "k", "LEARNER_URL": stub(evolving_learner()).base_url}  # fmt: skip
-    result = run_script(PRACTICE, "--config_name", "cut", "--db_url", db_url, "--practice_dataset_name", "Arith2",
-                        "--epochs", "1", "--batch_size", "4", env=env, cwd=tmp_path)  # fmt: skip
+    env = {
+        "UTU_CONFIG_DIR": str(configs),
+        "UTU_LLM_BASE_URL": stub(agent_script()).base_url,
+        "UTU_LLM_MODEL": "a",
+        "UTU_LLM_API_KEY": "k",
+        "LEARNER_URL": stub(evolving_learner()).base_url,
+    }
+    result = run_script(
+        PRACTICE,
+        "--config_name",
+        "cut",
+        "--db_url",
+        db_url,
+        "--practice_dataset_name",
+        "Arith2",
+        "--epochs",
+        "1",
+        "--batch_size",
+        "4",
+        env=env,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     assert "rollout_data_truncate (2) was set for Arith: not applied to Arith2" in " ".join(result.stderr.split())
     assert query(db_url, "SELECT count(DISTINCT dataset_index) FROM evaluation_data") == [(4,)]  # all of Arith2
@@ -499,8 +627,20 @@ def test_group_learning_waits_for_the_step_rollouts_only_on_a_shared_client(tmp_
         agent, learner = stub(StubScript(reply_fn=rollout, latency=0.3)), stub(StubScript(reply_fn=learn))
         extra = []
     # one step: 4 questions x G=2, one rollout at a time, so groups are judged while others still wait
-    result = run_practice(tmp_path, configs, db_url, agent, learner, "--epochs", "1", "--batch_size", "4",
-                          "--rollout_concurrency", "1", *extra)  # fmt: skip
+    result = run_practice(
+        tmp_path,
+        configs,
+        db_url,
+        agent,
+        learner,
+        "--epochs",
+        "1",
+        "--batch_size",
+        "4",
+        "--rollout_concurrency",
+        "1",
+        *extra,
+    )
     assert result.returncode == 0, result.stderr
     assert kinds.count("rollout") == 8
     rollouts_after_the_first_learner_call = kinds[kinds.index("learner") :].count("rollout")

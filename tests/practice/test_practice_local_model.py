@@ -16,10 +16,24 @@ def test_tiny_practice_on_the_embedded_model(local_model, tmp_path):
     db_url = f"sqlite:///{tmp_path / 'p.db'}"
     env = {"UTU_STATE_DIR": os.environ["UTU_STATE_DIR"], "UTU_LLM_BASE_URL": ""}
     result = run_script(
-        str(ROOT / "scripts/run_training_free_GRPO.py"), "--config_name", "local_mawps", "--exp_id", "tiny",
-        "--rollout_data_truncate", "2", "--batch_size", "2", "--grpo_n", "2", "--given_ground_truth", "false",
-        "--db_url", db_url, env=env, cwd=tmp_path,
-    )  # fmt: skip
+        str(ROOT / "scripts/run_training_free_GRPO.py"),
+        "--config_name",
+        "local_mawps",
+        "--exp_id",
+        "tiny",
+        "--rollout_data_truncate",
+        "2",
+        "--batch_size",
+        "2",
+        "--grpo_n",
+        "2",
+        "--given_ground_truth",
+        "false",
+        "--db_url",
+        db_url,
+        env=env,
+        cwd=tmp_path,
+    )
     assert result.returncode in (0, 2), result.stderr
     assert query(db_url, "SELECT count(*) FROM experience_snapshots WHERE exp_id='tiny'") == [(1,)]
     assert query(

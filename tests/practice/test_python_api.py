@@ -21,8 +21,13 @@ def workspace(tmp_path, stub, monkeypatch):
     (configs / "practice" / "test.yaml").rename(configs / "practice" / "my_practice.yaml")
     agent, learner = stub(agent_script()), stub(evolving_learner())
     monkeypatch.chdir(tmp_path)
-    for key, value in {"UTU_CONFIG_DIR": str(configs), "UTU_LLM_BASE_URL": agent.base_url, "UTU_LLM_MODEL": "agent",
-                       "UTU_LLM_API_KEY": "k", "LEARNER_URL": learner.base_url}.items():  # fmt: skip
+    for key, value in {
+        "UTU_CONFIG_DIR": str(configs),
+        "UTU_LLM_BASE_URL": agent.base_url,
+        "UTU_LLM_MODEL": "agent",
+        "UTU_LLM_API_KEY": "k",
+        "LEARNER_URL": learner.base_url,
+    }.items():
         monkeypatch.setenv(key, value)
     return tmp_path
 
@@ -53,8 +58,16 @@ def upload(workspace, db_file: str) -> None:
     from tests.conftest import run_script
 
     data = workspace / "arith.jsonl"
-    result = run_script("scripts/data/upload_dataset.py", "--file_path", str(data), "--dataset_name", "Arith",
-                        "--db_url", f"sqlite:///{workspace / db_file}", "--replace")  # fmt: skip
+    result = run_script(
+        "scripts/data/upload_dataset.py",
+        "--file_path",
+        str(data),
+        "--dataset_name",
+        "Arith",
+        "--db_url",
+        f"sqlite:///{workspace / db_file}",
+        "--replace",
+    )
     assert result.returncode == 0, result.stderr
     assert len(data.read_text().splitlines()) == len(QUESTIONS)
 
@@ -62,8 +75,20 @@ def upload(workspace, db_file: str) -> None:
 def test_youtu_agents_practice_utilities_import_from_utu_practice(monkeypatch):
     from utu.practice import TaskRecorder, parse_training_free_grpo_config
 
-    monkeypatch.setattr("sys.argv", ["x.py", "--config_name", "math_reasoning", "--experiment_name", "mine",
-                                     "--epochs", "2", "--rollout_data_truncate", "10"])  # fmt: skip
+    monkeypatch.setattr(
+        "sys.argv",
+        [
+            "x.py",
+            "--config_name",
+            "math_reasoning",
+            "--experiment_name",
+            "mine",
+            "--epochs",
+            "2",
+            "--rollout_data_truncate",
+            "10",
+        ],
+    )
     config = parse_training_free_grpo_config()
     assert (config.exp_id, config.practice.epochs, config.data.rollout_data_truncate) == ("mine", 2, 10)
     recorder = TaskRecorder("mine")

@@ -50,13 +50,21 @@ def test_the_good_corpora_hold_what_capable_learners_write():
 @pytest.mark.parametrize(
     ("text", "question"),
     [  # the examples: general, topical advice with a plausible source question
-        ("When a problem involves a regular hexagon, split it into six equilateral triangles to find lengths and "
-         "areas.", "A regular hexagon can be divided into six equilateral triangles. What is its perimeter?"),
-        ("When asked for a remainder modulo 1000, reduce every intermediate product modulo 8 and 125 separately "
-         "and combine them with the Chinese remainder theorem.", "Find the remainder when 9 x 99 x 999 is divided "
-         "by 1000."),
-        ("Geometry verification: Systematically verify all constraints (position, distances, angles, area) early "
-         "using multiple independent methods.", "Find the area of the triangle with vertices on the circle."),
+        (
+            "When a problem involves a regular hexagon, split it into six equilateral triangles to find lengths and "
+            "areas.",
+            "A regular hexagon can be divided into six equilateral triangles. What is its perimeter?",
+        ),
+        (
+            "When asked for a remainder modulo 1000, reduce every intermediate product modulo 8 and 125 separately "
+            "and combine them with the Chinese remainder theorem.",
+            "Find the remainder when 9 x 99 x 999 is divided by 1000.",
+        ),
+        (
+            "Geometry verification: Systematically verify all constraints (position, distances, angles, area) early "
+            "using multiple independent methods.",
+            "Find the area of the triangle with vertices on the circle.",
+        ),
         ("当题目涉及正六边形时，先把它分成六个等边三角形，再计算边长和面积。", "一个正六边形可以分成六个等边三角形。"),
         ("Lorsque le problème mélange des unités, convertissez tout dans la même unité.", "Un fil de 4 pieds ..."),
         ("検索結果が矛盾する場合は、公式サイトで確認してください。", ""),  # Japanese: no word list, not Chinese
@@ -70,7 +78,7 @@ def test_the_good_corpora_hold_what_capable_learners_write():
         ("Use the U.S. Census Bureau's latest release. Check its reference year.", ""),
         ("It is crucial to draw the sets as nested circles before counting overlaps.", ""),
     ],
-)  # fmt: skip
+)
 def test_topical_advice_in_any_form_and_language_passes(text, question):
     assert screen(text, Source([Question(question)]), []) is None
 
@@ -119,9 +127,15 @@ def test_a_proposal_must_not_give_its_own_questions_answer(tmp_path):
     from utu.config.models import ScreeningConfig as Config
     from utu.practice.loop import _screen_against
 
-    rows = [type("Row", (), {"dataset_index": i, "raw_question": q, "correct_answer": a})()
-            for i, (q, a) in enumerate([("41 guests, tables of 5: how many tables?", "9"),
-                                        ("95 dollars, 9 dollars a ticket: how many tickets?", "10")])]  # fmt: skip
+    rows = [
+        type("Row", (), {"dataset_index": i, "raw_question": q, "correct_answer": a})()
+        for i, (q, a) in enumerate(
+            [
+                ("41 guests, tables of 5: how many tables?", "9"),
+                ("95 dollars, 9 dollars a ticket: how many tickets?", "10"),
+            ]
+        )
+    ]
     check = _screen_against(rows, Config())
     rule = "When dividing people among tables of 5 or 10 seats, round up to seat everyone."
     assert check(rule, [0], []) is None
@@ -159,9 +173,10 @@ def test_the_screen_command_reports_each_row_and_explains_refusals(tmp_path):
     rows = tmp_path / "rows.jsonl"
     rows.write_text(
         json.dumps({"question": QUESTION, "answer": "43", "experience": "When Joan found 70 seashells, subtract."})
-        + "\n" + json.dumps({"question": "", "experience": "Unit checks: Convert every quantity to one unit first."})
         + "\n"
-    )  # fmt: skip
+        + json.dumps({"question": "", "experience": "Unit checks: Convert every quantity to one unit first."})
+        + "\n"
+    )
     command = [sys.executable, "-m", "utu.practice.library", "screen", "--file", str(rows)]
     out = subprocess.run([*command, "--json"], capture_output=True, text=True, check=True)
     first, second = map(json.loads, out.stdout.splitlines())

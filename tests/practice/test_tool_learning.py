@@ -13,10 +13,20 @@ RULE = "When a question converts units, call convert_units instead of computing 
 
 
 def attempt(reward: float, tools: list[dict]) -> GroupAttempt:
-    trajectory = [{"role": "system", "content": "s"}, {"role": "user", "content": "5 km in m?"},
-                  {"role": "assistant", "content": "The answer is 5000."}]  # fmt: skip
-    return GroupAttempt(dataset_index=0, question="5 km in m?", answer="5000", response="5000", trajectory=trajectory,
-                   reward=reward, tools=tools)  # fmt: skip
+    trajectory = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "5 km in m?"},
+        {"role": "assistant", "content": "The answer is 5000."},
+    ]
+    return GroupAttempt(
+        dataset_index=0,
+        question="5 km in m?",
+        answer="5000",
+        response="5000",
+        trajectory=trajectory,
+        reward=reward,
+        tools=tools,
+    )
 
 
 def call(tool: str, error: str | None = None) -> dict:

@@ -33,10 +33,15 @@ def adder(harmful: str = HARMFUL) -> StubScript:
 def workspace_with_validation_set(tmp_path):
     configs, db_url = setup_workspace(tmp_path)
     data = tmp_path / "val.jsonl"
-    data.write_text("".join(json.dumps({"question": f"What is {a} plus {a + 10}?", "answer": str(2 * a + 10)}) + "\n"
-                            for a in (20, 30, 40)))  # fmt: skip
-    upload = run_script("scripts/data/upload_dataset.py", "--file_path", str(data), "--dataset_name", "ArithVal",
-                        "--db_url", db_url)  # fmt: skip
+    data.write_text(
+        "".join(
+            json.dumps({"question": f"What is {a} plus {a + 10}?", "answer": str(2 * a + 10)}) + "\n"
+            for a in (20, 30, 40)
+        )
+    )
+    upload = run_script(
+        "scripts/data/upload_dataset.py", "--file_path", str(data), "--dataset_name", "ArithVal", "--db_url", db_url
+    )
     assert upload.returncode == 0, upload.stderr
     return configs, db_url
 
@@ -49,8 +54,9 @@ def learner_proposing(text: str) -> StubScript:
 
 def test_an_update_that_makes_the_agent_worse_is_rejected(tmp_path, stub):
     configs, db_url = workspace_with_validation_set(tmp_path)
-    result = run_practice(tmp_path, configs, db_url, stub(adder()), stub(learner_proposing(HARMFUL)),
-                          "--epochs", "1", *VALIDATION)  # fmt: skip
+    result = run_practice(
+        tmp_path, configs, db_url, stub(adder()), stub(learner_proposing(HARMFUL)), "--epochs", "1", *VALIDATION
+    )
     assert result.returncode == 2 and "practice learned nothing" in result.stderr  # nothing was kept
     ops = query(db_url, "SELECT step, new_text, status, reason FROM experience_operations ORDER BY id")
     assert ops and all(status == "refused" and text == HARMFUL for _, text, status, _ in ops)
@@ -66,8 +72,18 @@ def test_an_update_that_makes_the_agent_worse_is_rejected(tmp_path, stub):
 
 def test_a_harmless_update_is_applied_and_the_best_step_is_exported(tmp_path, stub):
     configs, db_url = workspace_with_validation_set(tmp_path)
-    result = run_practice(tmp_path, configs, db_url, stub(adder()), stub(learner_proposing(HARMLESS)),
-                          "--epochs", "1", *VALIDATION, "--export_step", "best")  # fmt: skip
+    result = run_practice(
+        tmp_path,
+        configs,
+        db_url,
+        stub(adder()),
+        stub(learner_proposing(HARMLESS)),
+        "--epochs",
+        "1",
+        *VALIDATION,
+        "--export_step",
+        "best",
+    )
     assert result.returncode == 0, result.stderr
     stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps ORDER BY step")]
     assert stats[0]["validation"]["accepted"] and stats[0]["validation"]["difference"] == 0.0
@@ -79,7 +95,8 @@ def test_a_harmless_update_is_applied_and_the_best_step_is_exported(tmp_path, st
 def test_export_step_names_a_missing_step_in_one_line(tmp_path, stub):
     configs, db_url = workspace_with_validation_set(tmp_path)
     agent = stub(adder())
-    result = run_practice(tmp_path, configs, db_url, agent, stub(learner_proposing(HARMLESS)),
-                          "--epochs", "1", "--export_step", "7")  # fmt: skip
+    result = run_practice(
+        tmp_path, configs, db_url, agent, stub(learner_proposing(HARMLESS)), "--epochs", "1", "--export_step", "7"
+    )
     assert result.returncode == 2 and "--export_step 7: this practice has steps 0 to 1" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and agent.request_count == 0  # refused before any work

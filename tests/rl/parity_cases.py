@@ -31,9 +31,14 @@ def cases() -> dict[str, dict]:
             # micro-batches of one group each (so every micro-batch lives on one process), two per step
             out[f"{tag}_accumulated"] = {**common, "batch_size": G, "gradient_accumulation_steps": 2}
     out["dapo_kl_filtered_two_epochs"] = {
-        "loss_type": "dapo", "batch_size": 2 * G, "beta": 0.04, "filter_zero_std_groups": True,
-        "mask_truncated_completions": True, "update_epochs": 2, "scale_rewards": "batch",
-    }  # fmt: skip
+        "loss_type": "dapo",
+        "batch_size": 2 * G,
+        "beta": 0.04,
+        "filter_zero_std_groups": True,
+        "mask_truncated_completions": True,
+        "update_epochs": 2,
+        "scale_rewards": "batch",
+    }
     return out
 
 
@@ -64,8 +69,14 @@ def local_part(rollout: Rollout, rewards: torch.Tensor, rank: int, world: int) -
     """Prompts rank, rank + world, ... (train_step's split), each with its G rows."""
     prompts = torch.arange(rank, PROMPTS, world)
     rows = (prompts.repeat_interleave(G) * G + torch.arange(len(prompts) * G) % G).long()
-    part = Rollout(rollout.prompt_ids[rows], rollout.prompt_mask[rows], rollout.completion_ids[rows],
-                   rollout.completion_mask[rows], rollout.truncated[rows], [[""] * G for _ in prompts])  # fmt: skip
+    part = Rollout(
+        rollout.prompt_ids[rows],
+        rollout.prompt_mask[rows],
+        rollout.completion_ids[rows],
+        rollout.completion_mask[rows],
+        rollout.truncated[rows],
+        [[""] * G for _ in prompts],
+    )
     return part, rewards[prompts]
 
 
@@ -75,8 +86,15 @@ def run_case(accelerator: Accelerator, knobs: dict, steps: int = STEPS) -> dict[
     tokenizer = char_tokenizer()
     world, rank = accelerator.num_processes, accelerator.process_index
     knobs = {**knobs, "batch_size": knobs["batch_size"] // world}  # per process, as Accelerate counts it
-    agent = LocalGRPO(tiny_llama(len(tokenizer), seed=0), tokenizer, accelerator=accelerator, group_size=G, lr=1e-3,
-                 max_new_tokens=MAX_NEW, **knobs)  # fmt: skip
+    agent = LocalGRPO(
+        tiny_llama(len(tokenizer), seed=0),
+        tokenizer,
+        accelerator=accelerator,
+        group_size=G,
+        lr=1e-3,
+        max_new_tokens=MAX_NEW,
+        **knobs,
+    )
     seen = {}
     for step in range(steps):
         metrics = agent.learn(*local_part(*global_rollout(step, tokenizer), rank, world))

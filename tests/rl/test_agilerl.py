@@ -33,14 +33,27 @@ def reward_fn(completion: str, solution: str, prompt: str) -> float:
 
 
 def make_env(tokenizer, **kw) -> HuggingFaceGym:
-    return HuggingFaceGym(train_dataset=ROWS[:6], test_dataset=ROWS[6:], tokenizer=tokenizer, reward_fn=reward_fn,
-                          conversation_template=TEMPLATE, data_batch_size_per_gpu=2, **kw)  # fmt: skip
+    return HuggingFaceGym(
+        train_dataset=ROWS[:6],
+        test_dataset=ROWS[6:],
+        tokenizer=tokenizer,
+        reward_fn=reward_fn,
+        conversation_template=TEMPLATE,
+        data_batch_size_per_gpu=2,
+        **kw,
+    )
 
 
 def make_agent(env, tokenizer, model=None, **kw) -> GRPO:
     knobs = {"batch_size": 8, "group_size": 8, "lr": 0.03, "update_epochs": 1, "max_output_tokens": 8} | kw
-    return GRPO(env.observation_space, env.action_space, actor_network=model or create_model(),
-                pad_token_id=tokenizer.eos_token_id, device="cpu", **knobs)  # fmt: skip
+    return GRPO(
+        env.observation_space,
+        env.action_space,
+        actor_network=model or create_model(),
+        pad_token_id=tokenizer.eos_token_id,
+        device="cpu",
+        **knobs,
+    )
 
 
 def test_the_documented_training_loop_learns_the_toy_task(tmp_path):
@@ -109,9 +122,12 @@ def test_get_action_masks_exactly_the_generated_tokens_and_learn_reads_them_back
 
 @pytest.mark.parametrize(
     ("kwargs", "named"),
-    [({"hp_config": object()}, "hp_config"), ({"calc_position_embeddings": False}, "calc_position_embeddings"),
-     ({"use_vllm": True}, "use_vllm")],
-)  # fmt: skip
+    [
+        ({"hp_config": object()}, "hp_config"),
+        ({"calc_position_embeddings": False}, "calc_position_embeddings"),
+        ({"use_vllm": True}, "use_vllm"),
+    ],
+)
 def test_arguments_we_do_not_honour_are_refused_by_name(kwargs, named):
     tokenizer = create_tokenizer()
     env = make_env(tokenizer)
@@ -133,9 +149,14 @@ def test_lora_config_and_cosine_schedule_are_honoured():
     s = agent.trainer.settings
     assert (s.lr_schedule, s.schedule_steps, s.warmup_steps, s.lora.r, s.lora.alpha) == ("cosine", 10, 2, 4, 8)
     factor = LearningRateFactor(s)
-    assert [round(factor(k), 6) for k in (0, 1, 2, 6, 10, 12)] == [round(1 / 3, 6), round(2 / 3, 6), 1.0,
-                                                                    round(0.5 * (1 + math.cos(math.pi / 2)), 6),
-                                                                    0.0, 0.0]  # fmt: skip
+    assert [round(factor(k), 6) for k in (0, 1, 2, 6, 10, 12)] == [
+        round(1 / 3, 6),
+        round(2 / 3, 6),
+        1.0,
+        round(0.5 * (1 + math.cos(math.pi / 2)), 6),
+        0.0,
+        0.0,
+    ]
     with pytest.raises(ValueError, match="bias"):
         make_agent(env, tokenizer, lora_config=LoraConfig(r=4, bias="all", task_type="CAUSAL_LM"))
 
@@ -161,8 +182,14 @@ def test_clone_is_an_independent_copy_and_load_checkpoint_restores_it(tmp_path):
 
 def test_our_data_sets_and_verify_functions_make_the_environment():
     tokenizer = create_tokenizer()
-    env = HuggingFaceGym.from_dataset(ROOT / "dataset" / "rl_toy.jsonl", tokenizer, verify="utu.rl.toy:verify_func",
-                                      test_size=2, system="say", data_batch_size_per_gpu=3)  # fmt: skip
+    env = HuggingFaceGym.from_dataset(
+        ROOT / "dataset" / "rl_toy.jsonl",
+        tokenizer,
+        verify="utu.rl.toy:verify_func",
+        test_size=2,
+        system="say",
+        data_batch_size_per_gpu=3,
+    )
     assert len(env) == 6
     agent = make_agent(env, tokenizer, group_size=4)
     prompts = env.reset(reset_dataloaders=True)

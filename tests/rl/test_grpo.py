@@ -37,8 +37,9 @@ def params(agent: LocalGRPO) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize("reduce_memory_peak", [False, True])
 def test_log_probs_equal_a_manual_loop_over_unpadded_sequences(model, tokenizer, reduce_memory_peak):
-    agent = LocalGRPO(model, tokenizer, group_size=3, max_new_tokens=12, temperature=0.7,
-                 reduce_memory_peak=reduce_memory_peak)  # fmt: skip
+    agent = LocalGRPO(
+        model, tokenizer, group_size=3, max_new_tokens=12, temperature=0.7, reduce_memory_peak=reduce_memory_peak
+    )
     torch.manual_seed(3)
     rollout = agent.get_action(PROMPTS)
     assert tokenizer.pad_token_id == tokenizer.eos_token_id
@@ -90,8 +91,15 @@ def test_gradient_accumulation_in_learn_equals_one_batch(model, tokenizer, loss_
     rollout = base.get_action(PROMPTS)
     rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.5, 1.0, 1.0]])
     one = LocalGRPO(copy.deepcopy(model), tokenizer, group_size=4, batch_size=8, loss_type=loss_type, max_new_tokens=8)
-    two = LocalGRPO(copy.deepcopy(model), tokenizer, group_size=4, batch_size=4, gradient_accumulation_steps=2,
-               loss_type=loss_type, max_new_tokens=8)  # fmt: skip
+    two = LocalGRPO(
+        copy.deepcopy(model),
+        tokenizer,
+        group_size=4,
+        batch_size=4,
+        gradient_accumulation_steps=2,
+        loss_type=loss_type,
+        max_new_tokens=8,
+    )
     grads_one, grads_two = capture_gradients(one), capture_gradients(two)
     one.learn(rollout, rewards)
     two.learn(rollout, rewards)
@@ -120,8 +128,9 @@ def test_kl_reference_is_the_frozen_base(model, tokenizer):
     assert LocalGRPO(copy.deepcopy(model), tokenizer, beta=0.0).reference is None  # beta 0: no reference model
     full = LocalGRPO(copy.deepcopy(model), tokenizer, beta=0.1, group_size=4, max_new_tokens=8, lr=0.05)
     assert full.reference is not None
-    lora = LocalGRPO(copy.deepcopy(model), tokenizer, beta=0.1, group_size=4, max_new_tokens=8, lr=0.05,
-                lora={"r": 4, "alpha": 8})  # fmt: skip
+    lora = LocalGRPO(
+        copy.deepcopy(model), tokenizer, beta=0.1, group_size=4, max_new_tokens=8, lr=0.05, lora={"r": 4, "alpha": 8}
+    )
     assert lora.reference is None  # the base with the adapter disabled
     rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.5, 1.0, 1.0]])
     for agent in (full, lora):
@@ -131,8 +140,9 @@ def test_kl_reference_is_the_frozen_base(model, tokenizer):
         torch.manual_seed(2)
         rollout = agent.get_action(PROMPTS)
         assert agent.learn(rollout, rewards)["kl"] > 0.0
-    watched = LocalGRPO(copy.deepcopy(model), tokenizer, beta=0.0, group_size=4, max_new_tokens=8, lr=0.05,
-                   lora={"r": 4, "alpha": 8})  # fmt: skip
+    watched = LocalGRPO(
+        copy.deepcopy(model), tokenizer, beta=0.0, group_size=4, max_new_tokens=8, lr=0.05, lora={"r": 4, "alpha": 8}
+    )
     kls = []
     for _ in range(2):  # beta 0 under LoRA: KL to the start is still logged (a free diagnostic), not optimised
         torch.manual_seed(2)
@@ -149,7 +159,7 @@ def test_kl_reference_is_the_frozen_base(model, tokenizer):
         {"loss_type": "grpo"},
         {"loss_type": "dr_grpo", "scale_rewards": "none"},
         {"loss_type": "bnpo", "update_epochs": 2, "batch_size": 8},
-    ],  # fmt: skip
+    ],
     ids=["dapo", "grpo", "dr_grpo-none", "bnpo-2-epochs"],
 )
 async def test_a_tiny_model_learns_the_toy_task(model, tokenizer, tmp_path, knobs):
@@ -171,8 +181,9 @@ async def test_resumed_run_continues_exactly(model, tokenizer, tmp_path, lora):
     await train(straight, env, steps=4, metrics=MetricsLog(tmp_path / "a.jsonl", tensorboard=False))
 
     first = LocalGRPO(copy.deepcopy(model), tokenizer, **knobs)
-    await train(first, env, steps=2, metrics=MetricsLog(tmp_path / "b.jsonl", tensorboard=False),
-                checkpoint=tmp_path / "ckpt")  # fmt: skip
+    await train(
+        first, env, steps=2, metrics=MetricsLog(tmp_path / "b.jsonl", tensorboard=False), checkpoint=tmp_path / "ckpt"
+    )
     del first
     torch.manual_seed(12345)  # whatever happens in between must not matter
     resumed = LocalGRPO.load(tmp_path / "ckpt")

@@ -111,8 +111,15 @@ def test_gradient_accumulation_over_two_micro_batches_equals_one_batch():
         logp.grad = None
         items = mask.sum().item()
         for part in (slice(0, 2), slice(2, 4)):
-            loss, _ = grpo_loss(logp[part], logp[part].detach(), advantages[part], mask[part], loss_type=loss_type,
-                                max_completion_length=4, num_items=items)  # fmt: skip
+            loss, _ = grpo_loss(
+                logp[part],
+                logp[part].detach(),
+                advantages[part],
+                mask[part],
+                loss_type=loss_type,
+                max_completion_length=4,
+                num_items=items,
+            )
             # dapo's normaliser is the whole batch's token count; the others average over the 2 micro-batches.
             (loss if loss_type == "dapo" else loss / 2).backward()
         assert torch.allclose(logp.grad, full_grad, atol=1e-7), loss_type

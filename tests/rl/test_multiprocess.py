@@ -15,14 +15,27 @@ from tests.rl.test_run_grpo import records
 
 ROOT = Path(__file__).resolve().parents[2]
 # `--cpu --num_processes 2` would start ONE process (Accelerate needs MPI for that); this is torchrun's launcher.
-LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-          "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]  # fmt: skip
+LAUNCH = [
+    sys.executable,
+    "-m",
+    "accelerate.commands.launch",
+    "--multi_gpu",
+    "--num_processes",
+    "2",
+    "--num_machines",
+    "1",
+    "--mixed_precision",
+    "no",
+    "--dynamo_backend",
+    "no",
+]
 
 
 def launch(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([*LAUNCH, *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False)  # fmt: skip
+    return subprocess.run(
+        [*LAUNCH, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +62,9 @@ def test_two_processes_with_half_the_prompts_equal_one_with_all(two_process_para
 
 
 def run_grpo_two(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    return launch(str(ROOT / "scripts" / "run_grpo.py"), "--config_name", "toy", "--output_dir",
-                  str(tmp_path / "runs"), *args)  # fmt: skip
+    return launch(
+        str(ROOT / "scripts" / "run_grpo.py"), "--config_name", "toy", "--output_dir", str(tmp_path / "runs"), *args
+    )
 
 
 def weights(checkpoint: Path) -> dict[str, torch.Tensor]:
@@ -80,9 +94,23 @@ def test_the_command_on_two_processes_writes_once_and_resumes_exactly(tmp_path):
     assert all(torch.equal(resumed[k], uninterrupted[k]) for k in uninterrupted)  # bit-identical
 
     one = subprocess.run(
-        [sys.executable, "scripts/run_grpo.py", "--config_name", "toy", "--exp_id", "resumed", "--steps", "8",
-         "--output_dir", str(tmp_path / "runs")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "scripts/run_grpo.py",
+            "--config_name",
+            "toy",
+            "--exp_id",
+            "resumed",
+            "--steps",
+            "8",
+            "--output_dir",
+            str(tmp_path / "runs"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert one.returncode == 2
     assert "saved by 2 process(es)" in one.stderr and "--num_processes 2" in one.stderr

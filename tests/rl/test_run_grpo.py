@@ -12,10 +12,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run_grpo(tmp_path: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "run_grpo.py"), "--output_dir", str(tmp_path / "runs"),
-         "--db_url", f"sqlite:///{tmp_path / 'utu.db'}", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "run_grpo.py"),
+            "--output_dir",
+            str(tmp_path / "runs"),
+            "--db_url",
+            f"sqlite:///{tmp_path / 'utu.db'}",
+            *args,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def records(tmp_path: Path, exp_id: str) -> list[dict]:
@@ -30,8 +41,18 @@ def test_toy_run_learns_logs_and_resumes(tmp_path):
     assert [r["step"] for r in records(tmp_path, "grpo_toy")] == list(range(1, 13))
     assert (out / "checkpoint" / "trainer_state.pt").is_file()
     assert any((out / "tensorboard").iterdir())
-    keys = {"reward", "reward_std", "frac_reward_zero_std", "completions/mean_length", "entropy", "gen_time",
-            "clip_ratio/low", "clip_ratio/high", "grad_norm", "lr"}  # fmt: skip
+    keys = {
+        "reward",
+        "reward_std",
+        "frac_reward_zero_std",
+        "completions/mean_length",
+        "entropy",
+        "gen_time",
+        "clip_ratio/low",
+        "clip_ratio/high",
+        "grad_norm",
+        "lr",
+    }
     assert keys <= set(records(tmp_path, "grpo_toy")[-1])
 
     again = run_grpo(tmp_path, "--config_name", "toy", "--steps", "30")
@@ -57,7 +78,7 @@ def test_resuming_under_changed_settings_is_refused(tmp_path):
         ("trainer.loss_type=ppo", "trainer.loss_type"),
         ("trainer.group_size=1", "trainer.group_size"),
         ("data.test_size=100", "data.test_size"),
-    ],  # fmt: skip
+    ],
 )
 def test_bad_settings_give_one_line_and_exit_2(tmp_path, override, expected):
     result = run_grpo(tmp_path, "--config_name", "toy", override)
@@ -69,9 +90,17 @@ def test_bad_settings_give_one_line_and_exit_2(tmp_path, override, expected):
 @pytest.mark.integration
 def test_embedded_smollm2_trains_a_lora_step_on_mawps(tmp_path):
     result = run_grpo(
-        tmp_path, "--steps", "2", "prompts_per_step=1", "trainer.group_size=2", "trainer.max_new_tokens=16",
-        "trainer.filter_zero_std_groups=false", "data.test_size=2", "test_k=1", timeout=900,
-    )  # fmt: skip
+        tmp_path,
+        "--steps",
+        "2",
+        "prompts_per_step=1",
+        "trainer.group_size=2",
+        "trainer.max_new_tokens=16",
+        "trainer.filter_zero_std_groups=false",
+        "data.test_size=2",
+        "test_k=1",
+        timeout=900,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     out = tmp_path / "runs" / "grpo_smollm2_mawps" / "grpo"
     assert (out / "checkpoint" / "model" / "adapter_config.json").is_file()  # LoRA: the adapter, not 540 MB

@@ -57,19 +57,38 @@ def test_loss_equals_trl(world, loss_type, beta, kl_bias_correction):
     loss, parts = ours.micro_batch_loss(rollout, torch.arange(8), advantages, mask, old, ref)
 
     args = GRPOConfig(
-        output_dir=tempfile.mkdtemp(), per_device_train_batch_size=8, num_generations=4, use_cpu=True,
-        max_completion_length=MAX_NEW_TOKENS, loss_type=loss_type, beta=beta, epsilon=0.2, epsilon_high=0.28,
+        output_dir=tempfile.mkdtemp(),
+        per_device_train_batch_size=8,
+        num_generations=4,
+        use_cpu=True,
+        max_completion_length=MAX_NEW_TOKENS,
+        loss_type=loss_type,
+        beta=beta,
+        epsilon=0.2,
+        epsilon_high=0.28,
         use_bias_correction_kl=kl_bias_correction,
-        report_to=[], bf16=False, gradient_checkpointing=False,
-    )  # fmt: skip
-    trl = GRPOTrainer(model=folder, reward_funcs=[lambda completions, **_: [0.0] * len(completions)], args=args,
-                      train_dataset=Dataset.from_list([{"prompt": "x"}] * 8), processing_class=tokenizer)  # fmt: skip
+        report_to=[],
+        bf16=False,
+        gradient_checkpointing=False,
+    )
+    trl = GRPOTrainer(
+        model=folder,
+        reward_funcs=[lambda completions, **_: [0.0] * len(completions)],
+        args=args,
+        train_dataset=Dataset.from_list([{"prompt": "x"}] * 8),
+        processing_class=tokenizer,
+    )
     trl.model.train()
     trl.current_gradient_accumulation_steps = 1  # set by Trainer.training_step in a real run
     inputs = {
-        "prompt_ids": rollout.prompt_ids, "prompt_mask": rollout.prompt_mask, "completion_ids": rollout.completion_ids,
-        "completion_mask": mask, "advantages": advantages, "old_per_token_logps": old, "num_items_in_batch": mask.sum(),
-    }  # fmt: skip
+        "prompt_ids": rollout.prompt_ids,
+        "prompt_mask": rollout.prompt_mask,
+        "completion_ids": rollout.completion_ids,
+        "completion_mask": mask,
+        "advantages": advantages,
+        "old_per_token_logps": old,
+        "num_items_in_batch": mask.sum(),
+    }
     if beta:
         inputs["ref_per_token_logps"] = ref
     theirs = trl._compute_loss(trl.model, inputs)

@@ -15,14 +15,22 @@ from tests.conftest import ROOT
 from utu.llm.stub import StubScript
 
 LIBRARY = {"G0": "When adding, line up the digits.", "G1": "When done, box the answer."}
-CALL = {"id": "c1", "type": "function",
-        "function": {"name": "execute_python_code", "arguments": json.dumps({"code": "print(2 + 2)"})}}  # fmt: skip
+CALL = {
+    "id": "c1",
+    "type": "function",
+    "function": {"name": "execute_python_code", "arguments": json.dumps({"code": "print(2 + 2)"})},
+}
 
 
 def agent_file(tmp_path, name, **fields):
-    data = {"name": name, "instructions": f"You are {name}.", "toolkits": [], "max_turns": 4,
-            "model": {"model_provider": {"base_url": "${oc.env:UTU_LLM_BASE_URL}", "model": "stub", "api_key": "k"}},
-            **fields}  # fmt: skip
+    data = {
+        "name": name,
+        "instructions": f"You are {name}.",
+        "toolkits": [],
+        "max_turns": 4,
+        "model": {"model_provider": {"base_url": "${oc.env:UTU_LLM_BASE_URL}", "model": "stub", "api_key": "k"}},
+        **fields,
+    }
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -47,8 +55,14 @@ def serve(tmp_path, stub):
         env.pop("UTU_SERVE_API_KEY", None)
         if key:
             env["UTU_SERVE_API_KEY"] = key
-        proc = subprocess.Popen([sys.executable, "-m", "utu.serve", "--port", "0", *args], cwd=tmp_path, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "utu.serve", "--port", "0", *args],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         servers.append(proc)
         line = proc.stdout.readline()
         assert line.startswith("serving "), proc.stderr.read() if proc.poll() is not None else line
@@ -67,9 +81,10 @@ def test_the_openai_sdk_talks_to_an_enhanced_agent(tmp_path, serve):
     client = openai.OpenAI(base_url=url, api_key="unused")
     assert sorted(m.id for m in client.models.list()) == ["baseline", "math"]
     reply = client.chat.completions.create(
-        model="math", messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}],
+        model="math",
+        messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}],
         temperature=0.1,
-    )  # fmt: skip
+    )
     assert reply.choices[0].message.content == "The answer is \\boxed{4}." and reply.choices[0].finish_reason == "stop"
     assert reply.usage.total_tokens > 0
     sent = model.requests[-1]
@@ -78,8 +93,14 @@ def test_the_openai_sdk_talks_to_an_enhanced_agent(tmp_path, serve):
     assert system.endswith("Be brief.") and sent["temperature"] == 0.1  # the client's system prompt follows ours
     client.chat.completions.create(model="baseline", messages=[{"role": "user", "content": "2+2?"}])
     assert "line up" not in model.requests[-1]["messages"][0]["content"]  # each agent its own library
-    chunks = list(client.chat.completions.create(model="math", messages=[{"role": "user", "content": "2+2?"}],
-                                                 stream=True, stream_options={"include_usage": True}))  # fmt: skip
+    chunks = list(
+        client.chat.completions.create(
+            model="math",
+            messages=[{"role": "user", "content": "2+2?"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == "The answer is \\boxed{4}." and chunks[-1].usage.total_tokens > 0
     assert httpx.get(url.removesuffix("/v1") + "/health").json()["status"] == "ok"
@@ -121,22 +142,44 @@ def test_a_failing_model_is_a_502_not_a_traceback(tmp_path, serve):
 
 
 def test_bad_setups_are_one_line(tmp_path):
-    for args, message in ((["--agent_config", "missing.yaml"], "no such file"), ([], "give --agent_config"),
-                          (["--exp_id", "p"], "no enhanced agent there")):  # fmt: skip
-        result = subprocess.run([sys.executable, "-m", "utu.serve", *args], cwd=tmp_path, capture_output=True,
-                                text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    for args, message in (
+        (["--agent_config", "missing.yaml"], "no such file"),
+        ([], "give --agent_config"),
+        (["--exp_id", "p"], "no enhanced agent there"),
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "utu.serve", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         assert result.returncode == 2 and message in result.stderr, result.stderr
 
 
 @pytest.mark.integration
 def test_an_agent_on_the_embedded_model_is_served(local_model, tmp_path):
     path = tmp_path / "agent.yaml"
-    path.write_text(yaml.safe_dump({"name": "tiny", "toolkits": [], "max_turns": 1,
-                                    "model": {"model_settings": {"max_tokens": 16}},
-                                    "experiences": {"G0": "When asked to greet, say hello."}}))  # fmt: skip
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "tiny",
+                "toolkits": [],
+                "max_turns": 1,
+                "model": {"model_settings": {"max_tokens": 16}},
+                "experiences": {"G0": "When asked to greet, say hello."},
+            }
+        )
+    )
     env = {**os.environ, "UTU_LLM_BASE_URL": ""}  # the embedded model (the session's, SmolLM2)
-    proc = subprocess.Popen([sys.executable, "-m", "utu.serve", "--agent_config", str(path), "--port", "0"],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "utu.serve", "--agent_config", str(path), "--port", "0"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         url = proc.stdout.readline().split(" at ")[1].strip()
         reply = openai.OpenAI(base_url=url, api_key="x").chat.completions.create(

@@ -101,8 +101,7 @@ def test_bad_setups_fail_at_start(my_tools):
 
 
 async def test_an_agent_calls_your_tool(my_tools, stub):
-    call = {"id": "c1", "type": "function",
-            "function": {"name": "convert_units", "arguments": '{"value": 1.5}'}}  # fmt: skip
+    call = {"id": "c1", "type": "function", "function": {"name": "convert_units", "arguments": '{"value": 1.5}'}}
     server = stub(StubScript(replies=[{"tool_calls": [call]}, "1500 metres"]))
     config = AgentConfig(name="a", toolkits=[ToolkitConfig(name="function", function=f"{my_tools}:convert_units")])
     agent = Agent(config, client_for(server), build_toolkits(config.toolkits))
@@ -112,9 +111,11 @@ async def test_an_agent_calls_your_tool(my_tools, stub):
 
 
 async def test_each_tool_call_is_logged_with_its_duration_and_error(my_tools, stub):
-    calls = [{"id": "c1", "type": "function", "function": {"name": "convert_units", "arguments": '{"value": 2}'}},
-             {"id": "c2", "type": "function", "function": {"name": "broken", "arguments": ""}},
-             {"id": "c3", "type": "function", "function": {"name": "nope", "arguments": "{}"}}]  # fmt: skip
+    calls = [
+        {"id": "c1", "type": "function", "function": {"name": "convert_units", "arguments": '{"value": 2}'}},
+        {"id": "c2", "type": "function", "function": {"name": "broken", "arguments": ""}},
+        {"id": "c3", "type": "function", "function": {"name": "nope", "arguments": "{}"}},
+    ]
     server = stub(StubScript(replies=[{"tool_calls": calls}, "done"]))
     toolkits = [ToolkitConfig(name="function", function=f"{my_tools}:{name}") for name in ("convert_units", "broken")]
     config = AgentConfig(name="a", toolkits=toolkits)

@@ -138,10 +138,14 @@ def test_run_eval_starts_and_stops_the_server(stub, tmp_path):
         "defaults": ["/model/base@model", "_self_"],
         "type": "simple",
         "agent": {"name": "units", "instructions": "Use the tools."},
-        "toolkits": {"units": {"mode": "mcp", "activated_tools": ["convert_units"],
-                               "config": {"command": sys.executable, "args": [SERVER],
-                                          "env": {"PID_FILE": str(pid_file)}}}},
-    }  # fmt: skip
+        "toolkits": {
+            "units": {
+                "mode": "mcp",
+                "activated_tools": ["convert_units"],
+                "config": {"command": sys.executable, "args": [SERVER], "env": {"PID_FILE": str(pid_file)}},
+            }
+        },
+    }
     (tmp_path / "agent.yaml").write_text(yaml.safe_dump(agent))
     call = {"id": "c1", "type": "function", "function": {"name": "convert_units", "arguments": '{"value": 0.004}'}}
     served = []
@@ -154,9 +158,23 @@ def test_run_eval_starts_and_stops_the_server(stub, tmp_path):
 
     server = stub(StubScript(reply_fn=reply))
     env = {"UTU_LLM_BASE_URL": server.base_url, "UTU_LLM_MODEL": "m", "UTU_LLM_API_KEY": "k"}
-    result = run_script(str(ROOT / "scripts/run_eval.py"), "--config_name", "local/mawps", "--limit", "1",
-                        "--pass_k", "1", "--agent_config", str(tmp_path / "agent.yaml"), "--exp_id", "mcp",
-                        "--db_url", f"sqlite:///{tmp_path}/e.db", env=env, cwd=tmp_path)  # fmt: skip
+    result = run_script(
+        str(ROOT / "scripts/run_eval.py"),
+        "--config_name",
+        "local/mawps",
+        "--limit",
+        "1",
+        "--pass_k",
+        "1",
+        "--agent_config",
+        str(tmp_path / "agent.yaml"),
+        "--exp_id",
+        "mcp",
+        "--db_url",
+        f"sqlite:///{tmp_path}/e.db",
+        env=env,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     assert [t["function"]["name"] for t in served[0]["tools"]] == ["convert_units"]
     assert served[1]["messages"][-1]["content"] == "4.0"

@@ -36,8 +36,20 @@ async def in_box(mode: str, code: str, **limits) -> dict:
     )
     paths = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, sys.executable, CHECKOUT)}
     stage = tempfile.mkdtemp(prefix="as-user-")
-    argv = ["unshare", "--mount", "--propagation", "private", "--", sys.executable, "-I", str(AS_USER),
-            str(TEST_UID), stage, snippet, *sorted(paths)]  # fmt: skip
+    argv = [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "--",
+        sys.executable,
+        "-I",
+        str(AS_USER),
+        str(TEST_UID),
+        stage,
+        snippet,
+        *sorted(paths),
+    ]
     proc = await asyncio.create_subprocess_exec(*argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = await proc.communicate()
     shutil.rmtree(stage, ignore_errors=True)  # its binds lived in the child's mount namespace only
@@ -218,8 +230,11 @@ def test_what_a_killed_run_left_is_swept(tmp_path):
     dead = 2**22 + 12345  # above any pid this machine hands out (pid_max is at most 2**22)
     staged = Path(f"/tmp/utu-box-{dead}-x")
     staged.mkdir()
-    groups = [d / f"utu-sandbox-{dead}-x" for d in (sandbox._controller_dir("pids"), sandbox._controller_dir("memory"))
-              if d is not None]  # fmt: skip
+    groups = [
+        d / f"utu-sandbox-{dead}-x"
+        for d in (sandbox._controller_dir("pids"), sandbox._controller_dir("memory"))
+        if d is not None
+    ]
     for group in groups:
         group.mkdir()
     sandbox._sweep_leftovers.__wrapped__()

@@ -60,15 +60,30 @@ def test_an_eval_of_the_task_on_the_stub_shows_the_trap_in_the_tool_statistics(s
         value, a, b = re.search(r"Convert (\S+) (.+?) to (.+), rounded", messages[1]["content"]).groups()
         index = next(i for i, r in enumerate(DATA) if r["question"] in messages[1]["content"])
         tool = "convert_units" if index % 2 == 0 else "quick_convert"
-        arguments = json.dumps({"value": float(value), "from_unit": a.removeprefix("degrees "),
-                                "to_unit": b.removeprefix("degrees ")})  # fmt: skip
+        arguments = json.dumps(
+            {"value": float(value), "from_unit": a.removeprefix("degrees "), "to_unit": b.removeprefix("degrees ")}
+        )
         return {"tool_calls": [{"id": "c", "type": "function", "function": {"name": tool, "arguments": arguments}}]}
 
     server = stub(StubScript(reply_fn=reply))
     env = {"UTU_LLM_BASE_URL": server.base_url, "UTU_LLM_MODEL": "m", "UTU_LLM_API_KEY": "k"}
-    result = run_script(str(ROOT / "scripts/run_eval.py"), "--config_name", "local/unit_tools", "--offset", "0",
-                        "--limit", "16", "--pass_k", "1", "--exp_id", "units", "--db_url", f"sqlite:///{tmp_path}/u.db",
-                        env=env, cwd=tmp_path)  # fmt: skip
+    result = run_script(
+        str(ROOT / "scripts/run_eval.py"),
+        "--config_name",
+        "local/unit_tools",
+        "--offset",
+        "0",
+        "--limit",
+        "16",
+        "--pass_k",
+        "1",
+        "--exp_id",
+        "units",
+        "--db_url",
+        f"sqlite:///{tmp_path}/u.db",
+        env=env,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     metrics = json.loads((tmp_path / "runs/units/eval_metrics.json").read_text())
     right, trap = metrics["tools"]["convert_units"], metrics["tools"]["quick_convert"]

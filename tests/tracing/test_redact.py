@@ -15,8 +15,11 @@ def test_long_keys_and_bearer_headers_are_masked(monkeypatch):
 
 
 def test_ordinary_words_after_bearer_are_data():
-    for text in ("A ring bearer delivered 15 rings to 3 tables.", "The Bearer Bonds Company paid 1500 dollars.",
-                 "Each flag bearer carried 2 flags; the standard-bearer walked ahead."):  # fmt: skip
+    for text in (
+        "A ring bearer delivered 15 rings to 3 tables.",
+        "The Bearer Bonds Company paid 1500 dollars.",
+        "Each flag bearer carried 2 flags; the standard-bearer walked ahead.",
+    ):
         assert redact(text) == text
 
 

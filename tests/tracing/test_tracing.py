@@ -236,11 +236,17 @@ def test_a_served_request_is_traced(tmp_path, phoenix, stub):
     agent = tmp_path / "agent.yaml"
     provider = {"base_url": model.base_url, "model": "stub"}
     library = {"G0": "When adding, carry."}
-    agent.write_text(yaml.safe_dump({"name": "math", "toolkits": [], "experiences": library,
-                                     "model": {"model_provider": provider}}))  # fmt: skip
+    agent.write_text(
+        yaml.safe_dump({"name": "math", "toolkits": [], "experiences": library, "model": {"model_provider": provider}})
+    )
     env = {**os.environ, "PHOENIX_ENDPOINT": phoenix["endpoint"], "PHOENIX_PROJECT_NAME": "served"}
-    proc = subprocess.Popen([sys.executable, "-m", "utu.serve", "--agent_config", str(agent), "--port", "0"],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "utu.serve", "--agent_config", str(agent), "--port", "0"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         url = proc.stdout.readline().split(" at ")[1].strip()
         openai.OpenAI(base_url=url, api_key="x").chat.completions.create(

@@ -92,8 +92,12 @@ class Agent:
                 with span(f"tool {name}", TOOL, input=arguments, **{"tool.name": name}) as current:
                     content = await toolkit.call(name, arguments)
                     set_io(current, "output", content)
-        entry = {"tool": name, "arguments_chars": len(function.get("arguments") or ""),
-                 "seconds": round(time.perf_counter() - start, 4), "error": _error_of(content)}  # fmt: skip
+        entry = {
+            "tool": name,
+            "arguments_chars": len(function.get("arguments") or ""),
+            "seconds": round(time.perf_counter() - start, 4),
+            "error": _error_of(content),
+        }
         return {"role": "tool", "tool_call_id": call.get("id", ""), "content": content}, entry
 
 

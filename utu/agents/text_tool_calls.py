@@ -32,8 +32,13 @@ def text_tool_calls(content: str, tools: set[str]) -> list[dict[str, Any]]:
             ):
                 return []
             arguments = json.dumps(item.get("arguments", {}), ensure_ascii=False)
-            calls.append({"id": f"text_call_{len(calls)}", "type": "function",
-                          "function": {"name": item["name"], "arguments": arguments}})  # fmt: skip
+            calls.append(
+                {
+                    "id": f"text_call_{len(calls)}",
+                    "type": "function",
+                    "function": {"name": item["name"], "arguments": arguments},
+                }
+            )
     return calls
 
 

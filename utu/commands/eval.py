@@ -70,8 +70,10 @@ def build_config(args: argparse.Namespace, overrides: list[str]) -> EvalConfig:
     if "dataset" in data and data["dataset"] != config.data.dataset and "limit" not in data and config.data.limit:
         log.warning(
             "the config's limit (%d) was set for %s: not applied to %s; pass --limit N to cut it",
-            config.data.limit, config.data.dataset, data["dataset"],
-        )  # fmt: skip
+            config.data.limit,
+            config.data.dataset,
+            data["dataset"],
+        )
         data["limit"] = None
     values = config.model_dump() | flags | {"data": config.data.model_dump() | data}
     if args.agent_config:
@@ -114,8 +116,14 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
         await runner.run(args.step)
         rows = await runner.rows()
         metrics = compute_metrics((ScoredAttempt.from_row(r) for r in rows), config.pass_k)
-        metrics = metrics.model_copy(update={"exp_id": config.exp_id, "dataset": config.data.dataset, "model": model,
-                                             "wall_time": time.perf_counter() - start})  # fmt: skip
+        metrics = metrics.model_copy(
+            update={
+                "exp_id": config.exp_id,
+                "dataset": config.data.dataset,
+                "model": model,
+                "wall_time": time.perf_counter() - start,
+            }
+        )
         print_metrics(metrics)
         # a run that did not do its job leaves no result behind that looks like one
         check_attempts(rows, config.max_failed_share, config.exp_id, judged_expected=args.step != "rollout")
@@ -169,11 +177,12 @@ async def compare_runs(exp_a: str, exp_b: str, db: Database) -> int:
         unfinished = set(  # evals that stored no result: they failed, or stopped part-way
             await s.scalars(
                 select(Experiment.exp_id).where(
-                    Experiment.exp_id.in_([exp_a, exp_b]), Experiment.kind == "eval",
+                    Experiment.exp_id.in_([exp_a, exp_b]),
+                    Experiment.kind == "eval",
                     Experiment.exp_id.not_in(select(EvalResult.exp_id)),
                 )
             )
-        )  # fmt: skip
+        )
     for exp, attempts in rows.items():
         if not attempts:
             raise ConfigError(f"--compare: no attempts stored for exp_id {exp!r}")

@@ -28,10 +28,15 @@ async def run() -> int:
         agent_source(args.agent_config) if args.agent_config else composed.source.get("evaluation", {}).get("agent", {})
     )
     practice = TrainingFreeGRPO(
-        config, db_url=args.db_url, output_dir=args.output_dir, fresh=args.fresh, pipeline=not args.no_pipeline,
-        export_step=args.export_step, export_to=args.export_to,
+        config,
+        db_url=args.db_url,
+        output_dir=args.output_dir,
+        fresh=args.fresh,
+        pipeline=not args.no_pipeline,
+        export_step=args.export_step,
+        export_to=args.export_to,
         provider_source=source.get("model", {}).get("model_provider"),
-    )  # fmt: skip
+    )
     outcome = await practice.learn()
     print_summary(config, outcome)
     paths = practice.export(outcome)
@@ -60,19 +65,43 @@ def eval_config_name(files: dict[str, Path]) -> str:
 def print_summary(config: TrainingFreeGRPOConfig, result: PracticeOutcome) -> None:
     g = config.practice.grpo_n
     table = Table(title=f"practice {config.exp_id}")
-    for column in ("step", "epoch", f"Mean@{g}", f"Pass@{g}", "groups used/skipped", "library", "ADD/UPD/DEL",
-                   "refused (junk)", "validation", "eval", "learner err", "tokens", "cost", "time"):  # fmt: skip
+    for column in (
+        "step",
+        "epoch",
+        f"Mean@{g}",
+        f"Pass@{g}",
+        "groups used/skipped",
+        "library",
+        "ADD/UPD/DEL",
+        "refused (junk)",
+        "validation",
+        "eval",
+        "learner err",
+        "tokens",
+        "cost",
+        "time",
+    ):
         table.add_column(column, justify="right")
     for s in result.steps:
         ops, v, e = s.operations, s.validation, s.eval
         checked = f"{v.current:.2f}->{v.proposed:.2f} {'kept' if v.accepted else 'rejected'}" if v else "-"
         evaluated = f"Mean@{e.k} {e.mean_at_k:.3f}" if e else "-"  # do_eval: the library on the eval set
         table.add_row(
-            str(s.step), str(s.epoch), f"{s.mean_at_g:.3f}", f"{s.pass_at_g:.3f}",
-            f"{s.groups_used}/{s.groups_skipped}", str(s.library_size),
-            f"{ops['ADD']}/{ops['UPDATE']}/{ops['DELETE']}", f"{s.operations_refused} ({s.operations_junk})", checked,
-            evaluated, str(s.learner_errors), str(s.tokens), f"${s.cost:.4f}", f"{s.wall_time:.1f}s",
-        )  # fmt: skip
+            str(s.step),
+            str(s.epoch),
+            f"{s.mean_at_g:.3f}",
+            f"{s.pass_at_g:.3f}",
+            f"{s.groups_used}/{s.groups_skipped}",
+            str(s.library_size),
+            f"{ops['ADD']}/{ops['UPDATE']}/{ops['DELETE']}",
+            f"{s.operations_refused} ({s.operations_junk})",
+            checked,
+            evaluated,
+            str(s.learner_errors),
+            str(s.tokens),
+            f"${s.cost:.4f}",
+            f"{s.wall_time:.1f}s",
+        )
     console.print(table)
     console.print(f"library ({len(result.library.experiences)} experiences):")
     for key, text in result.library.experiences.items():

@@ -96,9 +96,10 @@ async def run() -> int:
     parser.add_argument("--datasets", nargs="*", help="names to load (default: every bundled set)")
     parser.add_argument("--from-hub", action="store_true", help="also load DAPO-Math-17k, AFM_web_RL, WebWalkerQA")
     parser.add_argument(
-        "--hub_dir", type=Path,
+        "--hub_dir",
+        type=Path,
         help="read the hub sets from local copies: DIR/<owner>__<name>/<split>.jsonl (rows as on the hub)",
-    )  # fmt: skip
+    )
     parser.add_argument("--replace", action="store_true", help="reload sets already in the database")
     parser.add_argument("--convert-from", type=Path, help="(maintainers) regenerate dataset/ from the public files")
     add_db_flag(parser)
@@ -118,8 +119,9 @@ async def run() -> int:
     elif not args.datasets:
         log.info(
             "the paper's %s come from the hub: add --from-hub (%s first), or --hub_dir with local copies",
-            ", ".join(HUB_SETS), INSTALL,
-        )  # fmt: skip
+            ", ".join(HUB_SETS),
+            INSTALL,
+        )
     db = Database(args.db_url)
     try:
         await db.create_tables()

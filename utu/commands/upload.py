@@ -31,13 +31,17 @@ def parse_args() -> argparse.Namespace:
     mode.add_argument("--replace", action="store_true", help="overwrite an existing data set of that name")
     mode.add_argument("--append", action="store_true", help="add the lines to an existing data set")
     parser.add_argument(
-        "--data_format", choices=FORMATS, default="default",
+        "--data_format",
+        choices=FORMATS,
+        default="default",
         help="default: question/answer lines; llamafactory: instruction/input/output lines",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--max_line_bytes", type=_line_bytes, default=MAX_LINE_BYTES,
+        "--max_line_bytes",
+        type=_line_bytes,
+        default=MAX_LINE_BYTES,
         help=f"refuse a line longer than this (default {MAX_LINE_BYTES}: one question, not a whole file)",
-    )  # fmt: skip
+    )
     add_db_flag(parser)
     return parser.parse_args()
 

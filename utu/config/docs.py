@@ -23,11 +23,19 @@ from utu.config.rl import GRPOSettings, RLConfig
 MODELS: dict[str, type[BaseModel]] = {
     cls.__name__: cls
     for cls in (
-        models.PracticeArguments, models.ValidationConfig, models.ScreeningConfig, models.DataArguments,
-        models.EvalConfig, models.AgentConfig, models.ModelConfig, models.ModelSettings, models.ToolkitConfig,
-        GRPOSettings, RLConfig,
+        models.PracticeArguments,
+        models.ValidationConfig,
+        models.ScreeningConfig,
+        models.DataArguments,
+        models.EvalConfig,
+        models.AgentConfig,
+        models.ModelConfig,
+        models.ModelSettings,
+        models.ToolkitConfig,
+        GRPOSettings,
+        RLConfig,
     )
-}  # fmt: skip
+}
 TABLE = re.compile(r"(<!-- knobs (\w+) -->\n)(.*?)(<!-- /knobs -->)", re.DOTALL)
 
 
@@ -71,8 +79,12 @@ def _default(field: Any) -> str:
 def _range(metadata: list[Any]) -> str:
     parts = []
     for item in metadata:
-        for kind, symbol in ((annotated_types.Gt, ">"), (annotated_types.Ge, "≥"), (annotated_types.Lt, "<"),
-                             (annotated_types.Le, "≤")):  # fmt: skip
+        for kind, symbol in (
+            (annotated_types.Gt, ">"),
+            (annotated_types.Ge, "≥"),
+            (annotated_types.Lt, "<"),
+            (annotated_types.Le, "≤"),
+        ):
             if isinstance(item, kind):
                 parts.append(f"{symbol} {getattr(item, kind.__name__.lower())}")
     return ", ".join(parts)

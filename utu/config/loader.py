@@ -49,8 +49,13 @@ def find_config(group: str, name: str) -> Path:
     for root in config_dirs():
         if (root / group / f"{name}.yaml").is_file():
             return root / group / f"{name}.yaml"
-    available = sorted({str(p.relative_to(root / group).with_suffix("")) for root in config_dirs()
-                        for p in (root / group).rglob("*.yaml")})  # fmt: skip
+    available = sorted(
+        {
+            str(p.relative_to(root / group).with_suffix(""))
+            for root in config_dirs()
+            for p in (root / group).rglob("*.yaml")
+        }
+    )
     wanted = config_root() / group / f"{name}.yaml"
     raise ConfigError(f"{wanted}: no such config; available under {group}/: {', '.join(available) or 'none'}")
 
@@ -245,8 +250,10 @@ def _practice_that_exports(agent: str) -> str | None:
             )  # (the default export: <exp_id>_agent, as Youtu-Agent writes it)
             if exported or by_exp_id:
                 name = path.relative_to(root / "practice").with_suffix("")
-                return (f"configs/agents/practice/{agent}.yaml does not exist yet: it is written by practice, "
-                        f"`python scripts/run_training_free_GRPO.py --config_name {name}`")  # fmt: skip
+                return (
+                    f"configs/agents/practice/{agent}.yaml does not exist yet: it is written by practice, "
+                    f"`python scripts/run_training_free_GRPO.py --config_name {name}`"
+                )
     return None
 
 

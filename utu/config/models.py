@@ -59,18 +59,22 @@ class ModelProvider(StrictModel):
     )
     model: str | None = knob(None, "The model name the endpoint knows (env UTU_LLM_MODEL).")
     base_url: str | None = knob(
-        None, "OpenAI-compatible endpoint, usually ending in /v1; null: the embedded model (env UTU_LLM_BASE_URL).",
+        None,
+        "OpenAI-compatible endpoint, usually ending in /v1; null: the embedded model (env UTU_LLM_BASE_URL).",
         shapes=False,
-    )  # fmt: skip
+    )
     api_key: str | None = knob(None, "The key (env UTU_LLM_API_KEY); never stored or logged.", shapes=False)
     api_version: str | None = knob(
-        None, "Azure OpenAI: the API version, e.g. 2024-10-21; base_url is then the Azure endpoint and model the "
-        "deployment (env UTU_LLM_API_VERSION).", shapes=False,
-    )  # fmt: skip
+        None,
+        "Azure OpenAI: the API version, e.g. 2024-10-21; base_url is then the Azure endpoint and model the "
+        "deployment (env UTU_LLM_API_VERSION).",
+        shapes=False,
+    )
     local_model: str | None = knob(
-        None, "With base_url null: the embedded model to start, e.g. qwen2.5-coder-1.5b (env UTU_LOCAL_MODEL); "
+        None,
+        "With base_url null: the embedded model to start, e.g. qwen2.5-coder-1.5b (env UTU_LOCAL_MODEL); "
         "null: qwen2.5-coder-0.5b.",
-    )  # fmt: skip
+    )
 
     @field_validator("model", "base_url", "api_key", "api_version", "local_model", mode="before")
     @classmethod
@@ -119,19 +123,28 @@ class ModelConfig(StrictModel):
     model_settings: ModelSettings = knob(ModelSettings, "Sampling settings sent with every request.")
     pricing: Pricing = knob(Pricing, "For cost accounting only.", shapes=False)
     concurrency: int = knob(
-        16, "Requests in flight at once, per client: the endpoint's bound, shared by every attempt, learner and "
+        16,
+        "Requests in flight at once, per client: the endpoint's bound, shared by every attempt, learner and "
         "judge call on this client. Attempts in flight (an eval's `concurrency`, practice's `rollout_concurrency`) "
         "are a second bound, on questions worked at once: set this one to what the endpoint allows, that one at "
-        "or above it.", shapes=False, gt=0,
-    )  # fmt: skip
+        "or above it.",
+        shapes=False,
+        gt=0,
+    )
     requests_per_minute: int | None = knob(
-        None, "Requests started per minute, at most (your plan's RPM): the rate is shaped before a 429 can come; "
-        "null: no limit.", shapes=False, gt=0,
-    )  # fmt: skip
+        None,
+        "Requests started per minute, at most (your plan's RPM): the rate is shaped before a 429 can come; "
+        "null: no limit.",
+        shapes=False,
+        gt=0,
+    )
     tokens_per_minute: int | None = knob(
-        None, "Tokens per minute, at most (your plan's TPM), counted before each request as its prompt's characters "
-        "/ 4 plus max_tokens; null: no limit.", shapes=False, gt=0,
-    )  # fmt: skip
+        None,
+        "Tokens per minute, at most (your plan's TPM), counted before each request as its prompt's characters "
+        "/ 4 plus max_tokens; null: no limit.",
+        shapes=False,
+        gt=0,
+    )
     timeout: float = knob(600.0, "Seconds per request.", shapes=False, gt=0)
     max_retries: int = knob(4, "Retries on 429, 5xx, timeouts, lost connections.", shapes=False, ge=0)
     retry_base_delay: float = knob(1.0, "First backoff in seconds; doubles, with jitter.", shapes=False, ge=0)
@@ -147,15 +160,17 @@ class ToolkitConfig(StrictModel):
     name: Literal["python_executor", "search", "function", "mcp"] = knob(
         description="The toolkit: python_executor, search, function (your own Python, see `function`) or mcp (an "
         "MCP server, see `command`/`url`).",
-    )  # fmt: skip
+    )
     function: str | None = knob(
-        None, "With name function: 'module.path:function' or 'module.path:Class' (its public methods), run in the "
+        None,
+        "With name function: 'module.path:function' or 'module.path:Class' (its public methods), run in the "
         "agent's process: name only code you trust.",
-    )  # fmt: skip
+    )
     command: list[str] | None = knob(
-        None, "With name mcp: the stdio server to start with the run, e.g. [python, -m, my_server]; it gets PATH, "
+        None,
+        "With name mcp: the stdio server to start with the run, e.g. [python, -m, my_server]; it gets PATH, "
         "HOME and the like, plus `env`, never your API keys.",
-    )  # fmt: skip
+    )
     url: str | None = knob(None, "With name mcp: a streamable-HTTP server's endpoint, e.g. http://127.0.0.1:8000/mcp.")
     env: dict[str, str] = knob(dict, "mcp command: extra environment variables for the server.")
     headers: dict[str, str] = knob(
@@ -173,9 +188,10 @@ class ToolkitConfig(StrictModel):
     )
     max_processes: int = knob(64, "python_executor: processes one call may run (needs cgroups).", gt=0)
     disk_mb: int = knob(
-        64, "python_executor: size of each of its writable folders (its working directory, /tmp, /dev/shm), in MB.",
+        64,
+        "python_executor: size of each of its writable folders (its working directory, /tmp, /dev/shm), in MB.",
         gt=0,
-    )  # fmt: skip
+    )
 
     @model_validator(mode="after")
     def _function_named(self) -> "ToolkitConfig":
@@ -203,9 +219,10 @@ class AgentConfig(StrictModel):
     toolkits: list[ToolkitConfig] = knob(list, "Tools the agent may call; [] sends no tools at all.")
     max_turns: int = knob(20, "Model turns before a run stops (recorded as stop reason max_turns).", gt=0)
     text_tool_calls: bool = knob(
-        True, "Read a reply that is only a tool call written as JSON ({name, arguments}, bare, fenced or in "
+        True,
+        "Read a reply that is only a tool call written as JSON ({name, arguments}, bare, fenced or in "
         "<tool_call> tags) as that call: small local models write them so.",
-    )  # fmt: skip
+    )
     experience_placement: Literal["system", "user"] = knob(
         "system", "Where the library goes: after the system prompt, or before the question."
     )
@@ -217,17 +234,20 @@ class DataConfig(StrictModel):
     limit: int | None = knob(None, "Only its first N questions (by index).", gt=0)
     offset: int = knob(0, "Skip its first N questions (by index) before taking `limit`.", ge=0)
     type: Literal["single", "mixed"] = knob(
-        "single", "Youtu-Agent's data set type; a data set here is one name whatever its sources, so both mean the "
-        "same.", shapes=False,
-    )  # fmt: skip
+        "single",
+        "Youtu-Agent's data set type; a data set here is one name whatever its sources, so both mean the same.",
+        shapes=False,
+    )
     question_field: Literal["question"] = knob(
-        "question", "Youtu-Agent's; questions are always the rows' `question` (rename the field in your JSONL).",
+        "question",
+        "Youtu-Agent's; questions are always the rows' `question` (rename the field in your JSONL).",
         shapes=False,
-    )  # fmt: skip
+    )
     gt_field: Literal["answer"] = knob(
-        "answer", "Youtu-Agent's; answers are always the rows' `answer` (rename the field in your JSONL).",
+        "answer",
+        "Youtu-Agent's; answers are always the rows' `answer` (rename the field in your JSONL).",
         shapes=False,
-    )  # fmt: skip
+    )
 
 
 class EvalConfig(StrictModel):
@@ -242,28 +262,42 @@ class EvalConfig(StrictModel):
     timeout_score: float = knob(0.0, "Reward when the verifier fails or times out.", ge=0, le=1)
     judge_model: ModelConfig | None = knob(None, "The judge LLM of LLM-graded verifiers (env JUDGE_LLM_*).")
     judge_concurrency: int | None = knob(
-        None, "Judge requests in flight at once (Youtu-Agent's key); none: judge_model.concurrency.", shapes=False,
+        None,
+        "Judge requests in flight at once (Youtu-Agent's key); none: judge_model.concurrency.",
+        shapes=False,
         gt=0,
-    )  # fmt: skip
+    )
     eval_method: str | None = knob(
-        None, "Youtu-Agent's; accepted for compatibility: here the verify function decides how answers are judged "
-        "(a warning says so when it is set).", shapes=False,
-    )  # fmt: skip
-    concurrency: int = knob(16, "Attempts in flight at once (each sends its requests through the model's "
-                            "`concurrency`).", shapes=False, gt=0)  # fmt: skip
+        None,
+        "Youtu-Agent's; accepted for compatibility: here the verify function decides how answers are judged "
+        "(a warning says so when it is set).",
+        shapes=False,
+    )
+    concurrency: int = knob(
+        16,
+        "Attempts in flight at once (each sends its requests through the model's `concurrency`).",
+        shapes=False,
+        gt=0,
+    )
     max_cost: float | None = knob(
-        None, "Dollars this command may spend on LLM calls (priced by each model's `pricing`): when reached, the run "
-        "stops before its next call with exit code 3, its work saved; null: no limit.", shapes=False, gt=0,
-    )  # fmt: skip
+        None,
+        "Dollars this command may spend on LLM calls (priced by each model's `pricing`): when reached, the run "
+        "stops before its next call with exit code 3, its work saved; null: no limit.",
+        shapes=False,
+        gt=0,
+    )
     pass_k: int = knob(1, "Attempts per question (K).", gt=0)
     task_timeout: float = knob(600.0, "Seconds before an attempt is abandoned (then retried).", shapes=False, gt=0)
     max_attempt_retries: int = knob(
         2, "Retries of a failed attempt before it is recorded as failed.", shapes=False, ge=0
     )
     max_failed_share: float = knob(
-        0.0, "Share of attempts that may fail (after their retries) before the run counts as failed.",
-        shapes=False, ge=0, le=1,
-    )  # fmt: skip
+        0.0,
+        "Share of attempts that may fail (after their retries) before the run counts as failed.",
+        shapes=False,
+        ge=0,
+        le=1,
+    )
 
     @field_validator("eval_method")
     @classmethod
@@ -282,8 +316,10 @@ class ValidationConfig(StrictModel):
     """Validation-gated updates: a step's new library replaces the current one only if, on the same validation
     questions, its Mean@K is not worse than the current library's by more than `max_drop` (paired by question)."""
 
-    dataset: str = knob(description="The validation questions: another data set, or the practice set with an "
-                        "offset past the practised questions (a held-out slice).")  # fmt: skip
+    dataset: str = knob(
+        description="The validation questions: another data set, or the practice set with an "
+        "offset past the practised questions (a held-out slice)."
+    )
     offset: int = knob(0, "Skip its first N questions.", ge=0)
     size: int = knob(20, "Validation questions.", gt=0)
     pass_k: int = knob(2, "Attempts per validation question (K).", gt=0)
@@ -297,50 +333,85 @@ class ScreeningConfig(StrictModel):
     particulars, a fact stated instead of what to do, and repeats of the library. Measured on the good and junk
     corpora of tests/practice/corpora (`python -m utu.practice.library screen --file F.jsonl`)."""
 
-    enabled: bool = knob(True, "false: no screening (only exact duplicates of the library are refused); the "
-                         "validation gate is then the only filter.")  # fmt: skip
+    enabled: bool = knob(
+        True,
+        "false: no screening (only exact duplicates of the library are refused); the "
+        "validation gate is then the only filter.",
+    )
     min_chars: int = knob(15, "Shortest experience, in characters.", ge=1)
     max_chars: int = knob(500, "Longest experience, in characters (Youtu-Agent's run to about 370).", ge=20, le=10_000)
     max_sentences: int = knob(2, "Most sentences in one experience.", ge=1)
-    copy_words: int = knob(6, "Words of a question in a row that make a copy (a CJK character counts as half a "
-                           "word).", ge=2)  # fmt: skip
-    max_particulars: int = knob(1, "Most particulars of one question an experience may name: its names and its "
-                                "numbers (a number of 2+ digits, or each of several small ones).", ge=0)  # fmt: skip
-    object_repeats: int = knob(2, "A word said this many times in an experience and in its question is the object "
-                               "that question counts, retold ('the number of peaches ... the number of peaches'); "
-                               "0: off.", ge=0)  # fmt: skip
-    require_directive: bool = knob(True, "Refuse an experience that states a fact instead of saying what to "
-                                   "do, in a language with word lists (utu/practice/screening_words.yaml: en, "
-                                   "zh).")  # fmt: skip
-    near_duplicate: float = knob(0.8, "Word-sequence similarity to an existing experience that makes a duplicate "
-                                 "(also of two strategies, their frame aside).", gt=0, le=1)  # fmt: skip
-    same_condition_overlap: float = knob(0.4, "Under the same condition, the strategy similarity that makes a "
-                                         "reworded duplicate.", gt=0, le=1)  # fmt: skip
+    copy_words: int = knob(
+        6, "Words of a question in a row that make a copy (a CJK character counts as half a word).", ge=2
+    )
+    max_particulars: int = knob(
+        1,
+        "Most particulars of one question an experience may name: its names and its "
+        "numbers (a number of 2+ digits, or each of several small ones).",
+        ge=0,
+    )
+    object_repeats: int = knob(
+        2,
+        "A word said this many times in an experience and in its question is the object "
+        "that question counts, retold ('the number of peaches ... the number of peaches'); "
+        "0: off.",
+        ge=0,
+    )
+    require_directive: bool = knob(
+        True,
+        "Refuse an experience that states a fact instead of saying what to "
+        "do, in a language with word lists (utu/practice/screening_words.yaml: en, "
+        "zh).",
+    )
+    near_duplicate: float = knob(
+        0.8,
+        "Word-sequence similarity to an existing experience that makes a duplicate "
+        "(also of two strategies, their frame aside).",
+        gt=0,
+        le=1,
+    )
+    same_condition_overlap: float = knob(
+        0.4, "Under the same condition, the strategy similarity that makes a reworded duplicate.", gt=0, le=1
+    )
 
 
 class PracticeArguments(StrictModel):
     """Knobs of Training-Free GRPO (names as in Youtu-Agent)."""
 
-    epochs: int = knob(1, "Passes over the practice set; steps = epochs × ⌈questions / batch_size⌉.", shapes=False,
-                       source=PAPER + ": 3", gt=0)  # fmt: skip
+    epochs: int = knob(
+        1,
+        "Passes over the practice set; steps = epochs × ⌈questions / batch_size⌉.",
+        shapes=False,
+        source=PAPER + ": 3",
+        gt=0,
+    )
     batch_size: int = knob(
         8, "Questions per step; bigger batches learn from more groups per library update.", gt=0, source=PAPER
     )
     grpo_n: int = knob(
-        5, "Group size G: attempts per question. More show more contrast and cost G× rollouts; 1 learns from single "
-        "attempts using the absolute reward (the paper's ablation).", gt=0, source=PAPER + ": 5",
-    )  # fmt: skip
+        5,
+        "Group size G: attempts per question. More show more contrast and cost G× rollouts; 1 learns from single "
+        "attempts using the absolute reward (the paper's ablation).",
+        gt=0,
+        source=PAPER + ": 5",
+    )
     rollout_concurrency: int | None = knob(
-        None, "Attempts in flight at once; none: the evaluation's `concurrency` (see ModelConfig.concurrency for "
-        "how the two bounds meet).", shapes=False, gt=0,
-    )  # fmt: skip
+        None,
+        "Attempts in flight at once; none: the evaluation's `concurrency` (see ModelConfig.concurrency for "
+        "how the two bounds meet).",
+        shapes=False,
+        gt=0,
+    )
     rollout_temperature: float = knob(
         0.7, "Diversity within a group (evaluation uses the agent's own temperature).", ge=0, le=2, source=PAPER
     )
     task_timeout: float | None = knob(
-        None, "Seconds before an attempt is abandoned (then retried, then recorded as failed); none: the "
-        "evaluation's `task_timeout`.", shapes=False, gt=0,
-    )  # fmt: skip
+        None,
+        "Seconds before an attempt is abandoned (then retried, then recorded as failed); none: the "
+        "evaluation's `task_timeout`.",
+        shapes=False,
+        gt=0,
+    )
     shuffle_data: bool = knob(True, "Shuffle the questions each epoch (batches really differ between epochs).")
     seed: int = knob(42, "Seed of the per-epoch shuffle.")
     restart_step: int | None = knob(
@@ -352,32 +423,39 @@ class PracticeArguments(StrictModel):
         "What is worth learning (every learner prompt).",
     )
     given_ground_truth: bool = knob(
-        True, "false: answers and rewards are hidden from the learner (the paper's w/o ground truth ablation).",
+        True,
+        "false: answers and rewards are hidden from the learner (the paper's w/o ground truth ablation).",
         source=PAPER,
-    )  # fmt: skip
+    )
     num_experiences_per_query: int = knob(2, "Experiences extracted per group.", gt=0)
     max_experiences: int | None = knob(None, "Cap on the library size; none: no cap.", gt=0)
     learner_model: ModelConfig | None = knob(None, "A separate model for the learner; none: the agent's.")
     max_cost: float | None = knob(
-        None, "Dollars this command may spend on LLM calls, agent, learner and judge together (priced by each "
+        None,
+        "Dollars this command may spend on LLM calls, agent, learner and judge together (priced by each "
         "model's `pricing`): when reached, practice stops before its next call with exit code 3, every finished "
-        "attempt and step saved (rerun to resume); null: no limit.", shapes=False, gt=0,
-    )  # fmt: skip
+        "attempt and step saved (rerun to resume); null: no limit.",
+        shapes=False,
+        gt=0,
+    )
     summary_token_budget: int = knob(4000, "Trajectory tokens shown to the summariser.", gt=0)
     do_eval: bool = knob(False, "Evaluate the current library on the eval set during practice.", shapes=False)
-    eval_strategy: Literal["epoch", "steps"] = knob("epoch", "When to evaluate: each epoch or every eval_steps.",
-                                                    shapes=False)  # fmt: skip
+    eval_strategy: Literal["epoch", "steps"] = knob(
+        "epoch", "When to evaluate: each epoch or every eval_steps.", shapes=False
+    )
     eval_steps: int = knob(1, "With eval_strategy steps: evaluate every N steps.", shapes=False, gt=0)
     validation: ValidationConfig | None = knob(
         None, "Validation-gated updates (see ValidationConfig); none: every step's update is applied."
     )
-    screening: ScreeningConfig = knob(ScreeningConfig, "What the library refuses before validation (see "
-                                      "ScreeningConfig).")  # fmt: skip
+    screening: ScreeningConfig = knob(
+        ScreeningConfig, "What the library refuses before validation (see ScreeningConfig)."
+    )
     init_library: str | None = knob(
-        None, "Start from a library learned before: EXP_ID@STEP (STEP: a number, best or last) or a YAML/JSON file "
+        None,
+        "Start from a library learned before: EXP_ID@STEP (STEP: a number, best or last) or a YAML/JSON file "
         "(an agent with experiences, or id -> text); none: the agent config's own experiences (empty for a "
         "baseline agent).",
-    )  # fmt: skip
+    )
 
 
 class DataArguments(StrictModel):
@@ -409,9 +487,10 @@ class TrainingFreeGRPOConfig(StrictModel):
     data: DataArguments = knob(description="The practice data.")
     evaluation: EvalConfig = knob(description="The agent, its verifier and the eval set (an eval config).")
     export_agent: ExpId | None = knob(
-        None, "Also write the enhanced agent as configs/agents/practice/<name>.yaml, the agent an eval config "
+        None,
+        "Also write the enhanced agent as configs/agents/practice/<name>.yaml, the agent an eval config "
         "names (math_reasoning: math_practice_agent); null: <exp_id>_agent, as Youtu-Agent does, where there is a "
         "configs/ folder. A file there "
         "that practice did not write is never replaced.",
         shapes=False,
-    )  # fmt: skip
+    )

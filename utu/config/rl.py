@@ -125,9 +125,10 @@ class RLConfig(StrictModel):
     verify_func_name: str = knob("verify_func", "The function in that file.")
     verify_timeout: float = knob(10.0, "Seconds before a verifier is abandoned (reward 0).", gt=0)
     judge_model: ModelConfig | None = knob(
-        None, "The judge LLM of LLM-graded verifiers (as in eval configs); none: JUDGE_LLM_* when JUDGE_LLM_BASE_URL "
+        None,
+        "The judge LLM of LLM-graded verifiers (as in eval configs); none: JUDGE_LLM_* when JUDGE_LLM_BASE_URL "
         "is set, else no judge.",
-    )  # fmt: skip
+    )
     trainer: GRPOSettings = knob(GRPOSettings, "The GRPO trainer's knobs.")
     prompts_per_step: int = knob(4, "Prompts per step; each gets trainer.group_size completions.", ge=1)
     steps: int = knob(10, "Training steps (one update each).", ge=0)

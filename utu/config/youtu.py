@@ -31,10 +31,16 @@ UNUSED_AGENT_KEYS = {
 # The keys of Youtu-Agent's ToolkitConfig that change nothing for utu's builtin toolkits, with its defaults (a
 # saved agent writes them all): only a value other than its default is worth a warning.
 UNUSED_TOOLKIT_KEYS = {
-    "mode": "builtin", "env_mode": "local", "activated_tools": None, "config": {}, "customized_filepath": None,
-    "customized_classname": None, "config_llm": None, "mcp_transport": "stdio",
+    "mode": "builtin",
+    "env_mode": "local",
+    "activated_tools": None,
+    "config": {},
+    "customized_filepath": None,
+    "customized_classname": None,
+    "config_llm": None,
+    "mcp_transport": "stdio",
     "mcp_client_session_timeout_seconds": 20,
-}  # fmt: skip
+}
 SETTINGS = ("temperature", "top_p", "max_tokens", "seed")
 # Keys of the openai-agents ModelSettings Youtu-Agent's model configs use that are not request fields:
 # usage is always read here; headers and query parameters are not sent.

@@ -97,8 +97,10 @@ async def forget_experiment(db: Database, exp_id: str) -> None:
 async def check_row_owner(db: Database, exp_ids: list[str], owner: str, prefixes: tuple[str, ...] = ()) -> None:
     """Refuse to touch attempt rows stored under one of `exp_ids`, or an exp_id that starts with one of
     `prefixes`, by another experiment."""
-    named = or_(EvaluationSample.exp_id.in_(exp_ids), *(EvaluationSample.exp_id.startswith(p, autoescape=True)
-                                                         for p in prefixes))  # fmt: skip
+    named = or_(
+        EvaluationSample.exp_id.in_(exp_ids),
+        *(EvaluationSample.exp_id.startswith(p, autoescape=True) for p in prefixes),
+    )
     async with db.sessions() as s:
         row = (
             await s.execute(
@@ -108,7 +110,7 @@ async def check_row_owner(db: Database, exp_ids: list[str], owner: str, prefixes
                     or_(EvaluationSample.owner != owner, EvaluationSample.owner.is_(None)),
                 )
                 .limit(1)
-            )  # fmt: skip
+            )
         ).first()
     if row is not None:
         raise ConfigError(

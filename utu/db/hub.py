@@ -52,8 +52,12 @@ def _webwalker(rows: Rows) -> Iterator[dict]:
         for level in pattern:
             if buckets.get(level):
                 r = buckets[level].pop()
-                yield {"question": r["question"], "answer": r["answer"], "level": level,
-                       "meta": {"root_url": r.get("root_url")}}  # fmt: skip
+                yield {
+                    "question": r["question"],
+                    "answer": r["answer"],
+                    "level": level,
+                    "meta": {"root_url": r.get("root_url")},
+                }
 
 
 HUB_SETS: dict[str, Callable[[Rows], Iterator[dict]]] = {

@@ -40,8 +40,9 @@ async def experiment_lease(db: Database, exp_id: str) -> AsyncIterator[None]:
         with contextlib.suppress(asyncio.CancelledError):
             await renewer
         async with db.transaction() as s:
-            await s.execute(delete(ExperimentLease).where(ExperimentLease.exp_id == exp_id,
-                                                          ExperimentLease.holder == holder))  # fmt: skip
+            await s.execute(
+                delete(ExperimentLease).where(ExperimentLease.exp_id == exp_id, ExperimentLease.holder == holder)
+            )
 
 
 async def _acquire(db: Database, exp_id: str, holder: str) -> None:
@@ -59,8 +60,16 @@ async def _acquire(db: Database, exp_id: str, holder: str) -> None:
             if lease is not None:
                 await s.delete(lease)
                 await s.flush()
-            s.add(ExperimentLease(exp_id=exp_id, holder=holder, host=host, pid=os.getpid(), since=now,
-                                  expires_at=now + timedelta(seconds=LEASE_SECONDS)))  # fmt: skip
+            s.add(
+                ExperimentLease(
+                    exp_id=exp_id,
+                    holder=holder,
+                    host=host,
+                    pid=os.getpid(),
+                    since=now,
+                    expires_at=now + timedelta(seconds=LEASE_SECONDS),
+                )
+            )
     except IntegrityError:  # another run inserted its lease between our read and our write
         raise ConfigError(f"exp_id {exp_id!r} was just started by another run: use another --exp_id") from None
 

@@ -116,8 +116,9 @@ async def run_attempt(
             async with slots or contextlib.nullcontext():
                 if agent.llm.usage.over_budget:  # max_cost spent: this attempt is not started (the row stays)
                     return
-                outcome = await rollout(agent, row.raw_question, timeout=timeout, retries=retries,
-                                        experiences=experiences, **settings)  # fmt: skip
+                outcome = await rollout(
+                    agent, row.raw_question, timeout=timeout, retries=retries, experiences=experiences, **settings
+                )
             values = outcome.row_values()
             for key, value in values.items():
                 setattr(row, key, value)

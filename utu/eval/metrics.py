@@ -39,11 +39,19 @@ class ScoredAttempt:
     @classmethod
     def from_row(cls, row: Any) -> "ScoredAttempt":
         return cls(
-            question=(row.dataset, row.dataset_index), stage=row.stage, reward=row.reward, correct=row.correct,
-            level=row.level, tokens=row.tokens, cost=row.cost, tool_calls=row.tool_calls, time_cost=row.time_cost,
-            verify_error=row.stage == "judged" and row.error is not None, tools=(row.meta or {}).get("tools") or [],
+            question=(row.dataset, row.dataset_index),
+            stage=row.stage,
+            reward=row.reward,
+            correct=row.correct,
+            level=row.level,
+            tokens=row.tokens,
+            cost=row.cost,
+            tool_calls=row.tool_calls,
+            time_cost=row.time_cost,
+            verify_error=row.stage == "judged" and row.error is not None,
+            tools=(row.meta or {}).get("tools") or [],
             cut=(row.meta or {}).get("stop_reason") == "max_tokens",
-        )  # fmt: skip
+        )
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -111,11 +119,14 @@ def tool_stats(attempts: Iterable[ScoredAttempt]) -> dict[str, ToolStats]:
         others = [a.reward for a in judged if all(c["tool"] != tool for c in a.tools)]
         seconds = [c["seconds"] for c in log]
         out[tool] = ToolStats(
-            calls=len(log), errors=sum(c["error"] is not None for c in log),
-            mean_seconds=statistics.fmean(seconds), max_seconds=max(seconds), attempts_using=len(using),
+            calls=len(log),
+            errors=sum(c["error"] is not None for c in log),
+            mean_seconds=statistics.fmean(seconds),
+            max_seconds=max(seconds),
+            attempts_using=len(using),
             reward_using=statistics.fmean(using) if using else None,
             reward_not_using=statistics.fmean(others) if others else None,
-        )  # fmt: skip
+        )
     return out
 
 
@@ -176,18 +187,27 @@ def compute_metrics(attempts: Iterable[ScoredAttempt], pass_k: int, seed: int = 
         level: LevelMetrics(questions=len(v), mean_at_k=statistics.fmean(v)) for level, v in sorted(levels.items())
     }
     return EvalMetrics(
-        k=pass_k, questions=len(by_question), questions_scored=len(scored), attempts=len(attempts),
-        attempts_judged=len(done), attempts_failed=sum(a.stage == "failed" for a in attempts),
+        k=pass_k,
+        questions=len(by_question),
+        questions_scored=len(scored),
+        attempts=len(attempts),
+        attempts_judged=len(done),
+        attempts_failed=sum(a.stage == "failed" for a in attempts),
         attempts_pending=sum(a.stage in ("init", "rollout") for a in attempts),
-        verifier_errors=sum(a.verify_error for a in done), attempts_cut=sum(a.cut for a in done),
-        mean_at_k=statistics.fmean(means) if means else 0.0, mean_at_k_ci95=bootstrap_ci(means, seed),
-        pass_at_k=pass_share, unbiased_pass_at=unbiased,
+        verifier_errors=sum(a.verify_error for a in done),
+        attempts_cut=sum(a.cut for a in done),
+        mean_at_k=statistics.fmean(means) if means else 0.0,
+        mean_at_k_ci95=bootstrap_ci(means, seed),
+        pass_at_k=pass_share,
+        unbiased_pass_at=unbiased,
         by_level=by_level,
-        avg_tool_calls=_avg(a.tool_calls for a in done), tools=tool_stats(attempts),
+        avg_tool_calls=_avg(a.tool_calls for a in done),
+        tools=tool_stats(attempts),
         avg_tokens=_avg(a.tokens for a in done),
-        total_tokens=sum(a.tokens or 0 for a in attempts), total_cost=sum(a.cost or 0.0 for a in attempts),
+        total_tokens=sum(a.tokens or 0 for a in attempts),
+        total_cost=sum(a.cost or 0.0 for a in attempts),
         avg_time_per_attempt=_avg(a.time_cost for a in done),
-    )  # fmt: skip
+    )
 
 
 def _avg(values: Iterable[float | int | None]) -> float:

@@ -67,14 +67,21 @@ class EvalRunner:
             have = set(await s.execute(select(EvaluationSample.dataset_index, EvaluationSample.attempt).where(mine)))
             s.add_all(
                 EvaluationSample(
-                    exp_id=c.exp_id, owner=self.owner, dataset=q.dataset, dataset_index=q.index, attempt=k,
-                    source=q.source, level=q.level, raw_question=q.question,
-                    correct_answer=q.answer, stage="init",
+                    exp_id=c.exp_id,
+                    owner=self.owner,
+                    dataset=q.dataset,
+                    dataset_index=q.index,
+                    attempt=k,
+                    source=q.source,
+                    level=q.level,
+                    raw_question=q.question,
+                    correct_answer=q.answer,
+                    stage="init",
                 )
                 for q in self.questions
                 for k in range(c.pass_k)
                 if (q.index, k) not in have
-            )  # fmt: skip
+            )
         return len(self.questions) * c.pass_k
 
     async def rows(self, stages: Sequence[str] | None = None) -> list[EvaluationSample]:
@@ -113,10 +120,16 @@ class EvalRunner:
                 async def one(row: EvaluationSample) -> None:
                     async with slots:
                         await run_attempt(
-                            row, agent=self.agent, verifier=self.verifier, writer=self.writer,
-                            timeout=c.task_timeout, retries=c.max_attempt_retries, experiences=self.experiences,
-                            judge=step != "rollout", tag=self.tag,
-                        )  # fmt: skip
+                            row,
+                            agent=self.agent,
+                            verifier=self.verifier,
+                            writer=self.writer,
+                            timeout=c.task_timeout,
+                            retries=c.max_attempt_retries,
+                            experiences=self.experiences,
+                            judge=step != "rollout",
+                            tag=self.tag,
+                        )
                     if row.stage == "judged":
                         self._rewards.append(row.reward)
                     progress.update(task, advance=1, description=self._describe())
@@ -132,6 +145,9 @@ class EvalRunner:
 
     def _progress(self) -> Progress:
         return Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
             disable=not self.show_progress,
-        )  # fmt: skip
+        )

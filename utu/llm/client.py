@@ -356,8 +356,11 @@ def _without_keys(value: Any, keys: set[str], names: bool = False) -> Any:
     """`value` without `keys` at any depth; `names`: the keys of this dict are field names (of "properties",
     where a field may well be called "title"), kept."""
     if isinstance(value, dict):
-        return {k: _without_keys(v, keys, k == "properties" and not names) for k, v in value.items()
-                if names or k not in keys}  # fmt: skip
+        return {
+            k: _without_keys(v, keys, k == "properties" and not names)
+            for k, v in value.items()
+            if names or k not in keys
+        }
     if isinstance(value, list):
         return [_without_keys(v, keys) for v in value]
     return value

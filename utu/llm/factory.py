@@ -24,10 +24,12 @@ def make_client(config: ModelConfig, usage: UsageTracker | None = None, env_pref
     if not provider.base_url and not provider.local_model:
         # one endpoint's URL, key and model together: the judge never gets the agent's key for its own URL
         prefix = env_prefix if from_env(env_prefix, "BASE_URL") else "UTU_LLM"
-        provider = provider.model_copy(update={
-            key: getattr(provider, key) or from_env(prefix, name)
-            for key, name in (("base_url", "BASE_URL"), ("api_key", "API_KEY"), ("model", "MODEL"))
-        })  # fmt: skip
+        provider = provider.model_copy(
+            update={
+                key: getattr(provider, key) or from_env(prefix, name)
+                for key, name in (("base_url", "BASE_URL"), ("api_key", "API_KEY"), ("model", "MODEL"))
+            }
+        )
         config = config.model_copy(update={"model_provider": provider})
     register_secret(provider.api_key)  # a key written in a YAML file is masked like one from the environment
     if provider.base_url:

@@ -79,10 +79,26 @@ def serve(model: str | None = None) -> tuple[ServerState, bool]:
 
     def command(port: int) -> list[str]:
         return [
-            str(binary), "--model", str(path), "--alias", model, "--host", "127.0.0.1", "--port", str(port),
-            "--ctx-size", str(ctx * parallel), "--parallel", str(parallel), "--threads", threads,
-            "--threads-batch", threads, "--jinja", "--no-webui",
-        ]  # fmt: skip
+            str(binary),
+            "--model",
+            str(path),
+            "--alias",
+            model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--ctx-size",
+            str(ctx * parallel),
+            "--parallel",
+            str(parallel),
+            "--threads",
+            threads,
+            "--threads-batch",
+            threads,
+            "--jinja",
+            "--no-webui",
+        ]
 
     # llama.cpp's OpenMP threads spin while waiting: on a busy 2-core machine that took SmolLM2 from 32 to
     # 3.7 tokens/s (measured here); passive waiting gives the cores back.

@@ -77,12 +77,14 @@ class Rehearsal:
         if schema == "AttemptSummary":
             return json.dumps({"summary": "Added the hours and the minutes of the duration to the start time."})
         if schema == "GroupAdvantage":
-            return json.dumps({
-                "analysis": "The right attempts carried 60 minutes into an hour; the wrong ones boxed a time with "
-                "more than 59 minutes.",
-                "problem_kind": "adding a duration to a clock time",
-                "experiences": [CARRY_RULE],
-            })  # fmt: skip
+            return json.dumps(
+                {
+                    "analysis": "The right attempts carried 60 minutes into an hour; the wrong ones boxed a time with "
+                    "more than 59 minutes.",
+                    "problem_kind": "adding a duration to a clock time",
+                    "experiences": [CARRY_RULE],
+                }
+            )
         if schema == "OperationList":  # the library already holds the rule: nothing to change
             return json.dumps({"operations": [{"operation": "NONE", "rationale": "the rule is in the library"}]})
         if schema == "ConsolidatedList":

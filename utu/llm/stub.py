@@ -57,8 +57,9 @@ class StubServer:
     benchmark.
     """
 
-    def __init__(self, script: StubScript | None = None, host: str = "127.0.0.1", port: int = 0,
-                 timing_log: str | None = None):  # fmt: skip
+    def __init__(
+        self, script: StubScript | None = None, host: str = "127.0.0.1", port: int = 0, timing_log: str | None = None
+    ):
         self.script = script or StubScript()
         self.timing_log = open(timing_log, "a", buffering=1) if timing_log else None  # noqa: SIM115  (one line each)
         self.requests: list[dict[str, Any]] = []  # every chat request body received, in order
@@ -259,8 +260,11 @@ def _as_chat_request(body: dict[str, Any]) -> dict[str, Any]:
     for item in [{"role": "user", "content": items}] if isinstance(items, str) else items:
         kind = item.get("type", "message")
         if kind == "function_call":
-            call = {"id": item["call_id"], "type": "function",
-                    "function": {"name": item["name"], "arguments": item["arguments"]}}  # fmt: skip
+            call = {
+                "id": item["call_id"],
+                "type": "function",
+                "function": {"name": item["name"], "arguments": item["arguments"]},
+            }
             messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
         elif kind == "function_call_output":
             messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": item["output"]})
@@ -271,8 +275,9 @@ def _as_chat_request(body: dict[str, Any]) -> dict[str, Any]:
     if "max_output_tokens" in body:
         chat["max_tokens"] = body["max_output_tokens"]
     if body.get("tools"):
-        chat["tools"] = [{"type": "function", "function": {k: v for k, v in t.items() if k != "type"}}
-                         for t in body["tools"]]  # fmt: skip
+        chat["tools"] = [
+            {"type": "function", "function": {k: v for k, v in t.items() if k != "type"}} for t in body["tools"]
+        ]
     return chat
 
 
@@ -283,21 +288,46 @@ def _as_response(completion: dict[str, Any]) -> dict[str, Any]:
     output: list[dict[str, Any]] = []
     if message.get("content") is not None:
         text = {"type": "output_text", "text": message["content"], "annotations": []}
-        output.append({"type": "message", "id": "msg_" + completion["id"], "role": "assistant",
-                       "status": "completed", "content": [text]})  # fmt: skip
+        output.append(
+            {
+                "type": "message",
+                "id": "msg_" + completion["id"],
+                "role": "assistant",
+                "status": "completed",
+                "content": [text],
+            }
+        )
     for call in message.get("tool_calls") or []:
-        output.append({"type": "function_call", "id": "fc_" + call["id"], "call_id": call["id"], "status": "completed",
-                       "name": call["function"]["name"], "arguments": call["function"]["arguments"]})  # fmt: skip
+        output.append(
+            {
+                "type": "function_call",
+                "id": "fc_" + call["id"],
+                "call_id": call["id"],
+                "status": "completed",
+                "name": call["function"]["name"],
+                "arguments": call["function"]["arguments"],
+            }
+        )
     cut = choice["finish_reason"] == "length"
     return {
-        "id": "resp_" + completion["id"], "object": "response", "created_at": completion["created"],
-        "model": completion["model"], "status": "incomplete" if cut else "completed",
+        "id": "resp_" + completion["id"],
+        "object": "response",
+        "created_at": completion["created"],
+        "model": completion["model"],
+        "status": "incomplete" if cut else "completed",
         "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
-        "output": output, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
-        "usage": {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"],
-                  "total_tokens": usage["total_tokens"], "input_tokens_details": {"cached_tokens": 0},
-                  "output_tokens_details": {"reasoning_tokens": 0}},
-    }  # fmt: skip
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": usage["prompt_tokens"],
+            "output_tokens": usage["completion_tokens"],
+            "total_tokens": usage["total_tokens"],
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        },
+    }
 
 
 def _load_function(spec: str) -> Callable[[dict[str, Any]], Reply]:

@@ -59,8 +59,9 @@ class UnreadableReply(Exception):
 class Transport:
     """An `openai.AsyncOpenAI` (or `AsyncAzureOpenAI`) for one endpoint, made lazily on the running loop."""
 
-    def __init__(self, base_url: str, api_key: str, timeout: float, api: str = "chat.completions",
-                 api_version: str | None = None):  # fmt: skip
+    def __init__(
+        self, base_url: str, api_key: str, timeout: float, api: str = "chat.completions", api_version: str | None = None
+    ):
         if api not in APIS:
             raise ConfigError(
                 f"model_provider.type {api!r} is not supported: use chat.completions or responses "
@@ -184,15 +185,26 @@ def to_response_input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for m in messages:
         role = m.get("role")
         if role == "tool":
-            items.append({"type": "function_call_output", "call_id": m.get("tool_call_id", ""),
-                          "output": _text(m.get("content"))})  # fmt: skip
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": m.get("tool_call_id", ""),
+                    "output": _text(m.get("content")),
+                }
+            )
             continue
         if m.get("content") or not m.get("tool_calls"):
             items.append({"role": role, "content": m.get("content") or ""})
         for call in m.get("tool_calls") or []:
             function = call.get("function") or {}
-            items.append({"type": "function_call", "call_id": call.get("id", ""), "name": function.get("name", ""),
-                          "arguments": function.get("arguments") or "{}"})  # fmt: skip
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": call.get("id", ""),
+                    "name": function.get("name", ""),
+                    "arguments": function.get("arguments") or "{}",
+                }
+            )
     return items
 
 
@@ -203,8 +215,9 @@ def from_response(response: Any) -> Reply:
         if item.type == "message":
             texts += [part.text for part in item.content if getattr(part, "type", "") == "output_text"]
         elif item.type == "function_call":
-            calls.append({"id": item.call_id, "type": "function",
-                          "function": {"name": item.name, "arguments": item.arguments}})  # fmt: skip
+            calls.append(
+                {"id": item.call_id, "type": "function", "function": {"name": item.name, "arguments": item.arguments}}
+            )
     details = response.incomplete_details
     if response.status == "incomplete" and details is not None and details.reason == "max_output_tokens":
         finish = "length"

@@ -42,10 +42,12 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
         screening_flags=add_flags(parser, ScreeningConfig, prefix="screening_"),
     )
     parser.add_argument(
-        "--export_step", type=_export_step, default="last",
+        "--export_step",
+        type=_export_step,
+        default="last",
         help="which library the enhanced agent gets: last (default), best (highest validation or in-step eval "
         "score), or a step number",
-    )  # fmt: skip
+    )
     parser.add_argument("--fresh", action="store_true", help="forget this exp_id entirely and start over")
     parser.add_argument("--no_pipeline", action="store_true", help="wait for the whole batch before learning")
     parser.add_argument(
@@ -72,8 +74,10 @@ def build_config(args: argparse.Namespace, composed: Composed) -> TrainingFreeGR
     ):
         log.warning(
             "the config's rollout_data_truncate (%d) was set for %s: not applied to %s; pass --rollout_data_truncate N",
-            truncate, config["data"]["practice_dataset_name"], chosen,
-        )  # fmt: skip
+            truncate,
+            config["data"]["practice_dataset_name"],
+            chosen,
+        )
         data_flags["rollout_data_truncate"] = None
     config["data"] |= data_flags
     config["evaluation"] |= given(args, args.eval_flags)

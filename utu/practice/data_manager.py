@@ -72,22 +72,30 @@ class PracticeData:
                 (r.dataset_index, r.attempt): r
                 for r in await s.scalars(
                     select(EvaluationSample).where(
-                        EvaluationSample.exp_id == exp, EvaluationSample.owner == self.exp_id,
+                        EvaluationSample.exp_id == exp,
+                        EvaluationSample.owner == self.exp_id,
                         EvaluationSample.step == step,
                     )
                 )
-            }  # fmt: skip
+            }
             missing = [
                 {
-                    "exp_id": exp, "owner": self.exp_id, "dataset": q.dataset, "dataset_index": q.index,
-                    "attempt": k, "step": step, "source": q.source, "level": q.level,
+                    "exp_id": exp,
+                    "owner": self.exp_id,
+                    "dataset": q.dataset,
+                    "dataset_index": q.index,
+                    "attempt": k,
+                    "step": step,
+                    "source": q.source,
+                    "level": q.level,
                     "raw_question": q.question,
-                    "correct_answer": q.answer, "stage": "init",
+                    "correct_answer": q.answer,
+                    "stage": "init",
                 }
                 for q in batch
                 for k in range(self.grpo_n)
                 if (q.index, k) not in existing
-            ]  # fmt: skip
+            ]
             if missing:  # one bulk INSERT ... RETURNING: adding objects one by one was ~7% of a fast step
                 created = await s.scalars(insert(EvaluationSample).returning(EvaluationSample), missing)
                 existing |= {(r.dataset_index, r.attempt): r for r in created}

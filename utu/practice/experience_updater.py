@@ -70,8 +70,15 @@ class ExperienceUpdater:
             "learner group", CHAIN, input=attempts[0].question, **{"question.index": index, "rewards": rewards}
         ) as s:
             outcome = await self._learn_from_group(attempts, library)
-            set_io(s, "output", {"used": outcome.used, "skip_reason": outcome.skip_reason,
-                                 "operations": [p.op.model_dump() for p in outcome.proposed]})  # fmt: skip
+            set_io(
+                s,
+                "output",
+                {
+                    "used": outcome.used,
+                    "skip_reason": outcome.skip_reason,
+                    "operations": [p.op.model_dump() for p in outcome.proposed],
+                },
+            )
             return outcome
 
     async def _learn_from_group(self, attempts: list[GroupAttempt], library: Library) -> GroupOutcome:
@@ -156,10 +163,12 @@ class ExperienceUpdater:
         gt = self.p.given_ground_truth
         with_tools = any(a.tools for a, _ in kept)
         blocks = [
-            f"Attempt {i + 1}" + (f" ({result})" if (result := outcome_of(a, gt)) else "")
-            + (f"\nTools called: {tool_usage(a.tools)}" if with_tools else "") + f":\n{summary}"
+            f"Attempt {i + 1}"
+            + (f" ({result})" if (result := outcome_of(a, gt)) else "")
+            + (f"\nTools called: {tool_usage(a.tools)}" if with_tools else "")
+            + f":\n{summary}"
             for i, (a, summary) in enumerate(kept)
-        ]  # fmt: skip
+        ]
         first = kept[0][0]
         system = prompts.ADVANTAGE_SYSTEM.format(
             **self.objectives,

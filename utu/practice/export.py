@@ -63,8 +63,10 @@ def practice_agent_path(configs: Path, name: str) -> Path:
     path = inside(configs, "agents", "practice", f"{name}.yaml")
     for candidate in dict.fromkeys([path, packaged_configs() / "agents" / "practice" / f"{name}.yaml"]):
         if candidate.exists() and not candidate.read_text().startswith(WRITTEN_BY_PRACTICE):
-            raise ConfigError(f"export_agent {name}: {candidate} exists and was not written by practice; "
-                              "refusing to replace it (rename it, or choose another export_agent)")  # fmt: skip
+            raise ConfigError(
+                f"export_agent {name}: {candidate} exists and was not written by practice; "
+                "refusing to replace it (rename it, or choose another export_agent)"
+            )
     return path
 
 

@@ -91,8 +91,13 @@ async def show(db: Database, args) -> None:
     library, step = await library_at(db, args.exp_id, _step(args.step), f"show --exp_id {args.exp_id}")
     entries = provenance(library, await applied_operations(db, args.exp_id, up_to=step))
     if args.json:
-        print(json.dumps({"exp_id": args.exp_id, "step": step, "experiences": [dataclasses.asdict(e) for e in entries]},
-                         ensure_ascii=False, indent=2))  # fmt: skip
+        print(
+            json.dumps(
+                {"exp_id": args.exp_id, "step": step, "experiences": [dataclasses.asdict(e) for e in entries]},
+                ensure_ascii=False,
+                indent=2,
+            )
+        )
         return
     table = Table(title=f"{args.exp_id}, library after step {step} ({len(entries)} experiences)", show_lines=True)
     for column in ("id", "experience", "added", "from questions", "rationale", "updated at steps"):
@@ -100,10 +105,13 @@ async def show(db: Database, args) -> None:
     for e in entries:
         origin = e.origin
         table.add_row(
-            e.id, e.text, f"step {origin.step}" if origin else "before step 0",
-            ", ".join(map(str, origin.source_questions)) if origin else "", (origin.rationale or "") if origin else "",
+            e.id,
+            e.text,
+            f"step {origin.step}" if origin else "before step 0",
+            ", ".join(map(str, origin.source_questions)) if origin else "",
+            (origin.rationale or "") if origin else "",
             ", ".join(str(u.step) for u in e.updates),
-        )  # fmt: skip
+        )
     console.print(table)
 
 
@@ -117,8 +125,13 @@ async def compare(db: Database, args) -> None:
     operations = await applied_operations(db, b) if a == b else []
     result = diff(before, after, operations, range(first + 1, last + 1))
     if args.json:
-        print(json.dumps({"from": f"{a}@{first}", "to": f"{b}@{last}", **dataclasses.asdict(result)},
-                         ensure_ascii=False, indent=2))  # fmt: skip
+        print(
+            json.dumps(
+                {"from": f"{a}@{first}", "to": f"{b}@{last}", **dataclasses.asdict(result)},
+                ensure_ascii=False,
+                indent=2,
+            )
+        )
         return
     table = Table(title=f"{a}@{first} -> {b}@{last}", show_lines=True)
     for column in ("id", "change", "text", "why (the operation log)"):
@@ -133,8 +146,10 @@ async def compare(db: Database, args) -> None:
 
 
 def _why(result, key: str) -> str:
-    return "\n".join(f"step {c.step} {c.kind}: {c.rationale or '-'} (questions {c.source_questions})"
-                     for c in result.reasons.get(key, []))  # fmt: skip
+    return "\n".join(
+        f"step {c.step} {c.kind}: {c.rationale or '-'} (questions {c.source_questions})"
+        for c in result.reasons.get(key, [])
+    )
 
 
 async def export(db: Database, args) -> None:
@@ -161,8 +176,11 @@ async def combine(db: Database, args) -> None:
         if not args.no_llm:
             learner = await open_client(stack, load_model_config("base"))
         library, dropped = await merge(db, refs, args.name, learner, stack)
-    print(f"{args.name}: {len(library.experiences)} experiences from {len(args.refs)} libraries "
-          f"({dropped} merged or dropped as duplicates); see: show --exp_id {args.name}", file=sys.stderr)  # fmt: skip
+    print(
+        f"{args.name}: {len(library.experiences)} experiences from {len(args.refs)} libraries "
+        f"({dropped} merged or dropped as duplicates); see: show --exp_id {args.name}",
+        file=sys.stderr,
+    )
 
 
 async def run() -> int:

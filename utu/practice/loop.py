@@ -83,9 +83,15 @@ class PracticeLoop:
         self.store = PracticeStore(db, config.exp_id)
         self.writer = AttemptWriter(db)
         self.data = PracticeData(
-            db, config.exp_id, config.data.practice_dataset_name, self.p.grpo_n, self.p.batch_size,
-            config.data.rollout_data_truncate, self.p.shuffle_data, self.p.seed,
-        )  # fmt: skip
+            db,
+            config.exp_id,
+            config.data.practice_dataset_name,
+            self.p.grpo_n,
+            self.p.batch_size,
+            config.data.rollout_data_truncate,
+            self.p.shuffle_data,
+            self.p.seed,
+        )
 
     def use_cache(self, step: int) -> bool:
         return self.p.restart_step is None or step < self.p.restart_step
@@ -141,10 +147,16 @@ class PracticeLoop:
 
         async def attempt(row: EvaluationSample) -> None:
             await run_attempt(
-                row, agent=self.agent, verifier=self.verifier, writer=self.writer, timeout=self.p.task_timeout,
-                retries=self.config.evaluation.max_attempt_retries, experiences=library.experiences,
-                slots=issued.counting(slots), temperature=self.p.rollout_temperature,
-            )  # fmt: skip
+                row,
+                agent=self.agent,
+                verifier=self.verifier,
+                writer=self.writer,
+                timeout=self.p.task_timeout,
+                retries=self.config.evaluation.max_attempt_retries,
+                experiences=library.experiences,
+                slots=issued.counting(slots),
+                temperature=self.p.rollout_temperature,
+            )
 
         async def group_task(group_rows: list[EvaluationSample]) -> GroupOutcome | None:
             await gather_or_cancel(*(attempt(row) for row in group_rows))
@@ -175,20 +187,32 @@ class PracticeLoop:
                     if r.status == "applied":
                         r.status, r.reason = "refused", f"validation: {validation.reason}"
         stats = StepStats(
-            step=step, epoch=epoch, batch=b, group_size=self.p.grpo_n, **_rollout_stats(rows),
-            groups_used=sum(o.used for o in outcomes), groups_skipped=sum(not o.used for o in outcomes),
-            library_size=len(new_library.experiences), operations=_applied(records),
-            operations_refused=sum(r.status == "refused" for r in records), learner_errors=len(failures),
+            step=step,
+            epoch=epoch,
+            batch=b,
+            group_size=self.p.grpo_n,
+            **_rollout_stats(rows),
+            groups_used=sum(o.used for o in outcomes),
+            groups_skipped=sum(not o.used for o in outcomes),
+            library_size=len(new_library.experiences),
+            operations=_applied(records),
+            operations_refused=sum(r.status == "refused" for r in records),
+            learner_errors=len(failures),
             operations_junk=sum(r.status == "refused" and (r.reason or "").startswith(JUNK) for r in records),
-            usage=_usage_delta(usage_before, self.usage.snapshot()), wall_time=time.perf_counter() - start,
+            usage=_usage_delta(usage_before, self.usage.snapshot()),
+            wall_time=time.perf_counter() - start,
             validation=validation,
-        )  # fmt: skip
+        )
         await self.store.save_step(step, epoch, b, new_library, records, failures, stats)
         log.info(
             "step %d: Mean@%d %.3f, library %d (+%d ops), %d learner errors",
-            step, self.p.grpo_n, stats.mean_at_g, len(new_library.experiences),
-            sum(stats.operations.values()), len(failures),
-        )  # fmt: skip
+            step,
+            self.p.grpo_n,
+            stats.mean_at_g,
+            len(new_library.experiences),
+            sum(stats.operations.values()),
+            len(failures),
+        )
         return stats, new_library
 
     async def _check_step(self, step: int, rows, outcomes: list[GroupOutcome], failures: list[LearnerFailure]) -> None:
@@ -218,9 +242,15 @@ class PracticeLoop:
         )
         log.info("validation: %s: update %s", reason, "applied" if accepted else "rejected")
         return StepValidation(
-            k=v.pass_k, questions=len(result.rows), current=current, proposed=current + result.mean_diff,
-            difference=result.mean_diff, difference_ci95=result.ci95, accepted=accepted, reason=reason,
-        )  # fmt: skip
+            k=v.pass_k,
+            questions=len(result.rows),
+            current=current,
+            proposed=current + result.mean_diff,
+            difference=result.mean_diff,
+            difference_ci95=result.ci95,
+            accepted=accepted,
+            reason=reason,
+        )
 
     async def _validation_rows(self, library: Library) -> list[ScoredAttempt]:
         """A library's attempts at the validation questions, kept under an exp_id named by its content, so the
@@ -235,9 +265,15 @@ class PracticeLoop:
             }
         )
         runner = EvalRunner(
-            config, self.db, self.agent, self.verifier, show_progress=False, experiences=library.experiences,
-            owner=self.config.exp_id, tag="validation",
-        )  # fmt: skip
+            config,
+            self.db,
+            self.agent,
+            self.verifier,
+            show_progress=False,
+            experiences=library.experiences,
+            owner=self.config.exp_id,
+            tag="validation",
+        )
         await runner.prepare()
         await runner.run()
         rows = await runner.rows()
@@ -255,14 +291,20 @@ class PracticeLoop:
             }
         )
         runner = EvalRunner(
-            config, self.db, self.agent, self.verifier, show_progress=False, experiences=library.experiences,
+            config,
+            self.db,
+            self.agent,
+            self.verifier,
+            show_progress=False,
+            experiences=library.experiences,
             owner=self.config.exp_id,
-        )  # fmt: skip
+        )
         await runner.prepare()
         await runner.run()
         metrics = compute_metrics((ScoredAttempt.from_row(r) for r in await runner.rows()), config.pass_k)
-        return StepEval(exp_id=config.exp_id, k=metrics.k, mean_at_k=metrics.mean_at_k,
-                        mean_at_k_ci95=metrics.mean_at_k_ci95)  # fmt: skip
+        return StepEval(
+            exp_id=config.exp_id, k=metrics.k, mean_at_k=metrics.mean_at_k, mean_at_k_ci95=metrics.mean_at_k_ci95
+        )
 
 
 def _screen_against(rows: list[EvaluationSample], config: ScreeningConfig) -> Screen:
@@ -280,10 +322,16 @@ def _screen_against(rows: list[EvaluationSample], config: ScreeningConfig) -> Sc
 
 def _as_attempt(row: EvaluationSample) -> GroupAttempt:
     return GroupAttempt(
-        dataset_index=row.dataset_index, question=row.raw_question, answer=row.correct_answer, response=row.response,
-        trajectory=row.trajectories or [], reward=row.reward if row.stage == "judged" else None, critique=row.reasoning,
-        tools=(row.meta or {}).get("tools") or [], cut=(row.meta or {}).get("stop_reason") == "max_tokens",
-    )  # fmt: skip
+        dataset_index=row.dataset_index,
+        question=row.raw_question,
+        answer=row.correct_answer,
+        response=row.response,
+        trajectory=row.trajectories or [],
+        reward=row.reward if row.stage == "judged" else None,
+        critique=row.reasoning,
+        tools=(row.meta or {}).get("tools") or [],
+        cut=(row.meta or {}).get("stop_reason") == "max_tokens",
+    )
 
 
 def _rollout_stats(rows: list[EvaluationSample]) -> dict[str, Any]:
@@ -293,10 +341,13 @@ def _rollout_stats(rows: list[EvaluationSample]) -> dict[str, Any]:
         by_question[r.dataset_index].append(ScoredAttempt.from_row(r))
     means, pass_share = mean_and_pass(by_question.values())
     return {
-        "questions": len(by_question), "attempts": len(rows), "attempts_failed": sum(r.stage == "failed" for r in rows),
-        "mean_at_g": statistics.fmean(means) if means else 0.0, "pass_at_g": pass_share,
+        "questions": len(by_question),
+        "attempts": len(rows),
+        "attempts_failed": sum(r.stage == "failed" for r in rows),
+        "mean_at_g": statistics.fmean(means) if means else 0.0,
+        "pass_at_g": pass_share,
         "tools": tool_stats(a for group in by_question.values() for a in group),
-    }  # fmt: skip
+    }
 
 
 def _applied(records: list[OpRecord]) -> dict[str, int]:
@@ -312,9 +363,11 @@ def _usage_delta(before: dict[str, Usage], after: dict[str, Usage]) -> dict[str,
         b = before.get(tag, Usage())
         if u.calls != b.calls:
             out[tag] = StageUsage(
-                calls=u.calls - b.calls, prompt_tokens=u.prompt_tokens - b.prompt_tokens,
-                completion_tokens=u.completion_tokens - b.completion_tokens, cost=u.cost - b.cost,
-            )  # fmt: skip
+                calls=u.calls - b.calls,
+                prompt_tokens=u.prompt_tokens - b.prompt_tokens,
+                completion_tokens=u.completion_tokens - b.completion_tokens,
+                cost=u.cost - b.cost,
+            )
     return out
 
 

@@ -56,11 +56,23 @@ async def merge(
 
     merged, records = apply_operations(Library(), proposed, screen=check)
     stats = StepStats(
-        step=0, epoch=0, batch=0, group_size=0, questions=0, attempts=0, attempts_failed=0, mean_at_g=0.0,
-        pass_at_g=0.0, groups_used=0, groups_skipped=0, library_size=len(merged.experiences),
+        step=0,
+        epoch=0,
+        batch=0,
+        group_size=0,
+        questions=0,
+        attempts=0,
+        attempts_failed=0,
+        mean_at_g=0.0,
+        pass_at_g=0.0,
+        groups_used=0,
+        groups_skipped=0,
+        library_size=len(merged.experiences),
         operations={"ADD": len(merged.experiences), "UPDATE": 0, "DELETE": 0},
-        operations_refused=sum(r.status == "refused" for r in records), learner_errors=len(failures),
-        usage={}, wall_time=time.perf_counter() - start,
-    )  # fmt: skip
+        operations_refused=sum(r.status == "refused" for r in records),
+        learner_errors=len(failures),
+        usage={},
+        wall_time=time.perf_counter() - start,
+    )
     await PracticeStore(db, name).save_step(0, 0, 0, merged, records, failures, stats)
     return merged, len(origins) - len(merged.experiences)

@@ -115,12 +115,19 @@ def tool_lines(steps: list[StepStats]) -> list[str]:
     rows = [(s.step, tool, t) for s in steps for tool, t in s.tools.items()]
     if not rows:
         return []
-    lines = ["", "## Tools", "", "| step | tool | calls | errors | mean s | reward with (attempts) | reward without |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "",
+        "## Tools",
+        "",
+        "| step | tool | calls | errors | mean s | reward with (attempts) | reward without |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for step, tool, t in rows:
         with_, without = t.rewards_text()
-        lines.append(f"| {step} | {tool} | {t.calls} | {t.errors} | {t.mean_seconds:.2f} | {with_} "
-                     f"({t.attempts_using}) | {without} |")  # fmt: skip
+        lines.append(
+            f"| {step} | {tool} | {t.calls} | {t.errors} | {t.mean_seconds:.2f} | {with_} "
+            f"({t.attempts_using}) | {without} |"
+        )
     return lines
 
 

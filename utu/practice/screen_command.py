@@ -71,8 +71,10 @@ def _row(line: str, where: str) -> Row:
     except ValidationError as e:
         error = e.errors()[0]
         field = str(error["loc"][0]) if error["loc"] else "the line"
-        raise ConfigError(f"{where}: {field}: {error['msg']} (a row is a JSON object with a string 'experience' "
-                          "and optionally 'question', 'answer', 'library')") from None  # fmt: skip
+        raise ConfigError(
+            f"{where}: {field}: {error['msg']} (a row is a JSON object with a string 'experience' "
+            "and optionally 'question', 'answer', 'library')"
+        ) from None
 
 
 def verdicts(rows: list[Row], config: ScreeningConfig) -> list[str | None]:

@@ -76,8 +76,10 @@ class Source:
 def words() -> dict[str, dict]:
     """The per-language word lists (utu/practice/screening_words.yaml)."""
     text = resources.files("utu.practice").joinpath("screening_words.yaml").read_text(encoding="utf-8")
-    return {lang: {k: set(v) if isinstance(v, list) else v for k, v in entry.items()}
-            for lang, entry in yaml.safe_load(text).items()}  # fmt: skip
+    return {
+        lang: {k: set(v) if isinstance(v, list) else v for k, v in entry.items()}
+        for lang, entry in yaml.safe_load(text).items()
+    }
 
 
 def screen(text: str, source: Source, others: list[str], config: ScreeningConfig = DEFAULTS) -> str | None:
@@ -229,10 +231,17 @@ def _repeated_object(tokens: list[str], theirs: list[str], repeats: int) -> str 
         return None
     generic = _generic_words()
     return next(
-        (w for w in dict.fromkeys(tokens) if len(w) > 2 and w not in generic and w.isalpha()
-         and tokens.count(w) >= repeats and theirs.count(w) >= repeats),
+        (
+            w
+            for w in dict.fromkeys(tokens)
+            if len(w) > 2
+            and w not in generic
+            and w.isalpha()
+            and tokens.count(w) >= repeats
+            and theirs.count(w) >= repeats
+        ),
         None,
-    )  # fmt: skip
+    )
 
 
 @cache
@@ -279,8 +288,11 @@ def _names_of(text: str, question: Question) -> list[tuple[str, int]]:
     entry = words().get("en", {})
     starters = entry.get("sentence_starters", set())
     names = set(_CAPITALISED.findall(question.text)) - starters
-    acting = {m.group(1) for m in re.finditer(r"\b([A-Z][a-z]+)\s+([a-z]+)", question.text)
-              if m.group(2) in entry.get("person_verbs", set())} & names  # fmt: skip
+    acting = {
+        m.group(1)
+        for m in re.finditer(r"\b([A-Z][a-z]+)\s+([a-z]+)", question.text)
+        if m.group(2) in entry.get("person_verbs", set())
+    } & names
     starts = {m.start(1) for m in re.finditer(r"(?:^|[.:!?]\s+)([A-Z])", text)}
     found = []
     for run in _NAME_RUN.finditer(text):

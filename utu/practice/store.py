@@ -44,10 +44,14 @@ class PracticeStore:
                 return
             s.add(
                 ExperienceSnapshot(
-                    exp_id=self.exp_id, step=INITIAL_STEP, epoch=0, batch=INITIAL_STEP,
-                    experiences=redact.value(dict(library.experiences)), next_id=library.next_id,
+                    exp_id=self.exp_id,
+                    step=INITIAL_STEP,
+                    epoch=0,
+                    batch=INITIAL_STEP,
+                    experiences=redact.value(dict(library.experiences)),
+                    next_id=library.next_id,
                 )
-            )  # fmt: skip
+            )
 
     async def steps(self) -> list[StepStats]:
         """The statistics of every recorded step, in step order."""
@@ -78,19 +82,29 @@ class PracticeStore:
         async with self.db.transaction() as s:
             s.add(
                 ExperienceSnapshot(
-                    exp_id=self.exp_id, step=step, epoch=epoch, batch=batch,
-                    experiences=redact.value(dict(library.experiences)), next_id=library.next_id,
+                    exp_id=self.exp_id,
+                    step=step,
+                    epoch=epoch,
+                    batch=batch,
+                    experiences=redact.value(dict(library.experiences)),
+                    next_id=library.next_id,
                 )
-            )  # fmt: skip
+            )
             s.add_all(
                 ExperienceOperation(
-                    exp_id=self.exp_id, step=step, kind=r.kind, experience_id=r.experience_id,
-                    old_text=redact.value(r.old_text), new_text=redact.value(r.new_text),
-                    source_questions=r.source_questions, rationale=redact.value(r.rationale), status=r.status,
+                    exp_id=self.exp_id,
+                    step=step,
+                    kind=r.kind,
+                    experience_id=r.experience_id,
+                    old_text=redact.value(r.old_text),
+                    new_text=redact.value(r.new_text),
+                    source_questions=r.source_questions,
+                    rationale=redact.value(r.rationale),
+                    status=r.status,
                     reason=r.reason,
                 )
                 for r in records
-            )  # fmt: skip
+            )
             s.add_all(self._errors(step, failures))
             s.add(
                 PracticeStep(
@@ -106,10 +120,16 @@ class PracticeStore:
     def _errors(self, step: int, failures: list[LearnerFailure]) -> list[LearnerError]:
         redact = Redactor()
         return [
-            LearnerError(exp_id=self.exp_id, step=step, stage=f.stage, dataset_index=f.dataset_index,
-                         error=redact(f.error), raw_reply=redact.value(f.raw_reply))
+            LearnerError(
+                exp_id=self.exp_id,
+                step=step,
+                stage=f.stage,
+                dataset_index=f.dataset_index,
+                error=redact(f.error),
+                raw_reply=redact.value(f.raw_reply),
+            )
             for f in failures
-        ]  # fmt: skip
+        ]
 
     async def update_stats(self, step: int, stats: StepStats) -> None:
         async with self.db.transaction() as s:
@@ -128,8 +148,12 @@ class PracticeStore:
                 .where(EvaluationSample.owner == self.exp_id, EvaluationSample.step.is_(None))
                 .distinct()
             )
-            stale = [e for e in eval_ids if e.startswith(EVAL_PREFIX.format(self.exp_id))
-                     and int(e.removeprefix(EVAL_PREFIX.format(self.exp_id))) >= step]  # fmt: skip
+            stale = [
+                e
+                for e in eval_ids
+                if e.startswith(EVAL_PREFIX.format(self.exp_id))
+                and int(e.removeprefix(EVAL_PREFIX.format(self.exp_id))) >= step
+            ]
             if stale:
                 await s.execute(
                     delete(EvaluationSample).where(

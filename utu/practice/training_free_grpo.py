@@ -116,8 +116,11 @@ class TrainingFreeGRPO:
         """Data sets and the experiment claimed (released with `resources`); the initial library."""
         config, ev = self.config, self.config.evaluation
         validation = config.practice.validation
-        needed = [config.data.practice_dataset_name, ev.data.dataset if config.practice.do_eval else None,
-                  validation.dataset if validation else None]  # fmt: skip
+        needed = [
+            config.data.practice_dataset_name,
+            ev.data.dataset if config.practice.do_eval else None,
+            validation.dataset if validation else None,
+        ]
         for name in dict.fromkeys(filter(None, needed)):
             await ensure_dataset(db, name)
         practice_set = config.data.practice_dataset_name
@@ -174,8 +177,9 @@ def default_export_agent(exp_id: str) -> str | None:
     return name
 
 
-def run_practice(config: TrainingFreeGRPOConfig | str, *, exp_id: str | None = None,
-                 overrides: list[str] | None = None, **options) -> PracticeOutcome:  # fmt: skip
+def run_practice(
+    config: TrainingFreeGRPOConfig | str, *, exp_id: str | None = None, overrides: list[str] | None = None, **options
+) -> PracticeOutcome:
     """The one-call way, for scripts (not inside a running event loop): practise and export."""
     if isinstance(config, str):
         config = load_practice_config(config, overrides)

@@ -84,8 +84,10 @@ class HuggingFaceGym:
         verifier: Any = None,
     ):
         if custom_collate_fn is not None:
-            raise ValueError("HuggingFaceGym: custom_collate_fn is not supported; shape prompts with "
-                             "conversation_template or apply_chat_template_fn")  # fmt: skip
+            raise ValueError(
+                "HuggingFaceGym: custom_collate_fn is not supported; shape prompts with "
+                "conversation_template or apply_chat_template_fn"
+            )
         if (reward_fn is None) == (verifier is None):
             raise ValueError("HuggingFaceGym: give exactly one of reward_fn and verifier")
         if (conversation_template is None) == (apply_chat_template_fn is None):
@@ -105,9 +107,15 @@ class HuggingFaceGym:
 
     @classmethod
     def from_dataset(
-        cls, source: str | Path, tokenizer: Any, verify: str = "math.py", test_size: int = 16,
-        system: str = DEFAULT_SYSTEM_PROMPT, db_url: str | None = None, **kwargs: Any,
-    ) -> "HuggingFaceGym":  # fmt: skip
+        cls,
+        source: str | Path,
+        tokenizer: Any,
+        verify: str = "math.py",
+        test_size: int = 16,
+        system: str = DEFAULT_SYSTEM_PROMPT,
+        db_url: str | None = None,
+        **kwargs: Any,
+    ) -> "HuggingFaceGym":
         """One of our data sets (a name in the SQL store, bundled ones load themselves, or a JSONL file), the last
         `test_size` questions held out, rewarded by one of our verify functions (`utu/verify/`)."""
         from utu.rl.env import load_questions
@@ -121,8 +129,9 @@ class HuggingFaceGym:
         rows = [{"question": q, "answer": a or ""} for _, q, a in questions]
         template = [{"role": "system", "content": system}, {"role": "user", "content": "{question}"}]
         verifier = Verifier(load_verifier(verify), timeout=10)
-        return cls(rows[:-test_size], rows[-test_size:], tokenizer, conversation_template=template,
-                   verifier=verifier, **kwargs)  # fmt: skip
+        return cls(
+            rows[:-test_size], rows[-test_size:], tokenizer, conversation_template=template, verifier=verifier, **kwargs
+        )
 
     # --- prompts --------------------------------------------------------------------------------------
 
@@ -184,8 +193,10 @@ class HuggingFaceGym:
 
     def _score(self, texts: list[list[str]]) -> Tensor:
         if self.reward_fn is not None:
-            scores = [[float(self.reward_fn(t, p["answer"], p["question"])) for t in group]
-                      for p, group in zip(self.current, texts, strict=True)]  # fmt: skip
+            scores = [
+                [float(self.reward_fn(t, p["answer"], p["question"])) for t in group]
+                for p, group in zip(self.current, texts, strict=True)
+            ]
             return torch.tensor(scores)
         from utu.rl.env import Prompt as EnvPrompt
         from utu.rl.env import RewardAdapter
@@ -261,21 +272,37 @@ class GRPO:
             )
         self.observation_space, self.action_space, self.index = observation_space, action_space, index
         knobs = {
-            "batch_size": batch_size, "lr": lr, "clip_coef": clip_coef, "max_grad_norm": max_grad_norm,
-            "update_epochs": update_epochs, "group_size": group_size, "temperature": temperature,
-            "reduce_memory_peak": reduce_memory_peak, "min_output_tokens": min_output_tokens or 0,
-            "max_new_tokens": max_output_tokens, "beta": beta, "lora": _lora_settings(lora_config),
+            "batch_size": batch_size,
+            "lr": lr,
+            "clip_coef": clip_coef,
+            "max_grad_norm": max_grad_norm,
+            "update_epochs": update_epochs,
+            "group_size": group_size,
+            "temperature": temperature,
+            "reduce_memory_peak": reduce_memory_peak,
+            "min_output_tokens": min_output_tokens or 0,
+            "max_new_tokens": max_output_tokens,
+            "beta": beta,
+            "lora": _lora_settings(lora_config),
             # AgileRL's GRPO averages per-sequence token means: our "grpo" loss type
             "loss_type": "grpo",
-        }  # fmt: skip
+        }
         if cosine_lr_schedule_config is not None:
             c = cosine_lr_schedule_config
-            knobs |= {"lr_schedule": "cosine", "schedule_steps": c.num_epochs,
-                      "warmup_steps": round(c.warmup_proportion * c.num_epochs)}  # fmt: skip
-        self.init_args = {"observation_space": observation_space, "action_space": action_space,
-                          "pad_token_id": pad_token_id, "device": device}  # fmt: skip
-        self.trainer = Trainer(actor_network, None, accelerator=accelerator, device=device,
-                               pad_token_id=pad_token_id, **knobs)  # fmt: skip
+            knobs |= {
+                "lr_schedule": "cosine",
+                "schedule_steps": c.num_epochs,
+                "warmup_steps": round(c.warmup_proportion * c.num_epochs),
+            }
+        self.init_args = {
+            "observation_space": observation_space,
+            "action_space": action_space,
+            "pad_token_id": pad_token_id,
+            "device": device,
+        }
+        self.trainer = Trainer(
+            actor_network, None, accelerator=accelerator, device=device, pad_token_id=pad_token_id, **knobs
+        )
 
     # --- acting and learning --------------------------------------------------------------------------
 
@@ -331,8 +358,14 @@ class GRPO:
         mask = completion_mask(ids, eos) * generated
         device = self.accelerator.device
         prompt_ids, prompt_mask = prompt_ids.repeat_interleave(group, 0), prompt_mask.repeat_interleave(group, 0)
-        return Rollout(prompt_ids.to(device), prompt_mask.to(device), ids.to(device), mask.to(device),
-                       ~(ids == eos).any(dim=1), [[""] * group for _ in completions])  # fmt: skip
+        return Rollout(
+            prompt_ids.to(device),
+            prompt_mask.to(device),
+            ids.to(device),
+            mask.to(device),
+            ~(ids == eos).any(dim=1),
+            [[""] * group for _ in completions],
+        )
 
     def test(self, env: HuggingFaceGym, loop: int = 1) -> float:
         """Mean reward of one completion per prompt over `loop` batches of the env's test set (AgileRL's
@@ -417,12 +450,18 @@ def _lora_settings(config: Any) -> dict | None:
     modules = config.target_modules
     targets = sorted(modules) if isinstance(modules, set | list | tuple) else (modules or "all-linear")
     ours = {"r": config.r, "alpha": config.lora_alpha, "dropout": config.lora_dropout, "target_modules": targets}
-    plain = LoraConfig(r=config.r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-                       target_modules=modules, task_type=config.task_type).to_dict()  # fmt: skip
+    plain = LoraConfig(
+        r=config.r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=modules,
+        task_type=config.task_type,
+    ).to_dict()
     differs = sorted(k for k, v in config.to_dict().items() if plain.get(k) != v)
     if differs:
-        raise ValueError(f"lora_config: {', '.join(differs)} not supported (only r, lora_alpha, lora_dropout, "
-                         "target_modules)")  # fmt: skip
+        raise ValueError(
+            f"lora_config: {', '.join(differs)} not supported (only r, lora_alpha, lora_dropout, target_modules)"
+        )
     return ours
 
 

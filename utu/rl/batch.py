@@ -33,8 +33,9 @@ class GlobalBatch:
     mine: Tensor  # (local rows,) the global row of each local row
 
     @classmethod
-    def gather(cls, accelerator: Accelerator, rewards: Tensor, lengths: Tensor, truncated: Tensor,
-               tokens: Tensor) -> "GlobalBatch":  # fmt: skip
+    def gather(
+        cls, accelerator: Accelerator, rewards: Tensor, lengths: Tensor, truncated: Tensor, tokens: Tensor
+    ) -> "GlobalBatch":
         """`rewards` (local prompts, G); the others (local prompts * G,), group-major."""
         world, rank = accelerator.num_processes, accelerator.process_index
         local, g = rewards.shape
@@ -53,8 +54,9 @@ class GlobalBatch:
         local_rows = torch.stack([rewards.flatten(), lengths, truncated, tokens], dim=1).float().cpu()
         table[mine] = local_rows
         table = sum_across_processes(accelerator, table.to(accelerator.device)).cpu()
-        return cls(world, rank, g, prompts, table[:, 0].view(prompts, g), table[:, 1], table[:, 2] > 0,
-                   table[:, 3], mine)  # fmt: skip
+        return cls(
+            world, rank, g, prompts, table[:, 0].view(prompts, g), table[:, 1], table[:, 2] > 0, table[:, 3], mine
+        )
 
     def local_rows(self, rows: Tensor) -> Tensor:
         """The local indices of those global `rows` this process holds (in the given order)."""

@@ -91,8 +91,14 @@ async def load_questions(dataset: str | None, file_path: Path | None, db_url: st
 
 
 class GRPOEnv:
-    def __init__(self, questions: list[Question], template: PromptTemplate, verifier: Verifier,
-                 batch_size: int = 4, seed: int = 0):  # fmt: skip
+    def __init__(
+        self,
+        questions: list[Question],
+        template: PromptTemplate,
+        verifier: Verifier,
+        batch_size: int = 4,
+        seed: int = 0,
+    ):
         self.prompts = [Prompt(i, q, a, template.messages(q)) for i, q, a in questions]
         self.rewards = RewardAdapter(verifier)
         self.batch_size = batch_size

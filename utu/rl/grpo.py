@@ -87,8 +87,13 @@ class LocalGRPO:
         if s.lora is not None and not is_peft(model):
             from peft import LoraConfig, get_peft_model
 
-            lora = LoraConfig(r=s.lora.r, lora_alpha=s.lora.alpha, lora_dropout=s.lora.dropout,
-                              target_modules=s.lora.target_modules, task_type="CAUSAL_LM")  # fmt: skip
+            lora = LoraConfig(
+                r=s.lora.r,
+                lora_alpha=s.lora.alpha,
+                lora_dropout=s.lora.dropout,
+                target_modules=s.lora.target_modules,
+                task_type="CAUSAL_LM",
+            )
             model = get_peft_model(model, lora)
         # The reference policy for the KL term: under LoRA the base model with the adapter disabled (free);
         # otherwise a frozen copy, made only when beta > 0.
@@ -119,9 +124,17 @@ class LocalGRPO:
         model = self.accelerator.unwrap_model(self.model)
         model.eval()  # no dropout while sampling
         completion_ids = sample_groups(
-            model, prompt_ids, prompt_mask, g, s.max_new_tokens, self.eos_id, self.pad_id, s.temperature, s.top_p,
+            model,
+            prompt_ids,
+            prompt_mask,
+            g,
+            s.max_new_tokens,
+            self.eos_id,
+            self.pad_id,
+            s.temperature,
+            s.top_p,
             s.min_output_tokens,
-        )  # fmt: skip
+        )
         prompt_ids, prompt_mask = prompt_ids.repeat_interleave(g, dim=0), prompt_mask.repeat_interleave(g, dim=0)
         mask = completion_mask(completion_ids, self.eos_id)
         truncated = ~(completion_ids == self.eos_id).any(dim=1)
@@ -147,9 +160,13 @@ class LocalGRPO:
         for start in range(0, len(rows), chunk):
             idx = rows[start : start + chunk]
             logits = completion_logits(
-                model, rollout.prompt_ids[idx], rollout.prompt_mask[idx], rollout.completion_ids[idx],
-                rollout.completion_mask[idx], idx // rollout.group_size,
-            )  # fmt: skip
+                model,
+                rollout.prompt_ids[idx],
+                rollout.prompt_mask[idx],
+                rollout.completion_ids[idx],
+                rollout.completion_mask[idx],
+                idx // rollout.group_size,
+            )
             logits = logits.float() / self.settings.temperature
             target = rollout.completion_ids[idx].unsqueeze(-1)
             normaliser = torch.logsumexp(logits, dim=-1)
@@ -182,8 +199,9 @@ class LocalGRPO:
         mask = rollout.completion_mask.clone()
         if s.mask_truncated_completions:
             mask[rollout.truncated] = 0
-        batch = GlobalBatch.gather(acc, rewards.float(), rollout.completion_mask.sum(dim=1),
-                                   rollout.truncated, mask.sum(dim=1))  # fmt: skip
+        batch = GlobalBatch.gather(
+            acc, rewards.float(), rollout.completion_mask.sum(dim=1), rollout.truncated, mask.sum(dim=1)
+        )
         g, everyone = batch.group_size, batch.rewards
         advantages = group_advantages(everyone, s.scale_rewards).flatten()[batch.mine].to(acc.device)
         zero_std = everyone.std(dim=1) == 0 if g > 1 else torch.ones(batch.prompts, dtype=torch.bool)
@@ -263,9 +281,15 @@ class LocalGRPO:
         }
 
     def micro_batch_loss(
-        self, rollout: Rollout, idx: Tensor, advantages: Tensor, mask: Tensor,
-        old: Tensor | None = None, ref: Tensor | None = None, denominator: float | None = None,
-    ) -> tuple[Tensor, dict[str, float]]:  # fmt: skip
+        self,
+        rollout: Rollout,
+        idx: Tensor,
+        advantages: Tensor,
+        mask: Tensor,
+        old: Tensor | None = None,
+        ref: Tensor | None = None,
+        denominator: float | None = None,
+    ) -> tuple[Tensor, dict[str, float]]:
         """The loss of rows `idx` and its metrics. `old` / `ref`: frozen log-probs of every row (None: on-policy /
         no KL); `denominator`: the loss type's normaliser over a larger batch (None: over these rows alone)."""
         s = self.settings
@@ -379,8 +403,15 @@ class LocalGRPO:
             model = PeftModel.from_pretrained(base, path / "model", is_trainable=True)
         else:
             model = AutoModelForCausalLM.from_pretrained(path / "model")
-        agent = cls(model, tokenizer, accelerator=accelerator, device=device, model_source=state["model_source"],
-                    **state.get("token_ids", {}), **settings)  # fmt: skip
+        agent = cls(
+            model,
+            tokenizer,
+            accelerator=accelerator,
+            device=device,
+            model_source=state["model_source"],
+            **state.get("token_ids", {}),
+            **settings,
+        )
         if agent.reference is not None:  # the KL anchor is the initial policy, not the loaded one
             reference = AutoModelForCausalLM.from_pretrained(path / "reference")
             agent.reference.load_state_dict(reference.state_dict())

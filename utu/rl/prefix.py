@@ -74,8 +74,14 @@ def sample_groups(
     """prompt_ids (B, P) left-padded -> completion ids (B * G, C), group-major, pad after the first EOS."""
     positions = (prompt_mask.cumsum(dim=1) - 1).clamp(min=0)
     cache = Cache(layer_class_to_replicate=GrowingLayer)
-    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions,
-                past_key_values=cache, use_cache=True, logits_to_keep=1)  # fmt: skip
+    out = model(
+        input_ids=prompt_ids,
+        attention_mask=prompt_mask,
+        position_ids=positions,
+        past_key_values=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    )
     cache.batch_repeat_interleave(group_size)
     logits = out.logits[:, -1].repeat_interleave(group_size, dim=0)
     attention = prompt_mask.repeat_interleave(group_size, dim=0)
@@ -95,14 +101,20 @@ def sample_groups(
             break
         attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=1)
         position = position + 1
-        out = model(input_ids=token[:, None], attention_mask=attention, position_ids=position,
-                    past_key_values=cache, use_cache=True)  # fmt: skip
+        out = model(
+            input_ids=token[:, None],
+            attention_mask=attention,
+            position_ids=position,
+            past_key_values=cache,
+            use_cache=True,
+        )
         logits = out.logits[:, -1]
     return torch.stack(tokens, dim=1)
 
 
-def completion_logits(model, prompt_ids: Tensor, prompt_mask: Tensor, completion_ids: Tensor,
-                      completion_mask: Tensor, group: Tensor) -> Tensor:  # fmt: skip
+def completion_logits(
+    model, prompt_ids: Tensor, prompt_mask: Tensor, completion_ids: Tensor, completion_mask: Tensor, group: Tensor
+) -> Tensor:
     """Logits predicting each completion token: (rows, C, vocab). `group[i]` names row i's prompt; rows of the
     same group must have identical (left-padded) prompts."""
     groups, inverse = torch.unique(group, return_inverse=True)
@@ -110,8 +122,14 @@ def completion_logits(model, prompt_ids: Tensor, prompt_mask: Tensor, completion
     ids, mask = prompt_ids[first_row], prompt_mask[first_row]  # one row per distinct prompt
     positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
     cache = DynamicCache()
-    head = model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                 past_key_values=cache, use_cache=True, logits_to_keep=1).logits  # fmt: skip
+    head = model(
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=positions,
+        past_key_values=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    ).logits
     first = head[:, -1][inverse].unsqueeze(1)  # the prompt's last position predicts completion token 0
     if completion_ids.size(1) == 1:
         return first
@@ -120,6 +138,11 @@ def completion_logits(model, prompt_ids: Tensor, prompt_mask: Tensor, completion
     attention = torch.cat([mask[inverse], completion_mask.long()], dim=1)[:, :-1]
     steps = torch.arange(1, completion_ids.size(1), device=group.device)
     positions = positions[inverse, -1:] + steps
-    rest = model(input_ids=completion_ids[:, :-1], attention_mask=attention, position_ids=positions,
-                 past_key_values=cache, use_cache=True).logits  # fmt: skip
+    rest = model(
+        input_ids=completion_ids[:, :-1],
+        attention_mask=attention,
+        position_ids=positions,
+        past_key_values=cache,
+        use_cache=True,
+    ).logits
     return torch.cat([first, rest], dim=1)

@@ -32,10 +32,17 @@ def tiny_llama(vocab_size: int, seed: int = 0, hidden: int = 32, layers: int = 2
 
     torch.manual_seed(seed)
     config = LlamaConfig(
-        vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
-        bos_token_id=0, eos_token_id=0, pad_token_id=0,
-    )  # fmt: skip
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+    )
     return LlamaForCausalLM(config)
 
 

@@ -35,8 +35,9 @@ class FunctionToolkit:
         for name, (fn, model) in self.tools.items():
             parameters = model.model_json_schema()
             parameters.pop("title", None)
-            out.append({"type": "function", "function": {"name": name, "description": _summary(fn),
-                                                         "parameters": parameters}})  # fmt: skip
+            out.append(
+                {"type": "function", "function": {"name": name, "description": _summary(fn), "parameters": parameters}}
+            )
         return out
 
     async def call(self, name: str, arguments: dict[str, Any]) -> str:

@@ -43,8 +43,10 @@ class MCPToolkit:
                     self._client = await self._stack.enter_async_context(self._connect())
                     listed = await self._list_tools()
             except Exception as e:
-                raise ConfigError(f"mcp toolkit {self.label!r}: could not start it or list its tools ({_reason(e)}); "
-                                  "run the command (or open the url) by hand to see why") from e  # fmt: skip
+                raise ConfigError(
+                    f"mcp toolkit {self.label!r}: could not start it or list its tools ({_reason(e)}); "
+                    "run the command (or open the url) by hand to see why"
+                ) from e
             self.tools = self._offered(listed)
         except BaseException:  # the server must not outlive a failed start
             await self._close()
@@ -83,18 +85,25 @@ class MCPToolkit:
         names = [tool.name for tool in listed]
         missing = sorted(set(self.config.include or []) - set(names))
         if missing:
-            raise ConfigError(f"mcp toolkit {self.label!r}: include names {', '.join(missing)}, which the server "
-                              f"does not offer; it offers {', '.join(names) or 'no tools'}")  # fmt: skip
+            raise ConfigError(
+                f"mcp toolkit {self.label!r}: include names {', '.join(missing)}, which the server "
+                f"does not offer; it offers {', '.join(names) or 'no tools'}"
+            )
         wanted = set(self.config.include if self.config.include is not None else names) - set(self.config.exclude)
         unnamed = sorted(n for n in wanted if not TOOL_NAME.fullmatch(n))
         if unnamed:
-            raise ConfigError(f"mcp toolkit {self.label!r}: the OpenAI API refuses the tool names {', '.join(unnamed)} "
-                              "(letters, digits, _ and - only, up to 64): add them to `exclude`")  # fmt: skip
+            raise ConfigError(
+                f"mcp toolkit {self.label!r}: the OpenAI API refuses the tool names {', '.join(unnamed)} "
+                "(letters, digits, _ and - only, up to 64): add them to `exclude`"
+            )
         return {
-            tool.name: {"type": "function", "function": {"name": tool.name, "description": tool.description or "",
-                                                         "parameters": tool.input_schema}}
-            for tool in listed if tool.name in wanted
-        }  # fmt: skip
+            tool.name: {
+                "type": "function",
+                "function": {"name": tool.name, "description": tool.description or "", "parameters": tool.input_schema},
+            }
+            for tool in listed
+            if tool.name in wanted
+        }
 
     async def _close(self) -> None:
         try:

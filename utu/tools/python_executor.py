@@ -88,9 +88,15 @@ async def run_python(
 
 async def _run(argv: list[str], cwd, env, timeout: float, max_output_chars: int, box: Box) -> dict:
     proc = await asyncio.create_subprocess_exec(
-        *argv, cwd=cwd, env=env, start_new_session=True, pass_fds=box.pass_fds,
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )  # fmt: skip
+        *argv,
+        cwd=cwd,
+        env=env,
+        start_new_session=True,
+        pass_fds=box.pass_fds,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
     captured = bytearray()
     dropped = [0]
     reader = asyncio.create_task(_read_capped(proc.stdout, captured, dropped))
@@ -170,6 +176,13 @@ class PythonExecutorToolkit:
         if not isinstance(code, str) or not code.strip():
             return as_text({"success": False, "output": "", "error": "argument 'code' must be a non-empty string"})
         c = self.config
-        result = await run_python(code, c.timeout, c.memory_mb, c.max_output_chars, sandbox=c.sandbox,
-                                  max_processes=c.max_processes, disk_mb=c.disk_mb)  # fmt: skip
+        result = await run_python(
+            code,
+            c.timeout,
+            c.memory_mb,
+            c.max_output_chars,
+            sandbox=c.sandbox,
+            max_processes=c.max_processes,
+            disk_mb=c.disk_mb,
+        )
         return as_text(result)

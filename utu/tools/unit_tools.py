@@ -19,20 +19,51 @@ SLOW_SECONDS = 3.0
 
 # Exact factors to each dimension's base unit (metre, kilogram, litre).
 FACTORS = {
-    "m": 1.0, "km": 1000.0, "cm": 0.01, "mm": 0.001, "mi": 1609.344, "yd": 0.9144, "ft": 0.3048, "in": 0.0254,
-    "kg": 1.0, "g": 0.001, "lb": 0.45359237, "oz": 0.028349523125,
-    "l": 1.0, "ml": 0.001, "gal": 3.785411784, "qt": 0.946352946,
-}  # fmt: skip
+    "m": 1.0,
+    "km": 1000.0,
+    "cm": 0.01,
+    "mm": 0.001,
+    "mi": 1609.344,
+    "yd": 0.9144,
+    "ft": 0.3048,
+    "in": 0.0254,
+    "kg": 1.0,
+    "g": 0.001,
+    "lb": 0.45359237,
+    "oz": 0.028349523125,
+    "l": 1.0,
+    "ml": 0.001,
+    "gal": 3.785411784,
+    "qt": 0.946352946,
+}
 ROUGH = FACTORS | {"mi": 1600.0, "lb": 0.45, "in": 0.025, "gal": 3.8, "yd": 0.9, "ft": 0.3, "oz": 0.028, "qt": 0.95}
-DIMENSION = {u: d for d, units in {"length": "m km cm mm mi yd ft in", "mass": "kg g lb oz",
-                                   "volume": "l ml gal qt"}.items() for u in units.split()}  # fmt: skip
+DIMENSION = {
+    u: d
+    for d, units in {"length": "m km cm mm mi yd ft in", "mass": "kg g lb oz", "volume": "l ml gal qt"}.items()
+    for u in units.split()
+}
 TEMPERATURES = {"c", "f", "k"}
 _NAMES = {
-    "m": "meter metre", "km": "kilometer kilometre", "cm": "centimeter centimetre", "mm": "millimeter millimetre",
-    "mi": "mile", "yd": "yard", "ft": "foot feet", "in": "inch inches", "kg": "kilogram", "g": "gram",
-    "lb": "pound lbs", "oz": "ounce", "l": "liter litre", "ml": "milliliter millilitre", "gal": "gallon",
-    "qt": "quart", "c": "celsius °c", "f": "fahrenheit °f", "k": "kelvin",
-}  # fmt: skip
+    "m": "meter metre",
+    "km": "kilometer kilometre",
+    "cm": "centimeter centimetre",
+    "mm": "millimeter millimetre",
+    "mi": "mile",
+    "yd": "yard",
+    "ft": "foot feet",
+    "in": "inch inches",
+    "kg": "kilogram",
+    "g": "gram",
+    "lb": "pound lbs",
+    "oz": "ounce",
+    "l": "liter litre",
+    "ml": "milliliter millilitre",
+    "gal": "gallon",
+    "qt": "quart",
+    "c": "celsius °c",
+    "f": "fahrenheit °f",
+    "k": "kelvin",
+}
 # Each name, and its plural (an "s" added): "metres" -> "m".
 ALIASES = {form: u for u, names in _NAMES.items() for name in names.split() for form in (name, name + "s")}
 
@@ -62,8 +93,15 @@ def convert(value: float, from_unit: str, to_unit: str, factors: dict[str, float
     return value * factors[a] / factors[b]
 
 
-_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-              ast.Pow: operator.pow, ast.USub: operator.neg, ast.UAdd: operator.pos}  # fmt: skip
+_OPERATORS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.Pow: operator.pow,
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+}
 
 
 def _evaluate(node: ast.AST) -> float:

@@ -54,8 +54,12 @@ class OneWarningExporter(SpanExporter):
             with self._lock:
                 if not self.failed:
                     self.failed = True
-                    log.warning("Phoenix at %s is unreachable (%s): tracing is off for the rest of this run; "
-                                "everything else goes on", self.endpoint, reason)  # fmt: skip
+                    log.warning(
+                        "Phoenix at %s is unreachable (%s): tracing is off for the rest of this run; "
+                        "everything else goes on",
+                        self.endpoint,
+                        reason,
+                    )
         return result
 
     def shutdown(self) -> None:
@@ -76,7 +80,16 @@ def _redacted(s: ReadableSpan, redactor: Redactor) -> ReadableSpan:
     if status.description:
         status = type(status)(status.status_code, redactor(status.description))
     return ReadableSpan(
-        name=s.name, context=s.context, parent=s.parent, resource=s.resource, attributes=attributes,
-        events=events, links=s.links, kind=s.kind, status=status, start_time=s.start_time, end_time=s.end_time,
+        name=s.name,
+        context=s.context,
+        parent=s.parent,
+        resource=s.resource,
+        attributes=attributes,
+        events=events,
+        links=s.links,
+        kind=s.kind,
+        status=status,
+        start_time=s.start_time,
+        end_time=s.end_time,
         instrumentation_scope=s.instrumentation_scope,
-    )  # fmt: skip
+    )

@@ -49,8 +49,12 @@ def load_verifier(verify_filename: str, verify_func_name: str = "verify_func") -
     target, _, func_name = verify_filename.partition(":")
     func_name = func_name or verify_func_name
     # a user's file before a built-in: by path, in the guide's folder here or beside the user's configs/
-    candidates = [Path(target), GUIDE_VERIFY_DIR / target, config_root().parent / GUIDE_VERIFY_DIR / target,
-                  VERIFY_DIR / target]  # fmt: skip
+    candidates = [
+        Path(target),
+        GUIDE_VERIFY_DIR / target,
+        config_root().parent / GUIDE_VERIFY_DIR / target,
+        VERIFY_DIR / target,
+    ]
     path = next((p for p in candidates if p.suffix == ".py" and p.is_file()), None)
     try:
         if path is not None and path.resolve().parent == VERIFY_DIR:
@@ -152,11 +156,15 @@ class Verifier:
                 fields = {k: v for k, v in vars(sample).items() if not k.startswith("_")}
                 spec = self.func.__utu_verifier__
                 # (the pool's timeout runs from when a worker starts the call, not while it waits for one)
-                result = await workers.run(_call_loaded, spec, fields, self.timeout_score, self.timeout,
-                                           timeout=self.timeout)  # fmt: skip
+                result = await workers.run(
+                    _call_loaded, spec, fields, self.timeout_score, self.timeout, timeout=self.timeout
+                )
             else:  # async, or a sync callable handed over in Python (a thread: the event loop is not blocked)
-                call = (self.func(sample, self.timeout_score, **kwargs) if inspect.iscoroutinefunction(self.func)
-                        else self._in_own_thread(sample, kwargs))  # fmt: skip
+                call = (
+                    self.func(sample, self.timeout_score, **kwargs)
+                    if inspect.iscoroutinefunction(self.func)
+                    else self._in_own_thread(sample, kwargs)
+                )
                 result = await asyncio.wait_for(call, self.timeout + GRACE_SECONDS)
         except (TimeoutError, workers.WorkerTimeout):
             return Verdict(self.timeout_score, None, f"{self.name}: timed out after {self.timeout:g}s")
@@ -206,7 +214,8 @@ class Verifier:
             return Verdict(float(reward), result.get("reasoning"), f"{self.name}: {result.get('reasoning')}")
         extracted, confidence = result.get("extracted_final_answer"), result.get("confidence")
         return Verdict(
-            float(reward), result.get("reasoning"),
+            float(reward),
+            result.get("reasoning"),
             extracted_final_answer=None if extracted is None else str(extracted),
             confidence=confidence if isinstance(confidence, int) and not isinstance(confidence, bool) else None,
-        )  # fmt: skip
+        )

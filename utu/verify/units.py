@@ -25,5 +25,8 @@ async def verify_func(sample, timeout_score: float = 0, **kwargs) -> dict:
     if got is None:
         return {"reward": 0.0, "reasoning": "no number in the response", "extracted_final_answer": None}
     ok = abs(got - gold) <= max(ABSOLUTE, RELATIVE * abs(gold))
-    return {"reward": 1.0 if ok else 0.0, "reasoning": None if ok else f"got {got:g}, gold {gold:g}",
-            "extracted_final_answer": f"{got:g}"}  # fmt: skip
+    return {
+        "reward": 1.0 if ok else 0.0,
+        "reasoning": None if ok else f"got {got:g}, gold {gold:g}",
+        "extracted_final_answer": f"{got:g}",
+    }
