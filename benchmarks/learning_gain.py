@@ -1,6 +1,6 @@
 """Does practice teach what the reward encodes? Baseline, a hand-written reference library and the enhanced agent.
 
-    python benchmarks/learning_gain.py --task whole_items|percent_of|gsm8k [--learner qwen2.5-coder-1.5b]
+    python benchmarks/learning_gain.py --task whole_items|percent_of|decimals|averages|gsm8k [--learner ...]
 
 The agent is the embedded Qwen2.5-Coder-0.5B, the learner the 1.5B (the defaults `make demo` uses). Practice
 runs the user's command on questions 0.. of the task's data set (`--steps` steps of `--batch_size` questions,
@@ -54,6 +54,22 @@ TASKS = {
         "Learn general habits that make the boxed percent right on new problems of this kind: which quantity to "
         "divide by which, and the form the answer takes.",
     ),
+    "decimals": Task(
+        "Decimals",
+        "an equal share of a third (dollars or metres) answered to two decimal places, as money is; the 0.5B "
+        "often boxes a whole number or every digit it computed",
+        "input: a word problem whose answer is an amount shared equally\noutput: that amount, as \\boxed{number}",
+        "Learn general habits that make the boxed amount right on new problems of this kind: how to divide, and "
+        "the form the answer takes.",
+    ),
+    "averages": Task(
+        "Averages",
+        "the mean of three whole numbers, not itself whole, answered as the nearest whole number; the 0.5B often "
+        "boxes the exact decimal",
+        "input: a word problem that asks for an average\noutput: that average, as \\boxed{number}",
+        "Learn general habits that make the boxed average right on new problems of this kind: how to compute it, "
+        "and the form the answer takes.",
+    ),
     "gsm8k": Task(
         "GSM8K_short",
         "GSM8K questions of at most two calculations: the 0.5B is right on about half; its errors are reasoning "
@@ -74,8 +90,10 @@ async def summarise(db_url: str, ids: dict[str, str], practice_id: str, k: int) 
 
     db = Database(db_url)
     try:
-        rows = {name: [ScoredAttempt.from_row(r) for r in await exp_rows(db, EvaluationSample, exp_id)]
-                for name, exp_id in ids.items()}  # fmt: skip
+        rows = {
+            name: [ScoredAttempt.from_row(r) for r in await exp_rows(db, EvaluationSample, exp_id)]
+            for name, exp_id in ids.items()
+        }
         store = PracticeStore(db, practice_id)
         steps = await store.steps()
         library = await store.snapshot(steps[-1].step) if steps else None
@@ -92,17 +110,28 @@ async def summarise(db_url: str, ids: dict[str, str], practice_id: str, k: int) 
             out[f"{name}_minus_baseline"] = None
             continue
         c = compare(rows["baseline"], rows[name])
-        out[f"{name}_minus_baseline"] = {"mean": c.mean_diff, "ci95": c.ci95, "questions": len(c.rows),
-                                         "excludes_zero": c.ci95[0] > 0 or c.ci95[1] < 0}  # fmt: skip
+        out[f"{name}_minus_baseline"] = {
+            "mean": c.mean_diff,
+            "ci95": c.ci95,
+            "questions": len(c.rows),
+            "excludes_zero": c.ci95[0] > 0 or c.ci95[1] < 0,
+        }
     enhanced, reference = out["enhanced_minus_baseline"], out["reference_minus_baseline"]
     # only meaningful when the hand-written library helped (its gain's CI excludes zero)
     useful = enhanced and reference and reference["mean"] > 0 and reference["excludes_zero"]
     out["learning_efficiency"] = enhanced["mean"] / reference["mean"] if useful else None
     out["library"] = library.experiences if library else {}
     out["operations"] = [
-        {"step": op.step, "kind": op.kind, "text": op.new_text, "status": op.status, "reason": op.reason,
-         "source_questions": op.source_questions} for op in sorted(operations, key=lambda op: op.id)
-    ]  # fmt: skip
+        {
+            "step": op.step,
+            "kind": op.kind,
+            "text": op.new_text,
+            "status": op.status,
+            "reason": op.reason,
+            "source_questions": op.source_questions,
+        }
+        for op in sorted(operations, key=lambda op: op.id)
+    ]
     out["steps"] = [s.model_dump(mode="json") for s in steps]
     return out
 
@@ -113,24 +142,51 @@ def run_phases(args, task: Task, tag: str, ids: dict[str, str], db_url: str, env
     fresh = [] if args.reuse else ["--fresh"]
     times = {"baseline": run_command(*evaluate, "--exp_id", ids["baseline"], *fresh, env=env)}
     reference = ROOT / "benchmarks" / "reference" / f"{args.task}_agent.yaml"
-    times["reference"] = run_command(*evaluate, "--exp_id", ids["reference"], "--agent_config", str(reference),
-                                     *fresh, env=env)  # fmt: skip
-    validation = [] if args.no_validation else [
-        "--validation_dataset", task.dataset, "--validation_offset", str(VALIDATION_OFFSET), "--validation_size",
-        str(args.validation_size), "--validation_pass_k", "2", "--validation_max_drop", str(args.max_drop),
-    ]  # fmt: skip
+    times["reference"] = run_command(
+        *evaluate, "--exp_id", ids["reference"], "--agent_config", str(reference), *fresh, env=env
+    )
+    validation = (
+        []
+        if args.no_validation
+        else [
+            "--validation_dataset",
+            task.dataset,
+            "--validation_offset",
+            str(VALIDATION_OFFSET),
+            "--validation_size",
+            str(args.validation_size),
+            "--validation_pass_k",
+            "2",
+            "--validation_max_drop",
+            str(args.max_drop),
+        ]
+    )
     practice = [
-        "--practice_dataset_name", task.dataset, "--rollout_data_truncate", str(args.steps * args.batch_size),
-        "--batch_size", str(args.batch_size), "--grpo_n", "4", "--rollout_concurrency", "8", *validation,
-        "--agent_objective", task.agent_objective, "--learning_objective", task.learning_objective,
-    ]  # fmt: skip
-    times["practice"], agent = practise("local_mawps", f"{tag}_practice", db_url, env, *practice,
-                                        nothing_learned_ok=True)  # fmt: skip
+        "--practice_dataset_name",
+        task.dataset,
+        "--rollout_data_truncate",
+        str(args.steps * args.batch_size),
+        "--batch_size",
+        str(args.batch_size),
+        "--grpo_n",
+        "4",
+        "--rollout_concurrency",
+        "8",
+        *validation,
+        "--agent_objective",
+        task.agent_objective,
+        "--learning_objective",
+        task.learning_objective,
+    ]
+    times["practice"], agent = practise(
+        "local_mawps", f"{tag}_practice", db_url, env, *practice, nothing_learned_ok=True
+    )
     if agent is None:
         print("practice learned nothing (every proposal refused): no enhanced agent to evaluate", flush=True)
         return times
-    times["enhanced"] = run_command(*evaluate, "--exp_id", ids["enhanced"], "--agent_config", str(agent), "--fresh",
-                                    env=env)  # fmt: skip
+    times["enhanced"] = run_command(
+        *evaluate, "--exp_id", ids["enhanced"], "--agent_config", str(agent), "--fresh", env=env
+    )
     return times
 
 
@@ -146,8 +202,11 @@ def main() -> int:
     parser.add_argument("--max_drop", type=float, default=0.0, help="validation: the largest paired drop allowed")
     parser.add_argument("--no_validation", action="store_true")
     parser.add_argument("--summary_only", action="store_true", help="write the JSON from the runs already stored")
-    parser.add_argument("--reuse", action="store_true", help="keep the baseline and reference evaluations of a "
-                        "previous run (same task, held-out set and K)")  # fmt: skip
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep the baseline and reference evaluations of a previous run (same task, held-out set and K)",
+    )
     args = parser.parse_args()
     task = TASKS[args.task]
     tag = f"le_{args.task}"
@@ -156,10 +215,22 @@ def main() -> int:
     db_url = f"sqlite:///{db_path}"
     env = {**os.environ, "UTU_LOCAL_MODEL": "qwen2.5-coder-0.5b", "UTU_LEARNER_LOCAL_MODEL": args.learner}
     evaluate = [
-        "scripts/run_eval.py", "--config_name", "local/gsm8k", "--dataset", task.dataset, "--offset",
-        str(HELDOUT_OFFSET), "--limit", str(args.heldout), "--pass_k", str(args.k), "--concurrency", "8",
-        "--db_url", db_url,
-    ]  # fmt: skip
+        "scripts/run_eval.py",
+        "--config_name",
+        "local/gsm8k",
+        "--dataset",
+        task.dataset,
+        "--offset",
+        str(HELDOUT_OFFSET),
+        "--limit",
+        str(args.heldout),
+        "--pass_k",
+        str(args.k),
+        "--concurrency",
+        "8",
+        "--db_url",
+        db_url,
+    ]
     ids = {name: f"{tag}_{name}_{args.heldout}_k{args.k}" for name in ("baseline", "reference", "enhanced")}
     if not args.summary_only:
         times = run_phases(args, task, tag, ids, db_url, env, evaluate)
@@ -168,15 +239,29 @@ def main() -> int:
     summary = asyncio.run(summarise(db_url, ids, f"{tag}_practice", args.k))
     write_result(
         f"learning_efficiency_{args.task}",
-        {"task": args.task, "dataset": task.dataset, "why_headroom": task.why, "agent": "qwen2.5-coder-0.5b",
-         "learner": args.learner, "practice_set": f"{task.dataset}[0:{args.steps * args.batch_size}]",
-         "practice_steps": args.steps, "batch_size": args.batch_size, "group_size": 4,
-         "validation": None if args.no_validation else (
-             f"{task.dataset}[{VALIDATION_OFFSET}:{VALIDATION_OFFSET + args.validation_size}], K=2, "
-             f"max_drop {args.max_drop}"),
-         "heldout_set": f"{task.dataset}[{HELDOUT_OFFSET}:{HELDOUT_OFFSET + args.heldout}]", "k": args.k,
-         "reference_library": f"benchmarks/reference/{args.task}_agent.yaml", "wall_time_s": times, **summary},
-    )  # fmt: skip
+        {
+            "task": args.task,
+            "dataset": task.dataset,
+            "why_headroom": task.why,
+            "agent": "qwen2.5-coder-0.5b",
+            "learner": args.learner,
+            "practice_set": f"{task.dataset}[0:{args.steps * args.batch_size}]",
+            "practice_steps": args.steps,
+            "batch_size": args.batch_size,
+            "group_size": 4,
+            "validation": None
+            if args.no_validation
+            else (
+                f"{task.dataset}[{VALIDATION_OFFSET}:{VALIDATION_OFFSET + args.validation_size}], K=2, "
+                f"max_drop {args.max_drop}"
+            ),
+            "heldout_set": f"{task.dataset}[{HELDOUT_OFFSET}:{HELDOUT_OFFSET + args.heldout}]",
+            "k": args.k,
+            "reference_library": f"benchmarks/reference/{args.task}_agent.yaml",
+            "wall_time_s": times,
+            **summary,
+        },
+    )
     return 0
 
 

@@ -8,7 +8,11 @@
 - dataset/PercentOf.jsonl: "what percent ..." questions whose answer is the percent (40), not the fraction
   (0.4) the embedded 0.5B often writes; level `part` (a part of a whole) or `change` (an increase or decrease,
   answered as a positive percent).
-The arithmetic is kept easy (divisors 2, 4, 5, 10; totals of 20-200), so the habit is what each task tests.
+- dataset/Decimals.jsonl: an equal share of a third, in dollars (level `money`) or metres (`length`), answered
+  to two decimal places (11.33); the embedded 0.5B often boxes a whole number (11) or every digit (11.3333).
+- dataset/Averages.jsonl: the mean of three whole numbers that is not whole, in points (`points`) or sales
+  (`sales`), answered as the nearest whole number; the embedded 0.5B often boxes the exact decimal.
+The arithmetic is kept easy (divisors 2, 3, 4, 5, 10; small totals), so the habit is what each task tests.
 
 300 rows each: practice on 0-99, validate on 100-199, hold out 200-299 (benchmarks/learning_gain.py).
 """
@@ -20,19 +24,46 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = 300
 NAMES = ["Maria", "Tom", "Aisha", "Kenji", "Lena", "Omar", "Priya", "Jack", "Sofia", "Ravi", "Chloe", "Diego"]
-PACK = [("cookies", "tin", "tins"), ("eggs", "carton", "cartons"), ("apples", "bag", "bags"),
-        ("pencils", "box", "boxes"), ("photos", "album page", "album pages"), ("muffins", "tray", "trays"),
-        ("books", "shelf", "shelves"), ("cupcakes", "box", "boxes")]  # fmt: skip
-BUY = [("notebook", "notebooks"), ("ticket", "tickets"), ("comic", "comics"), ("plant", "plants"),
-       ("sticker sheet", "sticker sheets"), ("mug", "mugs")]  # fmt: skip
-CARRY = [("students", "bus", "buses", "seats"), ("guests", "table", "tables", "seats"),
-         ("hikers", "tent", "tents", "sleeps"), ("campers", "canoe", "canoes", "holds"),
-         ("passengers", "van", "vans", "seats"), ("players", "car", "cars", "fits")]  # fmt: skip
-PARTS = [("students in a class", "wear glasses"), ("trees in an orchard", "are apple trees"),
-         ("emails in an inbox", "are unread"), ("seats in a theatre", "are taken"),
-         ("marbles in a jar", "are red"), ("days of a trip", "were sunny")]  # fmt: skip
-CHANGES = [("price of a bike", "dollars"), ("number of members of a club", "members"),
-           ("rent of a flat", "dollars"), ("number of visitors to a museum", "visitors")]  # fmt: skip
+PACK = [
+    ("cookies", "tin", "tins"),
+    ("eggs", "carton", "cartons"),
+    ("apples", "bag", "bags"),
+    ("pencils", "box", "boxes"),
+    ("photos", "album page", "album pages"),
+    ("muffins", "tray", "trays"),
+    ("books", "shelf", "shelves"),
+    ("cupcakes", "box", "boxes"),
+]
+BUY = [
+    ("notebook", "notebooks"),
+    ("ticket", "tickets"),
+    ("comic", "comics"),
+    ("plant", "plants"),
+    ("sticker sheet", "sticker sheets"),
+    ("mug", "mugs"),
+]
+CARRY = [
+    ("students", "bus", "buses", "seats"),
+    ("guests", "table", "tables", "seats"),
+    ("hikers", "tent", "tents", "sleeps"),
+    ("campers", "canoe", "canoes", "holds"),
+    ("passengers", "van", "vans", "seats"),
+    ("players", "car", "cars", "fits"),
+]
+PARTS = [
+    ("students in a class", "wear glasses"),
+    ("trees in an orchard", "are apple trees"),
+    ("emails in an inbox", "are unread"),
+    ("seats in a theatre", "are taken"),
+    ("marbles in a jar", "are red"),
+    ("days of a trip", "were sunny"),
+]
+CHANGES = [
+    ("price of a bike", "dollars"),
+    ("number of members of a club", "members"),
+    ("rent of a flat", "dollars"),
+    ("number of visitors to a museum", "visitors"),
+]
 
 
 def _quotient(rng: random.Random) -> tuple[int, int]:
@@ -85,11 +116,39 @@ def percent_of(rng: random.Random, i: int) -> dict:
     return _row("PercentOf", q, percent, "change")
 
 
-def _row(dataset: str, question: str, answer: int, level: str) -> dict:
+def decimals(rng: random.Random, i: int) -> dict:
+    """An equal share that is not whole; the house rule is to give it rounded to two decimal places."""
+    name, k = rng.choice(NAMES), 3  # a third is never a whole or a short decimal: the rounding always decides
+    n = rng.choice([x for x in range(10, 60) if x % k])
+    if i % 2 == 0:
+        q = f"{name} shares {n} dollars equally among {k} friends. How many dollars does each friend get?"
+        level = "money"
+    else:
+        q, level = f"A {n} metre rope is cut into {k} equal pieces. How long is each piece, in metres?", "length"
+    return _row("Decimals", q, f"{n / k:.2f}", level)
+
+
+def averages(rng: random.Random, i: int) -> dict:
+    """The mean of three small whole numbers that is not whole; the house rule is the nearest whole number."""
+    name = rng.choice(NAMES)
+    while True:
+        values = [rng.randint(2, 20) for _ in range(3)]
+        if sum(values) % 3:
+            break
+    a, b, c = values
+    if i % 2 == 0:
+        q, level = f"{name} scored {a}, {b} and {c} points in three games. What was the average score?", "points"
+    else:
+        q = f"A shop sold {a}, {b} and {c} umbrellas on three rainy days. How many did it sell per day on average?"
+        level = "sales"
+    return _row("Averages", q, round(sum(values) / 3), level)
+
+
+def _row(dataset: str, question: str, answer: int | str, level: str) -> dict:
     return {"dataset": dataset, "source": "utu", "question": question, "answer": str(answer), "level": level}
 
 
-TASKS = {"WholeItems": whole_items, "PercentOf": percent_of}
+TASKS = {"WholeItems": whole_items, "PercentOf": percent_of, "Decimals": decimals, "Averages": averages}
 
 
 def rows(name: str) -> list[dict]:

@@ -37,3 +37,17 @@ def test_percent_answers_are_the_percent_and_a_decrease_is_positive():
             else (b / a * 100 if "Of the" in row["question"] else a / b * 100)
         )
         assert row["answer"] == f"{percent:g}" and percent > 0, row
+
+
+def test_decimal_answers_are_a_third_to_two_places():
+    for row in bundled("Decimals"):
+        n, k = (int(x) for x in re.findall(r"\d+", row["question"])[:2])
+        assert k == 3 and n % 3, row  # never whole, never a short decimal: the rounding always decides
+        assert row["answer"] == f"{round(n / 3, 2):.2f}", row
+
+
+def test_average_answers_are_the_nearest_whole_number_of_a_mean_that_is_not_whole():
+    for row in bundled("Averages"):
+        values = [int(x) for x in re.findall(r"\d+", row["question"])[:3]]
+        assert sum(values) % 3, row
+        assert row["answer"] == str(round(sum(values) / 3)), row
