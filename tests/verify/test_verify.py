@@ -83,6 +83,11 @@ async def test_str_match(gold, response, reward):
         ("B", "\\boxed{21}", 0.0),  # the right option's value is not its letter
         ("A", "A student would add 14 and 7 to get 21.", 0.0),  # nothing boxed: the first word is not a choice
         ("B", "\\boxed{Both}", 0.0),
+        ("B", "\\boxed{B and C}", 0.0),  # a hedge is no choice
+        ("B", "\\boxed{A or (B)}", 0.0),
+        ("B", "\\boxed{B, C}", 0.0),
+        ("(B)", "\\boxed{B}", 1.0),  # a gold answer written as the option is its letter
+        ("B) 21", "\\boxed{B. 21 stamps}", 1.0),
     ],
 )
 async def test_choice_takes_the_boxed_letter_only(gold, response, reward):
@@ -101,12 +106,25 @@ async def test_choice_takes_the_boxed_letter_only(gold, response, reward):
         ("3/8", "\\boxed{5/8}", 0.0, "is not 3/8"),
         ("3/8", "3/8 is the probability", 0.0, "not a fraction"),  # nothing boxed
         ("3/8", "\\boxed{3/0}", 0.0, "not a fraction"),
+        ("3/8", "\\boxed{-3/8}", 0.0, "is not 3/8"),  # the sign counts
+        ("-3/8", "\\boxed{-3/8}", 1.0, None),
+        ("-3/8", "\\boxed{\\frac{-3}{8}}", 1.0, None),
+        ("-3/8", "\\boxed{3/-8}", 1.0, None),
+        ("3/8", "\\boxed{\\frac{3}{08}}", 0.0, "not a fraction"),  # a leading zero is no lowest terms
+        ("3/8", "\\boxed{\u0663/\u0668}", 0.0, "not a fraction"),  # Arabic-Indic digits are not ASCII ones
+        ("3/8", "\\boxed{" + "9" * 5000 + "/8}", 0.0, "not a fraction"),  # no int() of 5000 digits
     ],
 )
 async def test_fraction_wants_lowest_terms(gold, response, reward, why):
     verdict = await Verifier(load_verifier("fraction.py"))(sample(gold, response))
-    assert verdict.reward == reward
+    assert verdict.reward == reward and verdict.error is None
     assert why is None or why in verdict.reasoning
+
+
+@pytest.mark.parametrize("gold", ["0.375", "3/0", "1 1/2", None])
+async def test_fraction_refuses_a_gold_answer_that_is_no_fraction(gold):
+    verdict = await Verifier(load_verifier("fraction.py"))(sample(gold, "\\boxed{3/8}"))
+    assert verdict.error and "gold fraction" in verdict.error
 
 
 async def test_webwalker_judge_keeps_the_explanation(stub):
@@ -308,3 +326,12 @@ async def test_a_hung_sync_verifier_from_a_file_is_killed_at_its_timeout(tmp_pat
     assert all(v.reward == 0.25 and "timed out" in v.error for v in verdicts)
     ok = Verifier(load_verifier("str_match.py"), timeout=5)
     assert (await ok(sample("a", "a"))).reward == 1.0  # the workers were replaced
+
+
+def test_a_data_set_whose_answers_are_no_fractions_is_refused_before_any_work():
+    from utu.verify import check_answers
+
+    rows = [SimpleNamespace(index=0, answer="3/8"), SimpleNamespace(index=1, answer="0.375")]
+    with pytest.raises(ConfigError, match=r"1 of 2 answers cannot be judged .*#1, '0.375' is not a fraction"):
+        check_answers(load_verifier("fraction.py"), rows, "Shares")
+    check_answers(load_verifier("fraction.py"), rows[:1], "Shares")

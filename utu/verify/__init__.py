@@ -97,6 +97,13 @@ def check_answers(func: Callable[..., Any], questions: Sequence[Any], dataset: s
             " and this verifier judges only against one: add the answers and upload again, or use a verifier"
             " that needs none"
         )
+    problem = getattr(func, "answer_problem", None)  # a verifier's own check of its gold answers' form
+    bad = [(q.index, why) for q in questions if problem and (why := problem(str(q.answer)))]
+    if bad:
+        raise ConfigError(
+            f"data set {dataset!r}: {len(bad)} of {len(questions)} answers cannot be judged by this verifier (first:"
+            f" #{bad[0][0]}, {bad[0][1]}): correct the answers and upload again with --replace, or use another verifier"
+        )
 
 
 def warm_up(func: Callable[..., Any]) -> None:

@@ -9,6 +9,8 @@ from utu.verify import needs_answer
 from utu.verify.str_match import BOXED
 
 _LETTER = re.compile(r"^\(?([A-Za-z])\)?(?:[\s.:)].*)?$", re.DOTALL)
+# a second option named after the first ("B and C", "A or (B)", "B, C") is a hedge, not a choice
+_HEDGE = re.compile(r"^\(?[A-Za-z]\)?\s*(?:,|/|&|\band\b|\bor\b)\s*\(?[A-Za-z]\)?(?:[\s.:),]|$)", re.I)
 _TEXT = re.compile(r"\\(?:text|textbf|mathrm|mathbf)\{([^{}]*)\}")  # \boxed{\text{B}}
 
 
@@ -16,7 +18,8 @@ def chosen_letter(response: str) -> str | None:
     """The option letter the response's last \\boxed{} names, or None (a reply that boxes nothing chose nothing:
     its first word could be "A")."""
     boxed = BOXED.findall(response)
-    match = _LETTER.match(_TEXT.sub(r"\1", boxed[-1]).strip()) if boxed else None
+    text = _TEXT.sub(r"\1", boxed[-1]).strip() if boxed else ""
+    match = _LETTER.match(text) if not _HEDGE.match(text) else None
     return match.group(1).upper() if match else None
 
 
@@ -25,5 +28,6 @@ async def verify_func(sample, timeout_score: float = 0, **kwargs) -> dict:
     if sample.correct_answer is None:
         raise ValueError("multiple choice needs a gold letter (the question has answer: null)")
     got = chosen_letter(sample.response or "")
-    ok = got == str(sample.correct_answer).strip().upper()
+    gold = chosen_letter(f"\\boxed{{{sample.correct_answer}}}")  # a gold "(B)" or "B) 21" is the letter B
+    ok = got is not None and got == gold
     return {"reward": 1.0 if ok else 0.0, "reasoning": None if ok else f"chose {got!r}"}
