@@ -99,12 +99,29 @@ def test_no_shipped_config_repeats_a_default(pattern, model):
 
 def test_practice_takes_its_attempt_bounds_from_the_evaluation_unless_set():
     practice = load_config("practice", "web_search", TrainingFreeGRPOConfig)
-    assert practice.practice.rollout_concurrency == practice.evaluation.concurrency == 128
-    assert practice.practice.task_timeout == practice.evaluation.task_timeout == 1800
+    assert practice.rollout_concurrency == practice.evaluation.concurrency == 128
+    assert practice.task_timeout == practice.evaluation.task_timeout == 1800
     own = load_config("practice", "local_mawps", TrainingFreeGRPOConfig, ["practice.rollout_concurrency=3"])
-    assert (own.practice.rollout_concurrency, own.practice.task_timeout) == (3, 300)
+    assert (own.rollout_concurrency, own.task_timeout) == (3, 300)
+    # a config built in code, or copied with another practice, still reads "unset" as the evaluation's
+    copied = practice.model_copy(update={"practice": PracticeArguments()})
+    assert (copied.rollout_concurrency, copied.task_timeout) == (128, 1800)
+    assert copied.practice.rollout_concurrency is None  # nothing was written into it
 
 
 def test_an_override_sets_a_knob_no_yaml_file_wrote():
     config = load_config("eval", "web/web", EvalConfig, ["agent.model.retry_max_delay=5", "max_failed_share=0.5"])
     assert (config.agent.model.retry_max_delay, config.max_failed_share) == (5, 0.5)
+
+
+def test_none_on_the_command_line_overrides_a_value_the_yaml_set():
+    from utu.config.loader import compose_config
+    from utu.practice.arguments import build_config, parse_args
+
+    argv = ["run", "--config_name", "local_mawps", "--max_experiences", "none", "--restart_step", "none"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "argv", argv)
+        args, overrides = parse_args()
+    config = build_config(args, compose_config("practice", "local_mawps", overrides))
+    assert compose_config("practice", "local_mawps").data["practice"]["max_experiences"] is not None
+    assert config.practice.max_experiences is None and config.practice.restart_step is None

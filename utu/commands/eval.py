@@ -64,8 +64,8 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
 def build_config(args: argparse.Namespace, overrides: list[str]) -> EvalConfig:
     """The eval config from YAML, with the command-line flags applied (and validated) on top."""
     config = load_config("eval", args.config_name, EvalConfig, overrides)
-    flags = {k: v for k in EVAL_FLAGS if (v := getattr(args, k)) is not None}
-    data = {k: v for k in ("dataset", "limit", "offset") if (v := getattr(args, k)) is not None}
+    flags = given(args, EVAL_FLAGS)
+    data = given(args, ("dataset", "limit", "offset"))
     data |= given(args, args.data_type_flags, prefix="dataset_")
     if "dataset" in data and data["dataset"] != config.data.dataset and "limit" not in data and config.data.limit:
         log.warning(

@@ -61,10 +61,20 @@ def add_place_flags(parser: argparse.ArgumentParser, outputs: str) -> None:
     parser.add_argument("--output_dir", type=Path, default=Path("runs"), help=f"OUTPUT_DIR/<exp_id>/ holds {outputs}")
 
 
+class _NoneGiven:
+    """`--knob none`: the knob set to None (the default of every flag, None, means "not given")."""
+
+    def __repr__(self) -> str:
+        return "none"
+
+
+NONE_GIVEN = _NoneGiven()
+
+
 def _or_none(kind: type) -> Any:
     def parse(text: str) -> Any:
         if text.lower() in ("none", "null"):
-            return None
+            return NONE_GIVEN
         try:
             return kind(text)
         except ValueError:
@@ -74,8 +84,9 @@ def _or_none(kind: type) -> Any:
 
 
 def given(args: argparse.Namespace, names: Iterable[str], prefix: str = "") -> dict[str, Any]:
-    """The flags among `names` that were given on the command line."""
-    return {name: value for name in names if (value := getattr(args, prefix + name)) is not None}
+    """The flags among `names` that were given on the command line (`none` given as None)."""
+    values = {name: getattr(args, prefix + name) for name in names}
+    return {name: None if value is NONE_GIVEN else value for name, value in values.items() if value is not None}
 
 
 def _scalar(annotation: Any) -> Any:

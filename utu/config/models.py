@@ -472,16 +472,6 @@ class TrainingFreeGRPOConfig(StrictModel):
     def _youtu_format(cls, data: Any) -> Any:
         return youtu.practice_from_youtu(data) if isinstance(data, dict) else data
 
-    @model_validator(mode="after")
-    def _inherit_from_the_evaluation(self) -> "TrainingFreeGRPOConfig":
-        """Practice's rollouts are the evaluation's attempts: unset, their bounds are the evaluation's."""
-        p, ev = self.practice, self.evaluation
-        if p.rollout_concurrency is None:
-            p.rollout_concurrency = ev.concurrency
-        if p.task_timeout is None:
-            p.task_timeout = ev.task_timeout
-        return self
-
     exp_id: ExpId = knob("practice", "The experiment id: steps, library, runs/<exp_id>/.", shapes=False)
     practice: PracticeArguments = knob(PracticeArguments, "The knobs of Training-Free GRPO.")
     data: DataArguments = knob(description="The practice data.")
@@ -494,3 +484,13 @@ class TrainingFreeGRPOConfig(StrictModel):
         "that practice did not write is never replaced.",
         shapes=False,
     )
+
+    # Practice's rollouts are the evaluation's attempts: unset, their bounds are the evaluation's (read here,
+    # not written into `practice`, so a copied or shared PracticeArguments keeps meaning "unset").
+    @property
+    def rollout_concurrency(self) -> int:
+        return self.practice.rollout_concurrency or self.evaluation.concurrency
+
+    @property
+    def task_timeout(self) -> float:
+        return self.practice.task_timeout or self.evaluation.task_timeout

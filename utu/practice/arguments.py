@@ -62,7 +62,8 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
 def build_config(args: argparse.Namespace, composed: Composed) -> TrainingFreeGRPOConfig:
     config = validate(composed.data, TrainingFreeGRPOConfig, composed.files).model_dump()
     # a restart is what this command asks for, never what a config file says (Youtu-Agent's write one)
-    config["practice"] |= given(args, args.practice_flags) | {"restart_step": 0 if args.fresh else args.restart_step}
+    flags = given(args, args.practice_flags)
+    config["practice"] |= flags | {"restart_step": 0 if args.fresh else flags.get("restart_step")}
     data_flags = given(args, args.data_flags)
     chosen = data_flags.get("practice_dataset_name")
     truncate = config["data"].get("rollout_data_truncate")

@@ -141,7 +141,7 @@ class PracticeLoop:
         groups: dict[int, list[EvaluationSample]] = defaultdict(list)
         for row in rows:
             groups[row.dataset_index].append(row)
-        slots = asyncio.Semaphore(self.p.rollout_concurrency)
+        slots = asyncio.Semaphore(self.config.rollout_concurrency)
         issued = _IssueCount(sum(map(needs_rollout, rows)))
         log.info("step %d (epoch %d, batch %d): %d questions x G=%d", step, epoch, b, len(groups), self.p.grpo_n)
 
@@ -151,7 +151,7 @@ class PracticeLoop:
                 agent=self.agent,
                 verifier=self.verifier,
                 writer=self.writer,
-                timeout=self.p.task_timeout,
+                timeout=self.config.task_timeout,
                 retries=self.config.evaluation.max_attempt_retries,
                 experiences=library.experiences,
                 slots=issued.counting(slots),
