@@ -390,7 +390,14 @@ def main(argv: list[str] | None = None) -> None:
         )
     except ValueError as e:
         parser.error(str(e))
-    server = StubServer(script, args.host, args.port, args.timing_log)
+    try:
+        server = StubServer(script, args.host, args.port, args.timing_log)
+    except OSError as e:  # a stub left running from before holds the port, most often
+        parser.exit(
+            2,
+            f"error: cannot listen on {args.host}:{args.port}: {e.strerror}; stop what holds it or pick "
+            "another --port\n",
+        )
     print(f"stub LLM listening on {server.base_url}", flush=True)
     try:
         asyncio.run(server.serve())
