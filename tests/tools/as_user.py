@@ -27,15 +27,17 @@ def make_reachable(paths: list[str], stage: str) -> None:
             if here in covered and not os.path.lexists(step):
                 _bind(covered[here] / parts[0], step)
             here, parts = step, parts[1:]
-        if here.is_dir() and here not in covered and not _open_to_others(here):
+        if here.is_dir() and here not in covered and not _open_to_others(here, listable=True):
             # the path itself is closed to others (a checkout cloned into a 0700 mktemp folder): show all of it
             covered[here] = _cover(here, stage)
             for real in covered[here].iterdir():
                 _bind(real, here / real.name)
 
 
-def _open_to_others(folder: Path) -> bool:
-    return bool(os.stat(folder).st_mode & 0o001)
+def _open_to_others(folder: Path, listable: bool = False) -> bool:
+    """Others may pass through `folder` (and, `listable`, also read it: the path itself is imported from)."""
+    need = 0o005 if listable else 0o001
+    return os.stat(folder).st_mode & need == need
 
 
 def _cover(folder: Path, stage: str) -> Path:
@@ -47,6 +49,9 @@ def _cover(folder: Path, stage: str) -> Path:
 
 
 def _bind(real: Path, at: Path) -> None:
+    if real.is_symlink():  # a link is made again (a dangling one cannot be bound)
+        at.symlink_to(os.readlink(real))
+        return
     at.mkdir() if real.is_dir() else at.touch()
     subprocess.run(["mount", "--bind", str(real), str(at)], check=True)
 

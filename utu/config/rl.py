@@ -56,7 +56,7 @@ class GRPOSettings(StrictModel):
         0.0, "KL weight (k3 estimator); 0: no reference model. GRPO paper: 0.04.", source="TRL, DAPO", ge=0
     )
     kl_bias_correction: bool = knob(
-        False, "Weight the KL term by the ratio rho (DeepSeek-V3.2; TRL's default).", source="GRPO paper"
+        False, "Weight the KL term by the ratio rho (DeepSeek-V3.2; TRL's default); off as in the GRPO paper."
     )
     loss_type: LossType = knob("dapo", "grpo | bnpo | dr_grpo | dapo (see losses.py).", source="TRL")
     scale_rewards: ScaleRewards = knob(

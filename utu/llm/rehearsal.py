@@ -4,7 +4,7 @@
 
 The agent answers "when does it end?" questions (a clock time plus a duration, "3:15 pm ... 2 h 50 min"). Like a
 small model, it forgets to carry minutes into hours on every other attempt at a question ("5:65 pm"), unless its
-instructions say to carry. The learner answers each practice stage with what a capable model would write: the
+instructions say to carry one hour. The learner answers each practice stage with what a capable model would write: the
 carry rule. So practice has contrast to learn from, and the enhanced agent scores higher than the baseline. It
 is a rehearsal of the commands and files, not a measurement of anything.
 """
@@ -66,7 +66,7 @@ class Rehearsal:
             self._attempts[question] += 1
         start = (int(clock[1]) % 12 + (12 if clock[3].lower() == "p" else 0)) * 60 + int(clock[2] or 0)
         hours, minutes = int(duration[1]), int(duration[2])
-        if "carry" not in instructions and attempt % 2 == 0 and start % 60 + minutes >= 60:
+        if "carry one hour" not in instructions and attempt % 2 == 0 and start % 60 + minutes >= 60:
             wrong = f"{(start // 60 + hours - 1) % 12 + 1}:{start % 60 + minutes} {'pm' if start >= 720 else 'am'}"
             return f"Hours: {hours}, minutes: {minutes}. It ends at \\boxed{{{wrong}}}."
         end = (start + hours * 60 + minutes) % (24 * 60)
