@@ -7,7 +7,7 @@ python=$1 version=$2 flags=$3 dest=$4
 key=$(echo "$flags" | cksum | cut -d' ' -f1)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/utu/llama-server-$version-$key
 if [ ! -x "$cache/llama-server" ]; then
-    echo "building llama-server from llama.cpp (llama-cpp-python $version sdist), once: about 15 minutes on 2 cores..."
+    echo "building llama-server from llama.cpp (llama-cpp-python $version sdist), once: 5-8 minutes on 2 cores..."
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
     "$python" -m pip download --disable-pip-version-check -q --no-deps --no-binary :all: \
