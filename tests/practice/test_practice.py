@@ -488,7 +488,13 @@ def test_a_wrong_key_stops_practice_at_once_and_records_no_step(tmp_path, worksp
 def test_a_client_that_fails_at_once_gives_one_line_and_no_traceback(tmp_path):
     """No llama-server: the client fails before the database is ready. aiosqlite's cancelled connect once
     printed a thread's traceback ("Event loop is closed") after the error line."""
-    env = {"UTU_LLM_BASE_URL": "", "UTU_LLM_MODEL": "", "UTU_LLM_API_KEY": "", "UTU_LLAMA_SERVER": "/nonexistent"}
+    env = {
+        "UTU_LLM_BASE_URL": "",
+        "UTU_LLM_MODEL": "",
+        "UTU_LLM_API_KEY": "",
+        "UTU_LLAMA_SERVER": "/nonexistent",
+        "UTU_STATE_DIR": str(tmp_path / "state"),
+    }  # not the suite's running embedded model: none to reuse
     result = run_script(PRACTICE, "--config_name", "math_reasoning", env=env, cwd=tmp_path)
     assert result.returncode == 2
     assert [line for line in result.stderr.splitlines() if line.strip()] == [
