@@ -144,6 +144,18 @@ def run_practice(tmp_path, configs, db_url, agent, learner, *args, api_key: str 
     return run_script(PRACTICE, "--config_name", "test", "--db_url", db_url, *args, env=env, cwd=tmp_path)
 
 
+def run_eval(tmp_path, configs, db_url, agent, dataset: str, exp_id: str, *args):
+    """`run_eval.py --config_name local/mawps` on `dataset`, with the workspace's configs and the stub `agent`."""
+    env = {
+        "UTU_CONFIG_DIR": str(configs),
+        "UTU_LLM_BASE_URL": agent.base_url,
+        "UTU_LLM_MODEL": "a",
+        "UTU_LLM_API_KEY": "k",
+    }
+    argv = ["--config_name", "local/mawps", "--dataset", dataset, "--exp_id", exp_id, "--db_url", db_url, *args]
+    return run_script(str(ROOT / "scripts/run_eval.py"), *argv, env=env, cwd=tmp_path)
+
+
 def query(db_url: str, sql: str, *params):
     with sqlite3.connect(db_url.removeprefix("sqlite:///")) as conn:
         return conn.execute(sql, params).fetchall()

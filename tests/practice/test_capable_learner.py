@@ -6,8 +6,7 @@ import json
 
 import yaml
 
-from tests.conftest import ROOT, run_script
-from tests.practice.helpers import is_probe, proposed_operations, query, run_practice, schema_of
+from tests.practice.helpers import is_probe, proposed_operations, query, run_eval, run_practice, schema_of
 from tests.practice.test_validation import VALIDATION, adder, workspace_with_validation_set
 from utu.llm.stub import StubScript
 
@@ -84,26 +83,15 @@ def test_a_capable_learners_experiences_are_applied_exported_and_gated(tmp_path,
     exported = yaml.safe_load((tmp_path / "runs/t/enhanced_agent.yaml").read_text(encoding="utf-8"))
     assert list(exported["experiences"].values()) == [TITLED, WHEN, CHINESE]
     agent = stub(adder(HARMFUL))
-    env = {
-        "UTU_CONFIG_DIR": str(configs),
-        "UTU_LLM_BASE_URL": agent.base_url,
-        "UTU_LLM_MODEL": "a",
-        "UTU_LLM_API_KEY": "k",
-    }
-    evaluation = run_script(
-        str(ROOT / "scripts/run_eval.py"),
-        "--config_name",
-        "local/mawps",
-        "--dataset",
-        "ArithVal",
-        "--exp_id",
-        "enhanced",
-        "--db_url",
+    evaluation = run_eval(
+        tmp_path,
+        configs,
         db_url,
+        agent,
+        "ArithVal",
+        "enhanced",
         "--agent_config",
         str(tmp_path / "runs/t/enhanced_agent.yaml"),
-        env=env,
-        cwd=tmp_path,
     )
     assert evaluation.returncode == 0, evaluation.stderr
     systems = [r["messages"][0]["content"] for r in agent.requests if not is_probe(r)]

@@ -7,7 +7,7 @@ import re
 import pytest
 import yaml
 
-from tests.conftest import ROOT, run_script
+from tests.conftest import run_script
 from tests.practice.helpers import (
     PRACTICE,
     QUESTIONS,
@@ -15,6 +15,7 @@ from tests.practice.helpers import (
     evolving_learner,
     is_probe,
     query,
+    run_eval,
     run_practice,
     schema_of,
     setup_workspace,
@@ -336,27 +337,8 @@ def test_an_eval_cannot_read_or_delete_a_practices_attempts(tmp_path, workspace,
     )
     before = query(db_url, "SELECT count(*) FROM evaluation_data WHERE exp_id='t_epoch_0'")
     agent = stub(agent_script())
-    env = {
-        "UTU_CONFIG_DIR": str(configs),
-        "UTU_LLM_BASE_URL": agent.base_url,
-        "UTU_LLM_MODEL": "a",
-        "UTU_LLM_API_KEY": "k",
-    }
     for extra in ([], ["--fresh"]):
-        result = run_script(
-            str(ROOT / "scripts/run_eval.py"),
-            "--config_name",
-            "local/mawps",
-            "--dataset",
-            "Arith",
-            "--exp_id",
-            "t_epoch_0",
-            "--db_url",
-            db_url,
-            *extra,
-            env=env,
-            cwd=tmp_path,
-        )
+        result = run_eval(tmp_path, configs, db_url, agent, "Arith", "t_epoch_0", *extra)
         assert result.returncode == 2 and "are a practice's own" in result.stderr
     assert query(db_url, "SELECT count(*) FROM evaluation_data WHERE exp_id='t_epoch_0'") == before
     assert agent.request_count == 0
@@ -373,46 +355,12 @@ def test_fresh_never_deletes_another_kind_of_experiment(tmp_path, workspace, stu
     counts = "SELECT (SELECT count(*) FROM evaluation_data), (SELECT count(*) FROM practice_steps)"
     before = query(db_url, counts)
     agent = stub(agent_script())
-    env = {
-        "UTU_CONFIG_DIR": str(configs),
-        "UTU_LLM_BASE_URL": agent.base_url,
-        "UTU_LLM_MODEL": "a",
-        "UTU_LLM_API_KEY": "k",
-    }
-    evaluation = run_script(
-        str(ROOT / "scripts/run_eval.py"),
-        "--config_name",
-        "local/mawps",
-        "--dataset",
-        "Arith",
-        "--exp_id",
-        "t",
-        "--db_url",
-        db_url,
-        "--fresh",
-        env=env,
-        cwd=tmp_path,
-    )
+    evaluation = run_eval(tmp_path, configs, db_url, agent, "Arith", "t", "--fresh")
     assert evaluation.returncode == 2 and "'t' is a practice experiment" in evaluation.stderr, evaluation.stderr
     assert query(db_url, counts) == before and agent.request_count == 0
     assert query(db_url, "SELECT kind FROM experiments WHERE exp_id='t'") == [("practice",)]
     # the reverse: a practice --fresh on an eval's id
-    assert (
-        run_script(
-            str(ROOT / "scripts/run_eval.py"),
-            "--config_name",
-            "local/mawps",
-            "--dataset",
-            "Arith",
-            "--exp_id",
-            "e",
-            "--db_url",
-            db_url,
-            env=env,
-            cwd=tmp_path,
-        ).returncode
-        == 0
-    )
+    assert run_eval(tmp_path, configs, db_url, agent, "Arith", "e").returncode == 0
     before = query(db_url, counts)
     practice = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--exp_id", "e", "--fresh")
     assert practice.returncode == 2 and "'e' is a eval experiment" not in practice.stderr
@@ -423,26 +371,8 @@ def test_fresh_never_deletes_another_kind_of_experiment(tmp_path, workspace, stu
 def test_an_eval_cannot_take_a_practices_row_names(tmp_path, workspace, stub):
     configs, db_url = workspace
     agent = stub(agent_script())
-    env = {
-        "UTU_CONFIG_DIR": str(configs),
-        "UTU_LLM_BASE_URL": agent.base_url,
-        "UTU_LLM_MODEL": "a",
-        "UTU_LLM_API_KEY": "k",
-    }
     for name in ("t_eval_step0", "t_epoch_3"):
-        clash = run_script(
-            str(ROOT / "scripts/run_eval.py"),
-            "--config_name",
-            "local/mawps",
-            "--dataset",
-            "Arith",
-            "--exp_id",
-            name,
-            "--db_url",
-            db_url,
-            env=env,
-            cwd=tmp_path,
-        )
+        clash = run_eval(tmp_path, configs, db_url, agent, "Arith", name)
         assert clash.returncode == 2 and "are a practice's own" in clash.stderr, clash.stderr
     assert agent.request_count == 0
     assert run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--epochs", "1").returncode == 0
