@@ -161,7 +161,8 @@ async def test_the_box_is_not_root_on_the_host(mode):
     host_uids = set()
     for _ in range(200):
         await asyncio.sleep(0.05)
-        ps = subprocess.run(["pgrep", "-f", mark], capture_output=True, text=True)
+        # the box's shell only: the [user] launcher's own argv holds the mark too, while it is still root
+        ps = subprocess.run(["pgrep", "-f", f"^/bin/sh -c sleep 3 # {mark}"], capture_output=True, text=True)
         for pid in ps.stdout.split():
             with open(f"/proc/{pid}/status") as f:
                 host_uids |= {int(x) for line in f if line.startswith("Uid:") for x in line.split()[1:]}
