@@ -77,3 +77,27 @@ async def test_the_advantage_schema_asks_for_the_kind_of_problem_before_the_expe
     await updater.learn_from_group([attempt(1.0, []), attempt(0.0, [])], library=Library())
     schema = server.requests[1]["response_format"]["json_schema"]["schema"]
     assert list(schema["properties"]) == ["analysis", "problem_kind", "experiences"] == schema["required"]
+
+
+async def test_the_learner_reads_the_verifiers_note_on_each_attempt(stub):
+    """The note says what the verifier read and expected: how a learner sees that an attempt lost on the form of
+    its answer (11 for 11.33), not on its method."""
+    server = stub(StubScript(replies=['{"ok": true}', json.dumps({"analysis": "a", "experiences": []})]))
+    updater = ExperienceUpdater(client_for(server), PracticeArguments())
+    right = attempt(1.0, []).model_copy(update={"critique": "extracted 11.33; gold 11.33"})
+    whole = attempt(0.0, []).model_copy(update={"critique": "extracted 11;\n gold 11.33"})
+    await updater.learn_from_group([right, whole], library=Library())
+    system, user = (m["content"] for m in server.requests[1]["messages"])
+    assert "Attempt 1 (reward 1)\nVerifier: extracted 11.33; gold 11.33:" in user
+    assert "Attempt 2 (reward 0)\nVerifier: extracted 11; gold 11.33:" in user
+    assert "against the ground truth, their rewards and the verifier's notes" in system
+    assert "which form to give" in system
+
+
+async def test_without_the_ground_truth_the_learner_gets_no_verifiers_note(stub):
+    server = stub(StubScript(replies=['{"ok": true}', json.dumps({"analysis": "a", "experiences": []})]))
+    updater = ExperienceUpdater(client_for(server), PracticeArguments(given_ground_truth=False))
+    noted = [attempt(r, []).model_copy(update={"critique": "extracted 11; gold 11.33"}) for r in (1.0, 0.0)]
+    await updater.learn_from_group(noted, library=Library())
+    system, user = (m["content"] for m in server.requests[-1]["messages"])
+    assert "11.33" not in user and "Verifier" not in user and "verifier" not in system

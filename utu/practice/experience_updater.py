@@ -162,18 +162,22 @@ class ExperienceUpdater:
     async def _advantage(self, kept: list[tuple[GroupAttempt, str]], outcome: GroupOutcome) -> GroupAdvantage | None:
         gt = self.p.given_ground_truth
         with_tools = any(a.tools for a, _ in kept)
+        with_notes = gt and any(verifier_note(a.critique) for a, _ in kept)  # a note can give the ground truth
         blocks = [
             f"Attempt {i + 1}"
             + (f" ({result})" if (result := outcome_of(a, gt)) else "")
             + (f"\nTools called: {tool_usage(a.tools)}" if with_tools else "")
+            + (f"\nVerifier: {note}" if with_notes and (note := verifier_note(a.critique)) else "")
             + f":\n{summary}"
             for i, (a, summary) in enumerate(kept)
         ]
         first = kept[0][0]
+        judged_by = ", their rewards and the verifier's notes" if with_notes else " and their rewards"
         system = prompts.ADVANTAGE_SYSTEM.format(
             **self.objectives,
             num_experiences=self.p.num_experiences_per_query,
-            against_truth=" against the ground truth and their rewards" if gt else "",
+            against_truth=f" against the ground truth{judged_by}" if gt else "",
+            verifier_note=prompts.ADVANTAGE_VERIFIER_NOTE if with_notes else "",
             tool_note=prompts.ADVANTAGE_TOOL_NOTE if with_tools else "",
         )
         user = prompts.ADVANTAGE_USER.format(
@@ -222,6 +226,16 @@ def outcome_of(attempt: GroupAttempt, given_ground_truth: bool) -> str:
     if attempt.cut:
         parts.append("cut off at the agent's token limit before it finished")
     return "; ".join(parts)
+
+
+VERIFIER_NOTE_CHARS = 300
+
+
+def verifier_note(critique: str | None) -> str:
+    """The verifier's reason for an attempt's reward on one line ("extracted 11; gold 11.33"): what tells the
+    learner that a worse attempt lost on the form of its answer rather than on its method."""
+    note = " ".join((critique or "").split())
+    return note if len(note) <= VERIFIER_NOTE_CHARS else note[: VERIFIER_NOTE_CHARS - 3] + "..."
 
 
 def tool_usage(log: list[dict[str, Any]]) -> str:

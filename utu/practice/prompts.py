@@ -38,7 +38,12 @@ The learning objective: {learning_objective}
    this one.
 Do not retell the question: name none of its people, places or numbers, and not its answer. The condition
 describes a kind of problem or situation; the strategy says what to do in it, in words that would help on a
-different question of that kind.{tool_note}"""
+different question of that kind.{verifier_note}{tool_note}"""
+# Added when the ground truth is given: the verifier's note shows the value it read from each final answer.
+ADVANTAGE_VERIFIER_NOTE = """
+Each attempt carries the verifier's note: what it read as the final answer and what it expected. When a worse
+attempt reasoned soundly and lost on its final answer's form (how far it rounded, its unit, sign or notation),
+that form is the root cause, and the experience says which form to give."""
 # Added only when an attempt of the group called a tool (so tool-free prompts stay as they were measured).
 ADVANTAGE_TOOL_NOTE = """
 Each attempt lists the tools it called, how often, and whether they failed. When the better and the worse
