@@ -30,6 +30,8 @@ def cases() -> dict[str, dict]:
             out[f"{tag}_one_batch"] = {**common, "batch_size": PROMPTS * G}
             # micro-batches of one group each (so every micro-batch lives on one process), two per step
             out[f"{tag}_accumulated"] = {**common, "batch_size": G, "gradient_accumulation_steps": 2}
+        # multi-turn completions: tool results inside them are context, out of the loss and its denominators
+        out[f"{loss}_tools"] = {"loss_type": loss, "batch_size": G, "gradient_accumulation_steps": 2, "tools": True}
     out["dapo_kl_filtered_two_epochs"] = {
         "loss_type": "dapo",
         "batch_size": 2 * G,
@@ -42,9 +44,9 @@ def cases() -> dict[str, dict]:
     return out
 
 
-def global_rollout(step: int, tokenizer) -> tuple[Rollout, torch.Tensor]:
+def global_rollout(step: int, tokenizer, tools: bool = False) -> tuple[Rollout, torch.Tensor]:
     """A fixed batch for `step`: prompts of unequal length, completions with and without EOS, rewards with a
-    zero-variance group."""
+    zero-variance group; with `tools`, tokens 2 and 3 of the longer completions are a tool's result."""
     gen = torch.Generator().manual_seed(100 + step)
     texts = ["a" * (1 + i % 3) + "b" * (i % 2) for i in range(PROMPTS)]
     enc = tokenizer([f"say\n{t}\n>" for t in texts], return_tensors="pt", padding=True, add_special_tokens=False)
@@ -61,8 +63,12 @@ def global_rollout(step: int, tokenizer) -> tuple[Rollout, torch.Tensor]:
     rewards = torch.rand(PROMPTS, G, generator=gen).round()
     rewards[1] = 1.0  # no signal in this group
     ids, attention = enc["input_ids"].repeat_interleave(G, 0), enc["attention_mask"].repeat_interleave(G, 0)
-    rollout = Rollout(ids, attention, completions, mask, truncated, [[""] * G for _ in range(PROMPTS)])
-    return rollout, rewards
+    model_mask = None
+    if tools:
+        model_mask = mask.clone()
+        model_mask[mask.sum(dim=1) > 4, 2:4] = 0
+    groups = [[""] * G for _ in range(PROMPTS)]
+    return Rollout(ids, attention, completions, mask, truncated, groups, model_mask=model_mask), rewards
 
 
 def local_part(rollout: Rollout, rewards: torch.Tensor, rank: int, world: int) -> tuple[Rollout, torch.Tensor]:
@@ -76,6 +82,7 @@ def local_part(rollout: Rollout, rewards: torch.Tensor, rank: int, world: int) -
         rollout.completion_mask[rows],
         rollout.truncated[rows],
         [[""] * G for _ in prompts],
+        model_mask=None if rollout.model_mask is None else rollout.model_mask[rows],
     )
     return part, rewards[prompts]
 
@@ -86,6 +93,7 @@ def run_case(accelerator: Accelerator, knobs: dict, steps: int = STEPS) -> dict[
     tokenizer = char_tokenizer()
     world, rank = accelerator.num_processes, accelerator.process_index
     knobs = {**knobs, "batch_size": knobs["batch_size"] // world}  # per process, as Accelerate counts it
+    tools = knobs.pop("tools", False)
     agent = LocalGRPO(
         tiny_llama(len(tokenizer), seed=0),
         tokenizer,
@@ -97,7 +105,8 @@ def run_case(accelerator: Accelerator, knobs: dict, steps: int = STEPS) -> dict[
     )
     seen = {}
     for step in range(steps):
-        metrics = agent.learn(*local_part(*global_rollout(step, tokenizer), rank, world))
+        batch = global_rollout(step, tokenizer, tools=tools)
+        metrics = agent.learn(*local_part(*batch, rank, world))
         seen |= {f"metrics/{step}/{k}": torch.tensor(metrics[k]) for k in ("loss", "grad_norm", "reward")}
     model = accelerator.unwrap_model(agent.model)
     return seen | {k: v.detach().clone() for k, v in model.named_parameters() if v.requires_grad}

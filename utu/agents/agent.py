@@ -9,8 +9,6 @@ all ("no tools" mode, for models without function calling).
 """
 
 import asyncio
-import json
-import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -20,7 +18,7 @@ from utu.config.models import AgentConfig
 from utu.llm.client import LLMClient
 from utu.llm.usage import Usage
 from utu.tools.base import Toolkit
-from utu.tracing.spans import TOOL, set_io, span
+from utu.tools.runner import ToolRunner
 
 
 @dataclass
@@ -40,8 +38,7 @@ class Agent:
         self.config = config
         self.llm = llm
         self.toolkits = toolkits or []
-        self._tool_owner = {s["function"]["name"]: tk for tk in self.toolkits for s in tk.schemas()}
-        self._schemas = [s for tk in self.toolkits for s in tk.schemas()] or None
+        self.tools = ToolRunner(self.toolkits)
 
     async def run(
         self, question: str, *, experiences: dict[str, str] | None = None, tag: str = "rollout", **settings: Any
@@ -56,11 +53,11 @@ class Agent:
         messages = list(messages)
         usage, tool_log, response = Usage(), [], ""
         for turn in range(1, self.config.max_turns + 1):
-            reply = await self.llm.chat(messages, tag=tag, tools=self._schemas, **settings)
+            reply = await self.llm.chat(messages, tag=tag, tools=self.tools.schemas, **settings)
             usage.add(reply.usage)
             message, calls = reply.message, reply.tool_calls
-            if not calls and self._schemas and self.config.text_tool_calls:
-                calls = text_tool_calls(reply.content or "", set(self._tool_owner))
+            if not calls and self.tools.schemas and self.config.text_tool_calls:
+                calls = text_tool_calls(reply.content or "", self.tools.names)
                 if calls:  # the trajectory shows them as the calls they are, so the next request is well-formed
                     message = {**message, "tool_calls": calls}
             messages.append(message)
@@ -68,45 +65,7 @@ class Agent:
             if not calls:
                 stop = "max_tokens" if reply.finish_reason == "length" else "final"
                 return AgentResult(response, messages, turn, len(tool_log), stop, usage, tool_log)
-            results = await asyncio.gather(*(self._call_tool(call) for call in calls))
+            results = await asyncio.gather(*(self.tools.run(call) for call in calls))
             messages.extend(message for message, _ in results)
             tool_log.extend(entry for _, entry in results)  # in call order, not in order of completion
         return AgentResult(response, messages, self.config.max_turns, len(tool_log), "max_turns", usage, tool_log)
-
-    async def _call_tool(self, call: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The `tool` message for one call, and its tool-log entry."""
-        function = call.get("function", {})
-        name = function.get("name", "")
-        start = time.perf_counter()
-        try:
-            arguments = json.loads(function.get("arguments") or "{}")
-            if not isinstance(arguments, dict):
-                raise ValueError("arguments must be a JSON object")
-        except (json.JSONDecodeError, ValueError) as e:
-            content = json.dumps({"error": f"invalid arguments for {name}: {e}"})
-        else:
-            toolkit = self._tool_owner.get(name)
-            if toolkit is None:
-                content = json.dumps({"error": f"unknown tool {name!r}; available: {sorted(self._tool_owner)}"})
-            else:
-                with span(f"tool {name}", TOOL, input=arguments, **{"tool.name": name}) as current:
-                    content = await toolkit.call(name, arguments)
-                    set_io(current, "output", content)
-        entry = {
-            "tool": name,
-            "arguments_chars": len(function.get("arguments") or ""),
-            "seconds": round(time.perf_counter() - start, 4),
-            "error": _error_of(content),
-        }
-        return {"role": "tool", "tool_call_id": call.get("id", ""), "content": content}, entry
-
-
-def _error_of(content: str) -> str | None:
-    """A tool result's error: every toolkit reports failures as a JSON object with a non-empty "error"."""
-    if not content.startswith("{"):
-        return None
-    try:
-        error = json.loads(content).get("error")
-    except (json.JSONDecodeError, AttributeError):
-        return None
-    return str(error)[:300] if error else None

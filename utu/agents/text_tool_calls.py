@@ -16,11 +16,12 @@ _FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.S)
 _TAG = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
 
 
-def text_tool_calls(content: str, tools: set[str]) -> list[dict[str, Any]]:
-    """The calls `content` makes, as API-style tool calls (ids text_call_0, ...), or [] when it makes none."""
+def text_tool_calls(content: str, tools: set[str], bare: bool = True) -> list[dict[str, Any]]:
+    """The calls `content` makes, as API-style tool calls (ids text_call_0, ...), or [] when it makes none.
+    `bare=False` reads <tool_call> blocks only (the chat template's format), not a reply that is only JSON."""
     text = content.strip()
     fenced = _FENCE.fullmatch(text)
-    blocks = _TAG.findall(text) or [fenced.group(1) if fenced else text]
+    blocks = _TAG.findall(text) or ([fenced.group(1) if fenced else text] if bare else [])
     calls = []
     for block in blocks:
         value = _loads(block)

@@ -136,7 +136,8 @@ async def run() -> int:
     async with contextlib.AsyncExitStack() as stack:
         judge = await open_judge_for(config, stack)
         verify = load_verifier(config.verify_filename, config.verify_func_name)
-        await train_and_test(args, config, out, Verifier(verify, timeout=config.verify_timeout, llm=judge))
+        verifier = Verifier(verify, timeout=config.verify_timeout, llm=judge)
+        await train_and_test(args, config, out, verifier, stack)
     # Leave together: a process that exits while another still talks to it aborts that one.
     state.wait_for_everyone()
     state.destroy_process_group()
@@ -151,18 +152,40 @@ async def open_judge_for(config: RLConfig, stack: contextlib.AsyncExitStack):
     return None if judge is None else await open_client(stack, judge, env_prefix="JUDGE_LLM")
 
 
-async def train_and_test(args, config: RLConfig, out: Path, verifier: Verifier) -> None:
+async def open_tools(config: RLConfig, agent: Any, stack: contextlib.AsyncExitStack) -> Any:
+    """The agent config's tools as the trained model sees them (None: no agent, or one without toolkits, and
+    completions are single replies). MCP servers start here and stop with `stack`."""
+    if config.agent is None or not config.agent.toolkits:
+        return None
+    from utu.rl.tool_chat import ToolChat
+    from utu.tools.registry import open_toolkits
+    from utu.tools.runner import ToolRunner
+
+    if agent.tokenizer is None:
+        raise ConfigError("agent.toolkits: tools need a model with a tokenizer and chat template")
+    toolkits = await open_toolkits(stack, config.agent.toolkits)
+    bare = config.agent.text_tool_calls  # off: only the chat template's <tool_call> blocks are calls
+    return ToolChat(agent.tokenizer, ToolRunner(toolkits), max_turns=config.agent.max_turns, bare_calls=bare)
+
+
+async def train_and_test(
+    args, config: RLConfig, out: Path, verifier: Verifier, stack: contextlib.AsyncExitStack
+) -> None:
+    from utu.config.rl import DEFAULT_SYSTEM_PROMPT
     from utu.rl.env import GRPOEnv, PromptTemplate, load_questions
 
     questions = await load_questions(config.data.dataset, config.data.file_path, args.db_url)
     train_questions, test_questions = split(questions, config)
     from utu.rl.train import MetricsLog, train
 
-    template = PromptTemplate(system=config.data.system, user=config.data.user)
-    env = GRPOEnv(train_questions, template, verifier, batch_size=config.prompts_per_step, seed=config.trainer.seed)
-    test_env = GRPOEnv(test_questions, template, verifier)
     checkpoint = out / "checkpoint"
     agent = build_agent(config, checkpoint)
+    tools = await open_tools(config, agent, stack)
+    system = config.data.system or DEFAULT_SYSTEM_PROMPT
+    template = PromptTemplate(system=system, user=config.data.user, agent=config.agent)
+    batch, seed = config.prompts_per_step, config.trainer.seed
+    env = GRPOEnv(train_questions, template, verifier, batch_size=batch, seed=seed, tools=tools)
+    test_env = GRPOEnv(test_questions, template, verifier, tools=tools)
 
     main = agent.accelerator.is_main_process
     results_file = out / "test.json"

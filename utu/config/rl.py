@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import model_validator
 
-from utu.config.models import ExpId, ModelConfig, StrictModel, knob
+from utu.config.models import AgentConfig, ExpId, ModelConfig, StrictModel, knob
 
 LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo"]
 ScaleRewards = Literal["group", "batch", "none"]
@@ -107,7 +107,9 @@ class RLDataConfig(StrictModel):
     file_path: Path | None = knob(None, "Or a JSONL file with question/answer lines.")
     test_size: int = knob(16, "Questions held out (the last ones by index) for `test`.", ge=0)
     train_limit: int | None = knob(None, "Use only the first N training questions.", gt=0)
-    system: str = knob(DEFAULT_SYSTEM_PROMPT, "The system message of every prompt.")
+    system: str | None = knob(
+        None, f"The system message of every prompt; none: the agent's instructions, or {DEFAULT_SYSTEM_PROMPT!r}."
+    )
     user: str = knob("{question}", "The user message; {question} is replaced by the question.")
 
     @model_validator(mode="after")
@@ -129,8 +131,23 @@ class RLConfig(StrictModel):
         "The judge LLM of LLM-graded verifiers (as in eval configs); none: JUDGE_LLM_* when JUDGE_LLM_BASE_URL "
         "is set, else no judge.",
     )
+    agent: AgentConfig | None = knob(
+        None,
+        "An agent config, as eval and practice name one (`defaults: [/agents/practice@agent: NAME]`): its "
+        "instructions and library make the system message, and with toolkits each completion runs up to its "
+        "max_turns, the model calling its tools. Its model is not used: the trained model answers.",
+    )
     trainer: GRPOSettings = knob(GRPOSettings, "The GRPO trainer's knobs.")
     prompts_per_step: int = knob(4, "Prompts per step; each gets trainer.group_size completions.", ge=1)
     steps: int = knob(10, "Training steps (one update each).", ge=0)
     test_k: int = knob(4, "Completions per held-out question in the before/after test.", ge=1)
     save_every: int = knob(0, "Checkpoint every N steps (0: only at the end).", ge=0)
+
+    @model_validator(mode="after")
+    def _one_system_message(self) -> "RLConfig":
+        if self.agent is not None and self.data.system is not None:
+            raise ValueError(
+                "data.system and agent both give the system message: drop data.system (the agent's "
+                "instructions are used)"
+            )
+        return self

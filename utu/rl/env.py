@@ -11,14 +11,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import torch
 from sqlalchemy import select
 
+from utu.agents.experience import build_messages
+from utu.config.models import AgentConfig
 from utu.config.rl import DEFAULT_SYSTEM_PROMPT
 from utu.db.dataset_io import answer_text, parse_dataset_file
 from utu.db.engine import Database
 from utu.db.models import DatasetSample
+from utu.rl.tool_chat import ToolChat
 from utu.verify import Verifier
 
 
@@ -26,12 +30,13 @@ from utu.verify import Verifier
 class PromptTemplate:
     system: str = DEFAULT_SYSTEM_PROMPT
     user: str = "{question}"
+    agent: AgentConfig | None = None  # its instructions and library make the system message instead of `system`
 
-    def messages(self, question: str) -> list[dict[str, str]]:
-        return [
-            {"role": "system", "content": self.system},
-            {"role": "user", "content": self.user.format(question=question)},
-        ]
+    def messages(self, question: str) -> list[dict[str, Any]]:
+        text = self.user.format(question=question)
+        if self.agent is not None:
+            return build_messages(self.agent, text)  # as evaluation and practice prompt the agent
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": text}]
 
 
 @dataclass
@@ -98,8 +103,11 @@ class GRPOEnv:
         verifier: Verifier,
         batch_size: int = 4,
         seed: int = 0,
+        tools: ToolChat | None = None,
     ):
+        """`tools`: the agent's tools; completions then run several turns in which the model calls them."""
         self.prompts = [Prompt(i, q, a, template.messages(q)) for i, q, a in questions]
+        self.tools = tools
         self.rewards = RewardAdapter(verifier)
         self.batch_size = batch_size
         self.seed = seed

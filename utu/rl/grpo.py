@@ -30,6 +30,8 @@ from utu.config.rl import GRPOSettings
 from utu.rl.batch import GlobalBatch, sum_across_processes
 from utu.rl.losses import completion_mask, group_advantages, grpo_loss, k3_kl, loss_denominator
 from utu.rl.prefix import completion_logits, sample_groups
+from utu.rl.tool_chat import ToolChat
+from utu.rl.turns import sample_turns
 
 STATE_FILE = "trainer_state.pt"
 RNG_FILE = "rng_state_{rank}.pt"  # one per process
@@ -44,13 +46,23 @@ class Rollout:
     prompt_ids: Tensor  # (N, P) left-padded
     prompt_mask: Tensor  # (N, P)
     completion_ids: Tensor  # (N, C) right-padded
-    completion_mask: Tensor  # (N, C) 1 up to and including the first EOS
+    completion_mask: Tensor  # (N, C) 1 on every real token: up to and including the first EOS, or every turn
     truncated: Tensor  # (N,) bool: no EOS within max_new_tokens
-    texts: list[list[str]]  # (prompts, G) decoded completions
+    texts: list[list[str]]  # (prompts, G) decoded completions (with tools: each one's last turn)
+    # With tools (utu.rl.turns): 1 on the tokens the model wrote, 0 on tool results, which are context only.
+    model_mask: Tensor | None = None
+    tool_logs: list[list[dict[str, Any]]] | None = None  # (N,) each completion's tool calls
+    turns: Tensor | None = None  # (N,) model turns per completion
+    seconds: dict[str, float] | None = None  # multi-turn sampling time per phase (utu.rl.turns.PHASES)
 
     @property
     def group_size(self) -> int:
         return len(self.texts[0])
+
+    @property
+    def loss_mask(self) -> Tensor:
+        """The tokens that are actions: they carry the advantage, the KL and the loss denominator."""
+        return self.completion_mask if self.model_mask is None else self.model_mask
 
 
 class LocalGRPO:
@@ -115,6 +127,45 @@ class LocalGRPO:
         texts = [self.tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in messages]
         enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
         return self.rollout(enc["input_ids"], enc["attention_mask"], group_size)
+
+    async def sample(
+        self, messages: list[list[dict[str, Any]]], tools: ToolChat | None = None, group_size: int | None = None
+    ) -> Rollout:
+        """`get_action`, or with `tools` multi-turn completions in which the model calls them (`turns.py`)."""
+        if tools is None:
+            return self.get_action(messages, group_size)
+        s, g = self.settings, group_size or self.settings.group_size
+        texts = [tools.prompt(m) for m in messages]
+        enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        prompt_ids = enc["input_ids"].to(self.accelerator.device)
+        prompt_mask = enc["attention_mask"].to(self.accelerator.device)
+        model = self.accelerator.unwrap_model(self.model)
+        model.eval()
+        done = await sample_turns(
+            model,
+            tools,
+            prompt_ids,
+            prompt_mask,
+            g,
+            max_new_tokens=s.max_new_tokens,
+            eos_id=self.eos_id,
+            pad_id=self.pad_id,
+            temperature=s.temperature,
+            top_p=s.top_p,
+            min_new_tokens=s.min_output_tokens,
+        )
+        return Rollout(
+            prompt_ids.repeat_interleave(g, dim=0),
+            prompt_mask.repeat_interleave(g, dim=0),
+            done.completion_ids,
+            done.attention,
+            done.truncated,
+            [done.responses[i : i + g] for i in range(0, len(done.responses), g)],
+            model_mask=done.model_mask,
+            tool_logs=done.tool_logs,
+            turns=torch.tensor(done.turns),
+            seconds=done.seconds,
+        )
 
     @torch.no_grad()
     def rollout(self, prompt_ids: Tensor, prompt_mask: Tensor, group_size: int | None = None) -> Rollout:
@@ -196,11 +247,11 @@ class LocalGRPO:
         one a single process would make on all of them."""
         s, acc = self.settings, self.accelerator
         start = time.perf_counter()
-        mask = rollout.completion_mask.clone()
+        mask = rollout.loss_mask.clone()
         if s.mask_truncated_completions:
             mask[rollout.truncated] = 0
         batch = GlobalBatch.gather(
-            acc, rewards.float(), rollout.completion_mask.sum(dim=1), rollout.truncated, mask.sum(dim=1)
+            acc, rewards.float(), rollout.loss_mask.sum(dim=1), rollout.truncated, mask.sum(dim=1)
         )
         g, everyone = batch.group_size, batch.rewards
         advantages = group_advantages(everyone, s.scale_rewards).flatten()[batch.mine].to(acc.device)
@@ -328,7 +379,7 @@ class LocalGRPO:
         try:
             for i in range(0, len(mine), batch_prompts):
                 batch = mine[i : i + batch_prompts]
-                rollout = self.get_action([p.messages for p in batch], group_size=k)
+                rollout = await self.sample([p.messages for p in batch], getattr(env, "tools", None), group_size=k)
                 rewards = await env.rewards.score(batch, rollout.texts)
                 means += rewards.mean(dim=1).tolist()
                 passes += (rewards >= 1.0).any(dim=1).float().tolist()

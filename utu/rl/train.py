@@ -13,9 +13,10 @@ from typing import Any
 
 import torch
 
+from utu.eval.metrics import ScoredAttempt, tool_stats
 from utu.rl.batch import sum_across_processes
-from utu.rl.env import GRPOEnv
-from utu.rl.grpo import LocalGRPO
+from utu.rl.env import GRPOEnv, Prompt
+from utu.rl.grpo import LocalGRPO, Rollout
 
 log = logging.getLogger(__name__)
 
@@ -62,13 +63,15 @@ async def train_step(agent: LocalGRPO, env: GRPOEnv) -> dict[str, Any]:
     start = time.perf_counter()
     # Torch runs on the event loop's thread on purpose: from a worker thread it was 2-3x slower on these CPUs
     # (a second OpenMP pool competing with the first), and nothing else needs the loop while the model works.
-    rollout = agent.get_action([p.messages for p in batch])
+    rollout = await agent.sample([p.messages for p in batch], env.tools)
     generated = time.perf_counter()
     rewards = await env.rewards.score(batch, rollout.texts)
     scored = time.perf_counter()
     metrics = agent.learn(rollout, rewards)
-    counts = torch.tensor([rollout.completion_ids.size(0), rollout.completion_mask.sum().item()])
+    counts = torch.tensor([rollout.completion_ids.size(0), rollout.loss_mask.sum().item()])
     completions, tokens = sum_across_processes(agent.accelerator, counts.to(agent.accelerator.device)).tolist()
+    if rollout.tool_logs is not None:
+        metrics |= tool_metrics(agent, batch, rollout, rewards)
     return {
         "step": agent.step,
         **metrics,
@@ -78,6 +81,27 @@ async def train_step(agent: LocalGRPO, env: GRPOEnv) -> dict[str, Any]:
         "completions": int(completions),  # all processes'; the times are the main process's
         "tokens_generated_per_s": tokens / max(generated - start, 1e-9),
     }
+
+
+def tool_metrics(agent: LocalGRPO, batch: list[Prompt], rollout: Rollout, rewards: torch.Tensor) -> dict[str, Any]:
+    """Per tool, the fields evaluation and practice report (`utu.eval.metrics.tool_stats`), over every process's
+    completions: tools/<name>/calls, errors, mean_seconds, max_seconds, attempts_using, reward_using,
+    reward_not_using; and the turns per completion, and the seconds spent in tools and in appending results."""
+    g = rollout.group_size
+    attempts = [
+        ScoredAttempt(question=("", batch[row // g].index), stage="judged", reward=reward, tools=log)
+        for row, (reward, log) in enumerate(zip(rewards.flatten().tolist(), rollout.tool_logs, strict=True))
+    ]
+    turns = rollout.turns.tolist()
+    if agent.accelerator.num_processes > 1:
+        from accelerate.utils import gather_object
+
+        attempts, turns = gather_object(attempts), gather_object(turns)
+    out: dict[str, Any] = {"turns/mean": sum(turns) / len(turns)}
+    for tool, stats in tool_stats(attempts).items():
+        out |= {f"tools/{tool}/{key}": value for key, value in stats.model_dump().items() if value is not None}
+    seconds = rollout.seconds or {}
+    return out | {"tool_time": seconds.get("tools", 0.0), "results_time": seconds.get("results", 0.0)}
 
 
 async def train(

@@ -1,0 +1,66 @@
+"""Running the tool calls a model made, for the agent (`utu.agents.agent`) and for GRPO with tools (`utu.rl.turns`).
+
+A call becomes a `tool` message and a tool-log entry {"tool", "arguments_chars", "seconds", "error"}. Whatever
+goes wrong (arguments that are not a JSON object, an unknown tool, a toolkit that raises) is the call's result,
+an {"error": ...} object the model reads, never an exception: a tool's failure is the model's to handle. Each
+toolkit applies its own timeout.
+"""
+
+import json
+import time
+from typing import Any
+
+from utu.tools.base import Toolkit
+from utu.tracing.spans import TOOL, set_io, span
+
+
+class ToolRunner:
+    def __init__(self, toolkits: list[Toolkit]):
+        self.toolkits = toolkits
+        self.owner = {s["function"]["name"]: tk for tk in toolkits for s in tk.schemas()}
+        self.schemas = [s for tk in toolkits for s in tk.schemas()] or None  # None: send no `tools` at all
+
+    @property
+    def names(self) -> set[str]:
+        return set(self.owner)
+
+    async def run(self, call: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The `tool` message for one API-style call, and its tool-log entry."""
+        function = call.get("function", {})
+        name = function.get("name", "")
+        start = time.perf_counter()
+        try:
+            arguments = json.loads(function.get("arguments") or "{}")
+            if not isinstance(arguments, dict):
+                raise ValueError("arguments must be a JSON object")
+        except (json.JSONDecodeError, ValueError) as e:
+            content = json.dumps({"error": f"invalid arguments for {name}: {e}"})
+        else:
+            toolkit = self.owner.get(name)
+            if toolkit is None:
+                content = json.dumps({"error": f"unknown tool {name!r}; available: {sorted(self.owner)}"})
+            else:
+                with span(f"tool {name}", TOOL, input=arguments, **{"tool.name": name}) as current:
+                    try:
+                        content = await toolkit.call(name, arguments)
+                    except Exception as e:  # noqa: BLE001 - a toolkit's bug is the call's result, not a crash
+                        content = json.dumps({"error": f"{name} failed: {type(e).__name__}: {e}"})
+                    set_io(current, "output", content)
+        entry = {
+            "tool": name,
+            "arguments_chars": len(function.get("arguments") or ""),
+            "seconds": round(time.perf_counter() - start, 4),
+            "error": error_of(content),
+        }
+        return {"role": "tool", "tool_call_id": call.get("id", ""), "content": content}, entry
+
+
+def error_of(content: str) -> str | None:
+    """A tool result's error: every toolkit reports failures as a JSON object with a non-empty "error"."""
+    if not content.startswith("{"):
+        return None
+    try:
+        error = json.loads(content).get("error")
+    except (json.JSONDecodeError, AttributeError):
+        return None
+    return str(error)[:300] if error else None
