@@ -3,6 +3,7 @@ of the loss, tool failures and timeouts as results, the calls of a round run tog
 
 import asyncio
 import json
+import math
 
 import pytest
 import torch
@@ -237,3 +238,49 @@ async def test_a_training_step_with_tools_reports_each_tools_calls_and_rewards(t
     assert {"tools/look/reward_using", "tools/look/attempts_using", "tool_time", "results_time"} <= set(record)
     tested = await agent.test(env, k=2)
     assert tested["prompts"] == 2
+
+
+def test_agilerls_api_takes_an_environment_with_tools(tokenizer):
+    """AgileRL's loop unchanged: get_action runs the turns, its action mask marks the model's tokens only (so
+    `learn` never trains on a tool result), and env.step scores each completion's last turn."""
+    from utu.rl.agilerl import GRPO, HuggingFaceGym
+
+    rows = [{"question": q, "answer": "a"} for q in ("a", "b", "ab", "ba")]
+    scored = []
+
+    def reward_fn(completion: str, solution: str, prompt: str) -> float:
+        scored.append(completion)
+        return float(completion.count("a"))
+
+    template = [{"role": "system", "content": "say"}, {"role": "user", "content": "{question}"}]
+    env = HuggingFaceGym(rows[:2], rows[2:], tokenizer, reward_fn, template, data_batch_size_per_gpu=2, tools=[Fixed()])
+    env.tools.read_calls = always_calls()  # the toy alphabet cannot write a JSON call
+    agent = GRPO(
+        env.observation_space,
+        env.action_space,
+        actor_network=turn_ender(len(tokenizer)),
+        pad_token_id=tokenizer.eos_token_id,
+        device="cpu",
+        group_size=3,
+        batch_size=6,
+        max_output_tokens=12,
+    )
+    torch.manual_seed(0)
+    prompts = env.reset(reset_dataloaders=True)
+    completion_ids, action_masks = agent.get_action(prompts)
+    result = env.tools.result_ids(["7"])
+    for prompt, ids, mask in zip(prompts, completion_ids, action_masks, strict=True):
+        start = prompt["input_ids"].size(1)
+        for row in range(3):
+            tokens, actions = ids[row, start:].tolist(), mask[row, start - 1 :].tolist()
+            first_end = tokens.index(tokenizer.eos_token_id)
+            if not actions[first_end + 1]:  # a tool result follows the first turn: context, not actions
+                assert tokens[first_end + 1 : first_end + 1 + len(result)] == result
+                assert not any(actions[first_end + 1 : first_end + 1 + len(result)])
+    rollout = agent._rollout_from(completion_ids, action_masks)
+    assert rollout.model_mask is not None and rollout.model_mask.sum() < rollout.completion_mask.sum()
+    _, rewards = env.step(completion_ids)
+    assert rewards.shape == (2, 3) and len(scored) == 6
+    assert not any(tokenizer.decode(result) in text for text in scored)  # the last turn, not the transcript
+    loss, _ = agent.learn((completion_ids, action_masks, rewards))
+    assert math.isfinite(loss)

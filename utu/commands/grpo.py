@@ -66,7 +66,7 @@ def split(questions: list, config: RLConfig) -> tuple[list, list]:
 
 def build_agent(config: RLConfig, checkpoint: Path) -> Any:
     try:
-        from utu.rl.grpo import LocalGRPO, embedded_model_source, load_causal_lm
+        from utu.rl.grpo import LocalGRPO, load_causal_lm
         from utu.rl.toy import char_tokenizer, tiny_llama
     except ImportError as e:
         raise ConfigError(f"the RL module needs its extra: run `make install-rl` ({e})") from e
@@ -89,7 +89,7 @@ def build_agent(config: RLConfig, checkpoint: Path) -> Any:
         tokenizer = char_tokenizer()
         model = tiny_llama(len(tokenizer), seed=config.trainer.seed)
         return LocalGRPO(model, tokenizer, device=config.model.device, **knobs)
-    source = embedded_model_source() if config.model.path == "embedded" else {"path": config.model.path}
+    source = embedded_source(config.model.path) or {"path": config.model.path}
     if config.model.gguf_file:
         source["gguf_file"] = config.model.gguf_file
     log.info("loading %s (a GGUF file is dequantised to fp32: about 25 s for 135M)", source)
@@ -98,6 +98,20 @@ def build_agent(config: RLConfig, checkpoint: Path) -> Any:
     except (OSError, ValueError) as e:
         raise ConfigError(f"model.path: cannot load {source}: {e}") from e
     return LocalGRPO(model, tokenizer, device=config.model.device, model_source=source, **knobs)
+
+
+def embedded_source(path: str) -> dict[str, str] | None:
+    """The GGUF of an embedded model named as model.path ("embedded": SmolLM2-135M), or None."""
+    from utu.errors import LLMError
+    from utu.llm.weights import MODELS
+    from utu.rl.grpo import embedded_model_source
+
+    if path != "embedded" and path not in MODELS:
+        return None
+    try:
+        return embedded_model_source("smollm2-135m" if path == "embedded" else path)
+    except LLMError as e:  # a Qwen model not fetched yet
+        raise ConfigError(f"model.path: {e}") from e
 
 
 def progress_line(record: dict[str, Any]) -> str:

