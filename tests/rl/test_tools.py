@@ -2,6 +2,7 @@
 of the loss, tool failures and timeouts as results, the calls of a round run together."""
 
 import asyncio
+import copy
 import json
 import math
 
@@ -284,3 +285,15 @@ def test_agilerls_api_takes_an_environment_with_tools(tokenizer):
     assert not any(tokenizer.decode(result) in text for text in scored)  # the last turn, not the transcript
     loss, _ = agent.learn((completion_ids, action_masks, rewards))
     assert math.isfinite(loss)
+
+
+def test_a_chat_template_that_cannot_show_tool_results_is_refused_before_training(tokenizer):
+    from utu.errors import ConfigError
+
+    strict = copy.deepcopy(tokenizer)
+    strict.chat_template = (
+        "{% for m in messages %}{% if m['role'] == 'tool' %}{{ raise_exception('no tool role') }}{% endif %}"
+        "{{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}>{% endif %}"
+    )
+    with pytest.raises(ConfigError, match="cannot show tool results: no tool role"):
+        ToolChat(strict, ToolRunner([Fixed()]))

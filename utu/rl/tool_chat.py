@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from utu.agents.text_tool_calls import text_tool_calls
+from utu.errors import ConfigError
 from utu.tools.base import cut_middle
 from utu.tools.runner import ToolRunner
 
@@ -43,7 +44,13 @@ class ToolChat:
         self.max_turns = max_turns
         self.max_result_chars = max_result_chars
         self.read_calls = read_calls or (lambda text: text_tool_calls(text, runner.names, bare_calls))
-        self._after_turn = self._text_after_turn()
+        try:  # a template that cannot show tool results fails here, before any training
+            self._after_turn = self._text_after_turn()
+            self.result_ids(["{}"])
+        except ConfigError:
+            raise
+        except Exception as e:  # noqa: BLE001 - jinja's errors, a role the template refuses
+            raise ConfigError(f"agent.toolkits: this model's chat template cannot show tool results: {e}") from e
 
     def prompt(self, messages: list[dict[str, Any]]) -> str:
         """The prompt text of a conversation, ending with the assistant's generation prompt."""
@@ -70,7 +77,11 @@ class ToolChat:
         before = self._render(base, generation_prompt=False)
         after = self._render(base + tools, generation_prompt=True)
         if not after.startswith(before):
-            raise ValueError("the chat template renders an assistant turn differently once tool results follow it")
+            raise ConfigError(
+                "agent.toolkits: this model's chat template renders an assistant turn differently once tool "
+                "results follow it, so results cannot be appended to what the model wrote; use a model whose "
+                "template supports the tool role (Qwen2.5, SmolLM2, Llama 3)"
+            )
         text = self._after_turn + after[len(before) :]
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
