@@ -532,8 +532,8 @@ def test_the_learner_is_told_which_attempts_the_token_limit_cut(tmp_path, worksp
     stops = {json.loads(m)["stop_reason"] for (m,) in query(db_url, "SELECT meta FROM evaluation_data")}
     assert stops == {"final", "max_tokens"}
     advantage = next(r for r in learner.requests if schema_of(r) == "GroupAdvantage")["messages"][1]["content"]
-    assert "Attempt 1 (reward 1):" in advantage
-    assert "Attempt 2 (reward 0; cut off at the agent's token limit before it finished):" in advantage
+    assert "Attempt 1 (reward 1)\nVerifier: extracted " in advantage
+    assert "Attempt 2 (reward 0; cut off at the agent's token limit before it finished)\nVerifier: " in advantage
 
 
 @pytest.mark.parametrize("shared", [True, False], ids=["learner-on-the-agent-client", "learner-on-its-own-client"])
