@@ -238,7 +238,9 @@ async def test_a_training_step_with_tools_reports_each_tools_calls_and_rewards(t
     assert record["turns/mean"] > 1
     assert {"tools/look/reward_using", "tools/look/attempts_using", "tool_time", "results_time"} <= set(record)
     tested = await agent.test(env, k=2)
-    assert tested["prompts"] == 2
+    assert tested["prompts"] == 2 and [d["index"] for d in tested["per_prompt"]] == [0, 1]
+    assert all(len(d["rewards"]) == 2 and len(d["tools"]) == 2 for d in tested["per_prompt"])
+    assert any("look" in called for d in tested["per_prompt"] for called in d["tools"])
 
 
 def test_agilerls_api_takes_an_environment_with_tools(tokenizer):

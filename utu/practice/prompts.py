@@ -43,7 +43,8 @@ different question of that kind.{verifier_note}{tool_note}"""
 ADVANTAGE_VERIFIER_NOTE = """
 Each attempt carries the verifier's note: what it read as the final answer and what it expected. When a worse
 attempt reasoned soundly and lost on its final answer's form (how far it rounded, its unit, sign or notation),
-that form is the root cause, and the experience says which form to give."""
+that form is the root cause, and the experience says which form to give. The agent never sees the verifier:
+the experience tells the agent what to do, and does not mention the verifier."""
 # Added only when an attempt of the group called a tool (so tool-free prompts stay as they were measured).
 ADVANTAGE_TOOL_NOTE = """
 Each attempt lists the tools it called, how often, and whether they failed. When the better and the worse

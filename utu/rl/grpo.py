@@ -375,24 +375,36 @@ class LocalGRPO:
     async def test(self, env: Any, prompts: list[Any] | None = None, k: int = 1, batch_prompts: int = 8) -> dict:
         """Mean@k (mean reward) and Pass@k (share of prompts with a full-reward completion) on held-out prompts,
         scored by the env's verify function; several processes share the prompts. Sampling uses the trainer's
-        temperature; every random state is restored afterwards, so testing never changes what training does next."""
+        temperature; every random state is restored afterwards, so testing never changes what training does next.
+        "per_prompt" lists each prompt's index, rewards and (with tools) the tools each completion called, for
+        paired comparisons."""
         acc = self.accelerator
         prompts = env.prompts if prompts is None else prompts
         mine = prompts[acc.process_index :: acc.num_processes]
         rng = random_state(self.shuffle)
-        means, passes = [], []
+        details = []
         try:
             for i in range(0, len(mine), batch_prompts):
                 batch = mine[i : i + batch_prompts]
                 rollout = await self.sample([p.messages for p in batch], getattr(env, "tools", None), group_size=k)
                 rewards = await env.rewards.score(batch, rollout.texts)
-                means += rewards.mean(dim=1).tolist()
-                passes += (rewards >= 1.0).any(dim=1).float().tolist()
+                for j, prompt in enumerate(batch):
+                    entry = {"index": prompt.index, "rewards": rewards[j].tolist()}
+                    if rollout.tool_logs is not None:
+                        logs = rollout.tool_logs[j * k : (j + 1) * k]
+                        entry["tools"] = [[call["tool"] for call in log] for log in logs]
+                    details.append(entry)
         finally:
             restore_random_state(rng, self.shuffle)
-        local = torch.tensor([sum(means), sum(passes), len(means)], dtype=torch.float64)
-        total_mean, total_pass, n = sum_across_processes(acc, local.to(acc.device)).cpu().tolist()
-        return {f"Mean@{k}": total_mean / max(n, 1), f"Pass@{k}": total_pass / max(n, 1), "prompts": int(n)}
+        if acc.num_processes > 1:
+            from accelerate.utils import gather_object
+
+            details = gather_object(details)
+        details.sort(key=lambda d: d["index"])
+        n = max(len(details), 1)
+        mean = sum(sum(d["rewards"]) / k for d in details) / n
+        passed = sum(any(r >= 1.0 for r in d["rewards"]) for d in details) / n
+        return {f"Mean@{k}": mean, f"Pass@{k}": passed, "prompts": len(details), "per_prompt": details}
 
     # --- checkpoints ----------------------------------------------------------------------------------
 

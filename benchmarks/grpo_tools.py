@@ -1,0 +1,121 @@
+"""Does parameter-updating GRPO with tools teach tool use? The bundled unit-conversion task, before and after.
+
+    python benchmarks/grpo_tools.py [--steps 20] [--k 2] [--summary_only]
+
+The embedded Qwen2.5-Coder-0.5B, as the agent of configs/agents/practice/unit_tools_agent.yaml, is trained by
+`scripts/run_grpo.py --config_name qwen05b_unit_tools` on UnitConversion 0-59 (LoRA, G=4, each completion up to
+4 turns with its tools) and tested before and after on the held-out questions 60-119, the ones
+benchmarks/tool_selection.py evaluates practice on. Reported, with paired bootstrap 95% CIs over questions:
+Mean@K, the right-tool rate (a completion called convert_units and never the trap quick_convert), the trap rate
+and the no-tool rate; beside them, what practice achieved on the same questions
+(benchmarks/results/tool_selection_ts_qwen25_coder_05b.json). By hand only: hours on 2 cores.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import RESULTS, run_command, write_result  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+RIGHT, TRAP = "convert_units", "quick_convert"
+EXP_ID = "bench_grpo_tools"
+
+
+def rates(per_prompt: list[dict]) -> dict[str, dict[int, float]]:
+    """Per question: mean reward, and the shares of completions that called the right tool, the trap, none."""
+    out: dict[str, dict[int, float]] = {"reward": {}, "right_tool": {}, "trap": {}, "no_tool": {}}
+    for p in per_prompt:
+        calls = [set(called) for called in p["tools"]]
+        out["reward"][p["index"]] = statistics.fmean(p["rewards"])
+        out["right_tool"][p["index"]] = statistics.fmean(RIGHT in c and TRAP not in c for c in calls)
+        out["trap"][p["index"]] = statistics.fmean(TRAP in c for c in calls)
+        out["no_tool"][p["index"]] = statistics.fmean(not c for c in calls)
+    return out
+
+
+def summarise(test: dict, k: int) -> dict:
+    from utu.eval.metrics import bootstrap_ci
+
+    before, after = rates(test["before"]["per_prompt"]), rates(test["after"]["per_prompt"])
+    out: dict = {"questions": len(before["reward"]), "k": k}
+    for metric in before:
+        common = sorted(set(before[metric]) & set(after[metric]))
+        differences = [after[metric][q] - before[metric][q] for q in common]
+        low, high = bootstrap_ci(differences)
+        out[metric] = {
+            "before": statistics.fmean(before[metric].values()),
+            "after": statistics.fmean(after[metric].values()),
+            "paired_difference": statistics.fmean(differences),
+            "ci95": [low, high],
+            "excludes_zero": low > 0 or high < 0,
+        }
+    return out
+
+
+def practice_on_the_same_task() -> dict | None:
+    path = RESULTS / "tool_selection_ts_qwen25_coder_05b.json"
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    return {
+        "source": str(path.relative_to(ROOT)),
+        "learner": data.get("learner"),
+        "baseline_mean_at_k": data["baseline"]["mean_at_k"],
+        "enhanced_mean_at_k": data["enhanced"]["mean_at_k"],
+        "reward_paired_difference": data.get("reward_paired_difference"),
+        "reward_paired_ci95": data.get("reward_paired_ci95"),
+        "right_tool_before": data["baseline"]["right_tool_rate"],
+        "right_tool_after": data["enhanced"]["right_tool_rate"],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--k", type=int, default=2)
+    parser.add_argument("--summary_only", action="store_true", help="write the JSON from the run already made")
+    args = parser.parse_args()
+    out = ROOT / "runs" / EXP_ID / "grpo"
+    seconds = None
+    if not args.summary_only:
+        seconds = run_command(
+            "scripts/run_grpo.py",
+            "--config_name",
+            "qwen05b_unit_tools",
+            "--exp_id",
+            EXP_ID,
+            "--steps",
+            str(args.steps),
+            "--fresh",
+            f"test_k={args.k}",
+            env=dict(os.environ),
+        )
+    test = json.loads((out / "test.json").read_text())
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    result = {
+        "task": "UnitConversion (tool selection)",
+        "model": "qwen2.5-coder-0.5b (LoRA r=16)",
+        "config": "configs/rl/qwen05b_unit_tools.yaml",
+        "train": "UnitConversion[0:60]",
+        "heldout": "UnitConversion[60:120]",
+        "steps": test.get("steps"),
+        "wall_time_s": seconds,
+        **summarise(test, args.k),
+        "practice_on_the_same_questions": practice_on_the_same_task(),
+        "train_curve": [
+            {key: m.get(key) for key in ("step", "reward", "turns/mean", "tools/convert_units/calls", "gen_time")}
+            for m in metrics
+        ],
+    }
+    print(json.dumps({k: v for k, v in result.items() if k != "train_curve"}, indent=2))
+    write_result("grpo_tools_qwen05b", result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
