@@ -106,7 +106,33 @@ def test_embedded_smollm2_trains_a_lora_step_on_mawps(tmp_path):
     assert (out / "checkpoint" / "model" / "adapter_config.json").is_file()  # LoRA: the adapter, not 540 MB
     steps = records(tmp_path, "grpo_smollm2_mawps")
     assert [r["step"] for r in steps] == [1, 2] and all(r["completions"] == 2 for r in steps)
-    assert set(json.loads((out / "test.json").read_text())) == {"before", "after", "steps"}
+    test = json.loads((out / "test.json").read_text())
+    assert set(test) == {"before", "after", "steps"} and "tools" not in test["after"]["per_prompt"][0]
+
+
+@pytest.mark.integration
+def test_the_embedded_qwen_trains_as_an_agent_with_its_tools(tmp_path):
+    """configs/rl/qwen05b_unit_tools.yaml as shipped, made small: the agent config's tools are offered, the
+    completions run in turns, and the step records the tool metrics."""
+    result = run_grpo(
+        tmp_path,
+        "--config_name",
+        "qwen05b_unit_tools",
+        "--steps",
+        "1",
+        "prompts_per_step=1",
+        "trainer.group_size=2",
+        "trainer.max_new_tokens=48",
+        "trainer.filter_zero_std_groups=false",
+        "data.test_size=1",
+        "test_k=1",
+        timeout=1200,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (step,) = records(tmp_path, "grpo_qwen05b_unit_tools")
+    assert step["completions"] == 2 and {"turns/mean", "tool_time", "results_time"} <= set(step)
+    test = json.loads((tmp_path / "runs" / "grpo_qwen05b_unit_tools" / "grpo" / "test.json").read_text())
+    assert [len(p["tools"]) for p in test["after"]["per_prompt"]] == [1]  # each completion's tool calls
 
 
 def test_an_llm_judged_verifier_is_a_reward(tmp_path, stub, monkeypatch):
