@@ -58,6 +58,27 @@ def nucleus(logits: Tensor, top_p: float) -> Tensor:
     return torch.empty_like(logits).scatter_(-1, order, sorted_logits)
 
 
+def prefill_groups(
+    model, prompt_ids: Tensor, prompt_mask: Tensor, group_size: int
+) -> tuple[Cache, Tensor, Tensor, Tensor]:
+    """Each prompt computed once and its cache repeated G times, group-major: the cache, each row's next-token
+    logits (B * G, vocab), attention mask (B * G, P) and last real position (B * G,)."""
+    positions = (prompt_mask.cumsum(dim=1) - 1).clamp(min=0)
+    cache = Cache(layer_class_to_replicate=GrowingLayer)
+    out = model(
+        input_ids=prompt_ids,
+        attention_mask=prompt_mask,
+        position_ids=positions,
+        past_key_values=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    cache.batch_repeat_interleave(group_size)
+    logits = out.logits[:, -1].repeat_interleave(group_size, dim=0)
+    attention = prompt_mask.repeat_interleave(group_size, dim=0)
+    return cache, logits, attention, positions[:, -1].repeat_interleave(group_size)
+
+
 @torch.no_grad()
 def sample_groups(
     model,
@@ -72,20 +93,8 @@ def sample_groups(
     min_new_tokens: int = 0,
 ) -> Tensor:
     """prompt_ids (B, P) left-padded -> completion ids (B * G, C), group-major, pad after the first EOS."""
-    positions = (prompt_mask.cumsum(dim=1) - 1).clamp(min=0)
-    cache = Cache(layer_class_to_replicate=GrowingLayer)
-    out = model(
-        input_ids=prompt_ids,
-        attention_mask=prompt_mask,
-        position_ids=positions,
-        past_key_values=cache,
-        use_cache=True,
-        logits_to_keep=1,
-    )
-    cache.batch_repeat_interleave(group_size)
-    logits = out.logits[:, -1].repeat_interleave(group_size, dim=0)
-    attention = prompt_mask.repeat_interleave(group_size, dim=0)
-    position = positions[:, -1:].repeat_interleave(group_size, dim=0)
+    cache, logits, attention, position = prefill_groups(model, prompt_ids, prompt_mask, group_size)
+    position = position[:, None]
     done = torch.zeros(logits.size(0), dtype=torch.bool, device=logits.device)
     tokens = []
     for t in range(max_new_tokens):

@@ -20,9 +20,8 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from transformers.cache_utils import Cache
 
-from utu.rl.prefix import GrowingLayer, nucleus
+from utu.rl.prefix import nucleus, prefill_groups
 from utu.rl.tool_chat import ToolChat
 
 WRITING, TURN_ENDED, DONE = 0, 1, 2
@@ -61,20 +60,7 @@ async def sample_turns(
     # Not a decorator: on a coroutine function, torch.no_grad would end before the body runs.
     forward = torch.no_grad()(model)
     clock = time.perf_counter()
-    positions = (prompt_mask.cumsum(dim=1) - 1).clamp(min=0)
-    cache = Cache(layer_class_to_replicate=GrowingLayer)
-    out = forward(
-        input_ids=prompt_ids,
-        attention_mask=prompt_mask,
-        position_ids=positions,
-        past_key_values=cache,
-        use_cache=True,
-        logits_to_keep=1,
-    )
-    cache.batch_repeat_interleave(group_size)
-    logits = out.logits[:, -1].repeat_interleave(group_size, dim=0)
-    attention = prompt_mask.repeat_interleave(group_size, dim=0)
-    position = positions[:, -1].repeat_interleave(group_size)  # each row's last real position
+    cache, logits, attention, position = prefill_groups(forward, prompt_ids, prompt_mask, group_size)
     rows = logits.size(0)
     seqs: list[list[int]] = [[] for _ in range(rows)]
     roles: list[list[int]] = [[] for _ in range(rows)]  # 1: the model wrote it; 0: a tool result
