@@ -299,3 +299,29 @@ def test_a_chat_template_that_cannot_show_tool_results_is_refused_before_trainin
     )
     with pytest.raises(ConfigError, match="cannot show tool results: no tool role"):
         ToolChat(strict, ToolRunner([Fixed()]))
+
+
+def test_a_tool_result_never_makes_a_special_token(tokenizer):
+    """A tool that prints the EOS text ("<eos>" here, "<|im_end|>" for Qwen) must not end a turn in what the
+    model is trained on: only the template's own scaffolding keeps its special tokens."""
+    chat = chat_for(tokenizer, Fixed())
+    assert tokenizer.eos_token_id in tokenizer("7<eos>8", add_special_tokens=False)["input_ids"]
+    assert tokenizer.eos_token_id not in chat.result_ids(["7<eos>8"])
+
+
+def test_a_toolkit_returning_a_value_instead_of_text_gives_its_json():
+    class Valued(Fixed):
+        async def call(self, name, arguments):
+            return {"value": 7}
+
+    message, entry = asyncio.run(ToolRunner([Valued()]).run(call("look")))
+    assert message["content"] == '{"value": 7}' and entry["error"] is None
+
+
+def test_agilerls_gym_refuses_tools_it_could_not_show_the_model(tokenizer):
+    from utu.rl.agilerl import HuggingFaceGym
+
+    rows = [{"question": "a", "answer": "a"}, {"question": "b", "answer": "a"}]
+    started = [{"role": "user", "content": "{question}"}, {"role": "assistant", "content": "<think>"}]
+    with pytest.raises(ValueError, match="tools need the prompt made from conversation_template"):
+        HuggingFaceGym(rows, rows, tokenizer, lambda *a: 0.0, started, tools=[Fixed()])

@@ -104,6 +104,11 @@ class HuggingFaceGym:
         self.rank = accelerator.process_index if accelerator is not None else 0
         self.max_context_length = max_context_length
         self.tools = None
+        if tools and (apply_chat_template_fn is not None or conversation_template[-1]["role"] == "assistant"):
+            raise ValueError(
+                "HuggingFaceGym: tools need the prompt made from conversation_template, ending with a user or "
+                "system message (the tools go into it); apply_chat_template_fn and a started answer cannot show them"
+            )
         if tools:
             from utu.rl.tool_chat import ToolChat
             from utu.tools.runner import ToolRunner
@@ -191,6 +196,8 @@ class HuggingFaceGym:
     def reset(self, reset_dataloaders: bool = False) -> list[Prompt]:
         if reset_dataloaders:
             self.cursor[self.split] = 0
+        for prompt in self.current:  # last turns of completions never scored must not be scored later
+            prompt.pop("last_turns", None)
         self.current = self._next_batch()
         return self.current
 

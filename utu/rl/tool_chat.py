@@ -12,6 +12,7 @@ as the tokens its chat template puts after an assistant turn.
 """
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,8 @@ TOOLS_IN_SYSTEM = """You can call these tools:
 To call one, reply with only <tool_call>{{"name": "<tool name>", "arguments": {{...}}}}</tool_call>; its result
 comes back in the next message. Otherwise reply with your answer."""
 _MARK = "ASSISTANT-TURN-END-MARK"  # a content no template changes, to find where an assistant turn's text ends
+_RESULT = "TOOL-RESULT-MARK-{}-END"  # where each result's text goes in the rendered template
+_RESULT_SPLIT = r"TOOL-RESULT-MARK-(\d+)-END"
 
 
 class ToolChat:
@@ -72,7 +75,8 @@ class ToolChat:
     def result_ids(self, results: list[str]) -> list[int]:
         """The tokens that follow an assistant turn (after its EOS) when its calls returned `results`, up to
         the next assistant turn's generation prompt. Each result is cut in the middle to `max_result_chars`."""
-        tools = [{"role": "tool", "content": cut_middle(r, self.max_result_chars)} for r in results]
+        contents = [cut_middle(r, self.max_result_chars) for r in results]
+        tools = [{"role": "tool", "content": _RESULT.format(i)} for i in range(len(contents))]
         base = _conversation()
         before = self._render(base, generation_prompt=False)
         after = self._render(base + tools, generation_prompt=True)
@@ -82,8 +86,19 @@ class ToolChat:
                 "results follow it, so results cannot be appended to what the model wrote; use a model whose "
                 "template supports the tool role (Qwen2.5, SmolLM2, Llama 3)"
             )
-        text = self._after_turn + after[len(before) :]
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        # The template's scaffolding keeps its special tokens; a result's text never makes one (a tool that
+        # prints "<|im_end|>" must not end a turn in what the model is trained on).
+        ids: list[int] = []
+        parts = re.split(_RESULT_SPLIT, self._after_turn + after[len(before) :])
+        for i, part in enumerate(parts):
+            if i % 2:
+                ids += self._encode(contents[int(part)], split_special_tokens=True)
+            elif part:
+                ids += self._encode(part)
+        return ids
+
+    def _encode(self, text: str, **kw: Any) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False, **kw)["input_ids"]
 
     def _text_after_turn(self) -> str:
         """What the template writes after an assistant turn's text, the EOS the model writes itself left out

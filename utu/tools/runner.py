@@ -43,6 +43,8 @@ class ToolRunner:
                 with span(f"tool {name}", TOOL, input=arguments, **{"tool.name": name}) as current:
                     try:
                         content = await toolkit.call(name, arguments)
+                        if not isinstance(content, str):  # a toolkit of one's own may return a value
+                            content = json.dumps(content, ensure_ascii=False, default=str)
                     except Exception as e:  # noqa: BLE001 - a toolkit's bug is the call's result, not a crash
                         content = json.dumps({"error": f"{name} failed: {type(e).__name__}: {e}"})
                     set_io(current, "output", content)
