@@ -78,6 +78,7 @@ def test_resuming_under_changed_settings_is_refused(tmp_path):
         ("trainer.loss_type=ppo", "trainer.loss_type"),
         ("trainer.group_size=1", "trainer.group_size"),
         ("data.test_size=100", "data.test_size"),
+        ("agent.instructions=hi", "data.system and agent both give the system message"),  # toy sets data.system
     ],
 )
 def test_bad_settings_give_one_line_and_exit_2(tmp_path, override, expected):
