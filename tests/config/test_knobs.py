@@ -91,7 +91,8 @@ SHIPPED = [
 @pytest.mark.parametrize(("pattern", "model"), SHIPPED, ids=[p for p, _ in SHIPPED])
 def test_no_shipped_config_repeats_a_default(pattern, model):
     """A default written again in a YAML file is a second place to change it (and to forget)."""
-    files = sorted((ROOT / "configs").glob(pattern))
+    # Agents that practice exports beside the shipped ones (git-ignored) carry every field on purpose.
+    files = sorted(f for f in (ROOT / "configs").glob(pattern) if not f.name.endswith("_practice_agent.yaml"))
     assert files
     repeats = {str(f.relative_to(ROOT)): repeated_defaults(yaml.safe_load(f.read_text()), model) for f in files}
     assert {f: r for f, r in repeats.items() if r} == {}
