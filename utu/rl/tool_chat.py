@@ -48,6 +48,7 @@ class ToolChat:
         self.max_result_chars = max_result_chars
         self.read_calls = read_calls or (lambda text: text_tool_calls(text, runner.names, bare_calls))
         try:  # a template that cannot show tool results fails here, before any training
+            self._turn = self._render(_conversation(), generation_prompt=False)  # the same for every result
             self._after_turn = self._text_after_turn()
             self.result_ids(["{}"])
         except ConfigError:
@@ -77,9 +78,8 @@ class ToolChat:
         the next assistant turn's generation prompt. Each result is cut in the middle to `max_result_chars`."""
         contents = [cut_middle(r, self.max_result_chars) for r in results]
         tools = [{"role": "tool", "content": _RESULT.format(i)} for i in range(len(contents))]
-        base = _conversation()
-        before = self._render(base, generation_prompt=False)
-        after = self._render(base + tools, generation_prompt=True)
+        before = self._turn
+        after = self._render(_conversation() + tools, generation_prompt=True)
         if not after.startswith(before):
             raise ConfigError(
                 "agent.toolkits: this model's chat template renders an assistant turn differently once tool "
@@ -103,8 +103,7 @@ class ToolChat:
     def _text_after_turn(self) -> str:
         """What the template writes after an assistant turn's text, the EOS the model writes itself left out
         (Qwen2.5 and SmolLM2: "\\n" after "<|im_end|>")."""
-        rendered = self._render(_conversation(), generation_prompt=False)
-        tail = rendered[rendered.rindex(_MARK) + len(_MARK) :]
+        tail = self._turn[self._turn.rindex(_MARK) + len(_MARK) :]
         eos = self.tokenizer.eos_token or ""
         return tail[len(eos) :] if eos and tail.startswith(eos) else tail
 
