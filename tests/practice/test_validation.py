@@ -11,12 +11,14 @@ from utu.llm.stub import StubScript
 
 HARMFUL = "When adding two numbers, always answer zero instead of computing the sum."
 HARMLESS = "When adding two numbers, add the ones digits first and then the tens."
+HELPFUL = "When adding two numbers, write both numbers before you add them."
 VALIDATION = ["--validation_dataset", "ArithVal", "--validation_size", "3", "--validation_pass_k", "2"]
 
 
-def adder(harmful: str = HARMFUL) -> StubScript:
-    """Right on validation questions, right then wrong on practice questions (contrast to learn from); always
-    zero once the harmful experience is in its instructions."""
+def adder(harmful: str = HARMFUL, needed: str | None = None) -> StubScript:
+    """Right on validation questions (only with the `needed` experience in its instructions, if one is named),
+    right then wrong on practice questions (contrast to learn from); always zero once the harmful experience is
+    in its instructions."""
     served = defaultdict(int)
 
     def reply(body):
@@ -24,7 +26,8 @@ def adder(harmful: str = HARMFUL) -> StubScript:
         a, b = map(int, re.search(r"What is (\d+) plus (\d+)", user).groups())
         practice = any(q in user for q in QUESTIONS)
         served[user] += 1
-        wrong = harmful in system or (practice and served[user] % 2 == 0)
+        lacking = not practice and needed is not None and needed not in system
+        wrong = harmful in system or lacking or (practice and served[user] % 2 == 0)
         return f"The answer is \\boxed{{{0 if wrong else a + b}}}."
 
     return StubScript(reply_fn=reply)
@@ -70,14 +73,14 @@ def test_an_update_that_makes_the_agent_worse_is_rejected(tmp_path, stub):
     assert "rollout" in stats[0]["usage"]  # rollouts are counted apart from validation
 
 
-def test_a_harmless_update_is_applied_and_the_best_step_is_exported(tmp_path, stub):
+def test_a_helpful_update_is_applied_and_the_best_step_is_exported(tmp_path, stub):
     configs, db_url = workspace_with_validation_set(tmp_path)
     result = run_practice(
         tmp_path,
         configs,
         db_url,
-        stub(adder()),
-        stub(learner_proposing(HARMLESS)),
+        stub(adder(needed=HELPFUL)),
+        stub(learner_proposing(HELPFUL)),
         "--epochs",
         "1",
         *VALIDATION,
@@ -86,10 +89,34 @@ def test_a_harmless_update_is_applied_and_the_best_step_is_exported(tmp_path, st
     )
     assert result.returncode == 0, result.stderr
     stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps ORDER BY step")]
-    assert stats[0]["validation"]["accepted"] and stats[0]["validation"]["difference"] == 0.0
+    assert stats[0]["validation"]["accepted"] and stats[0]["validation"]["difference"] == 1.0
     assert stats[1]["validation"] is None  # step 1 proposed the same text again: no change, nothing to validate
     assert "exporting the library of step 0" in result.stderr
-    assert HARMLESS in (tmp_path / "runs/t/enhanced_agent.yaml").read_text()
+    assert HELPFUL in (tmp_path / "runs/t/enhanced_agent.yaml").read_text()
+
+
+def test_a_tie_keeps_the_shorter_library_unless_told_otherwise(tmp_path, stub):
+    """An added sentence that changes nothing on the validation questions only costs prompt tokens and risks
+    what they did not show (an Averages run kept three such sentences on a tie, and lost on held-out questions):
+    refused by default; `--validation_min_gain_to_grow none` leaves the decision to max_drop alone."""
+    configs, db_url = workspace_with_validation_set(tmp_path)
+    learner = stub(learner_proposing(HARMLESS))
+    result = run_practice(tmp_path, configs, db_url, stub(adder()), learner, "--epochs", "1", *VALIDATION)
+    assert result.returncode == 2 and "practice learned nothing" in result.stderr
+    (reason,) = {r for (r,) in query(db_url, "SELECT reason FROM experience_operations")}
+    assert reason == (
+        "validation: Mean@2 1.000 -> 1.000 on 3 validation questions (paired difference +0.000, a longer library "
+        "must gain more than 0)"
+    )
+
+    (again := tmp_path / "again").mkdir()
+    configs, db_url = workspace_with_validation_set(again)
+    learner, off = stub(learner_proposing(HARMLESS)), ["--validation_min_gain_to_grow", "none"]
+    result = run_practice(again, configs, db_url, stub(adder()), learner, "--epochs", "1", *VALIDATION, *off)
+    assert result.returncode == 0, result.stderr
+    stats = json.loads(query(db_url, "SELECT stats FROM practice_steps ORDER BY step")[0][0])
+    assert stats["validation"]["accepted"] and stats["validation"]["difference"] == 0.0
+    assert "allowed drop 0" in stats["validation"]["reason"]
 
 
 def test_export_step_names_a_missing_step_in_one_line(tmp_path, stub):

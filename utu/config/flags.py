@@ -42,7 +42,7 @@ def add_flags(
             options |= {"type": parse_bool, "metavar": "{true,false}"}
         elif get_origin(kind) is Literal:
             options |= {"choices": list(get_args(kind))}
-        elif kind is not field.annotation and field.default is None:  # `int | None`: "none" means the default
+        elif kind is not field.annotation:  # `int | None`: "none" sets None
             options |= {"type": _or_none(kind), "metavar": kind.__name__.upper()}
         else:
             options["type"] = kind

@@ -314,7 +314,9 @@ PAPER = "Training-Free GRPO (arXiv 2510.08191)"
 
 class ValidationConfig(StrictModel):
     """Validation-gated updates: a step's new library replaces the current one only if, on the same validation
-    questions, its Mean@K is not worse than the current library's by more than `max_drop` (paired by question)."""
+    questions, its Mean@K is not worse than the current library's by more than `max_drop` (paired by question),
+    and, if it adds experiences, better by more than `min_gain_to_grow`: a sentence that does not measurably help
+    only costs prompt tokens and risks what the validation questions did not show."""
 
     dataset: str = knob(
         description="The validation questions: another data set, or the practice set with an "
@@ -325,6 +327,13 @@ class ValidationConfig(StrictModel):
     pass_k: int = knob(2, "Attempts per validation question (K).", gt=0)
     max_drop: float = knob(
         0.0, "Apply an update only if mean(new - current) over the questions is at least -max_drop.", ge=0, le=1
+    )
+    min_gain_to_grow: float | None = knob(
+        0.0,
+        "An update that makes the library longer must also raise mean(new - current) above this: on a tie the "
+        "shorter library stays. null: max_drop alone decides.",
+        ge=-1,
+        le=1,
     )
 
 
