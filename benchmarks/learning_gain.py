@@ -1,6 +1,6 @@
 """Does practice teach what the reward encodes? Baseline, a hand-written reference library and the enhanced agent.
 
-    python benchmarks/learning_gain.py --task whole_items|percent_of|decimals|averages|gsm8k [--learner ...]
+    python benchmarks/learning_gain.py --task whole_items|percent_of|decimals|averages|remainders|gsm8k [--learner ...]
 
 The agent is the embedded Qwen2.5-Coder-0.5B, the learner the 1.5B (the defaults `make demo` uses). Practice
 runs the user's command on questions 0.. of the task's data set (`--steps` steps of `--batch_size` questions,
@@ -69,6 +69,14 @@ TASKS = {
         "input: a word problem that asks for an average\noutput: that average, as \\boxed{number}",
         "Learn general habits that make the boxed average right on new problems of this kind: how to compute it, "
         "and the form the answer takes.",
+    ),
+    "remainders": Task(
+        "Remainders",
+        "an equal sharing or packing with a remainder, where the question asks how many are left over; the 0.5B "
+        "often boxes the quotient (how many each gets, how many bags)",
+        "input: a word problem about sharing or packing equally\noutput: the number it asks for, as \\boxed{number}",
+        "Learn general habits that make the boxed number right on new problems of this kind: which quantity the "
+        "question asks for, and how to find it.",
     ),
     "gsm8k": Task(
         "GSM8K_short",

@@ -12,7 +12,9 @@
   to two decimal places (11.33); the embedded 0.5B often boxes a whole number (11) or every digit (11.3333).
 - dataset/Averages.jsonl: the mean of three whole numbers that is not whole, in points (`points`) or sales
   (`sales`), answered as the nearest whole number; the embedded 0.5B often boxes the exact decimal.
-The arithmetic is kept easy (divisors 2, 3, 4, 5, 10; small totals), so the habit is what each task tests.
+- dataset/Remainders.jsonl: an equal sharing (level `left`) or packing (`unpacked`) with a remainder, where the
+  question asks how many are left over; the embedded 0.5B often boxes the quotient (how many each gets).
+The arithmetic is kept easy (divisors 2 to 6 or 10; small totals), so the habit is what each task tests.
 
 300 rows each: practice on 0-99, validate on 100-199, hold out 200-299 (benchmarks/learning_gain.py).
 """
@@ -144,11 +146,37 @@ def averages(rng: random.Random, i: int) -> dict:
     return _row("Averages", q, round(sum(values) / 3), level)
 
 
+SHARE = [("cookies", "children"), ("marbles", "friends"), ("stickers", "students"), ("apples", "baskets")]
+
+
+def remainders(rng: random.Random, i: int) -> dict:
+    """An equal sharing or packing with a remainder; the question asks how many are left over, which the 0.5B
+    often answers with the quotient (how many each gets, how many bags)."""
+    name = rng.choice(NAMES)
+    k = rng.choice([3, 4, 5, 6])
+    while True:
+        n = rng.randint(10, 40)
+        if n % k:
+            break
+    things, people = rng.choice(SHARE)
+    if i % 2 == 0:
+        q = f"{name} shares {n} {things} equally among {k} {people}, giving each as many as possible. How many {things} are left over?"  # noqa: E501
+        return _row("Remainders", q, n % k, "left")
+    q = f"{n} {things} are packed {k} to a bag. After filling as many bags as possible, how many {things} are not in a bag?"  # noqa: E501
+    return _row("Remainders", q, n % k, "unpacked")
+
+
 def _row(dataset: str, question: str, answer: int | str, level: str) -> dict:
     return {"dataset": dataset, "source": "utu", "question": question, "answer": str(answer), "level": level}
 
 
-TASKS = {"WholeItems": whole_items, "PercentOf": percent_of, "Decimals": decimals, "Averages": averages}
+TASKS = {
+    "WholeItems": whole_items,
+    "PercentOf": percent_of,
+    "Decimals": decimals,
+    "Averages": averages,
+    "Remainders": remainders,
+}
 
 
 def rows(name: str) -> list[dict]:

@@ -51,3 +51,10 @@ def test_average_answers_are_the_nearest_whole_number_of_a_mean_that_is_not_whol
         values = [int(x) for x in re.findall(r"\d+", row["question"])[:3]]
         assert sum(values) % 3, row
         assert row["answer"] == str(round(sum(values) / 3)), row
+
+
+def test_remainder_answers_are_what_is_left_after_the_most_equal_shares():
+    for row in bundled("Remainders"):
+        n, k = (int(x) for x in re.findall(r"\d+", row["question"])[:2])  # both templates name n before k
+        assert n % k, row  # always something left over
+        assert row["answer"] == str(n % k), row
