@@ -332,7 +332,7 @@ class ValidationConfig(StrictModel):
         0.0,
         "An update that makes the library longer must also raise mean(new - current) above this: on a tie the "
         "shorter library stays. null: max_drop alone decides.",
-        ge=-1,
+        ge=0,
         le=1,
     )
 

@@ -227,15 +227,15 @@ class PracticeLoop:
                 f"{failures[0].error}; {RERUN}"
             )
 
-    async def validate(self, current_library: Library, proposed: Library) -> StepValidation:
+    async def validate(self, current: Library, proposed: Library) -> StepValidation:
         """Both libraries on the same validation questions; the rule of `practice.validation` decides."""
         v = self.p.validation
         with span("validation", CHAIN, **{"questions": v.size, "pass_k": v.pass_k}):
-            before = await self._validation_rows(current_library)
+            before = await self._validation_rows(current)
             after = await self._validation_rows(proposed)
         result = compare(before, after)
-        current = statistics.fmean(a for _, a, _ in result.rows) if result.rows else 0.0
-        grows = len(proposed.experiences) > len(current_library.experiences)
+        current_mean = statistics.fmean(a for _, a, _ in result.rows) if result.rows else 0.0
+        grows = len(proposed.experiences) > len(current.experiences)
         must_gain = grows and v.min_gain_to_grow is not None
         accepted = result.mean_diff >= -v.max_drop and (not must_gain or result.mean_diff > v.min_gain_to_grow)
         rule = (
@@ -243,16 +243,17 @@ class PracticeLoop:
             if must_gain
             else f"allowed drop {v.max_drop:g}"
         )
+        after_mean = current_mean + result.mean_diff
         reason = (
-            f"Mean@{v.pass_k} {current:.3f} -> {current + result.mean_diff:.3f} on {len(result.rows)} validation "
-            f"questions (paired difference {result.mean_diff:+.3f}, {rule})"
+            f"Mean@{v.pass_k} {current_mean:.3f} -> {after_mean:.3f} on {len(result.rows)} validation questions "
+            f"(paired difference {result.mean_diff:+.3f}, {rule})"
         )
         log.info("validation: %s: update %s", reason, "applied" if accepted else "rejected")
         return StepValidation(
             k=v.pass_k,
             questions=len(result.rows),
-            current=current,
-            proposed=current + result.mean_diff,
+            current=current_mean,
+            proposed=after_mean,
             difference=result.mean_diff,
             difference_ci95=result.ci95,
             accepted=accepted,
