@@ -167,6 +167,8 @@ def run_phases(args, task: Task, tag: str, ids: dict[str, str], db_url: str, env
             "2",
             "--validation_max_drop",
             str(args.max_drop),
+            "--validation_min_gain_to_grow",
+            args.min_gain_to_grow,
         ]
     )
     practice = [
@@ -208,6 +210,11 @@ def main() -> int:
     parser.add_argument("--k", type=int, default=2)
     parser.add_argument("--validation_size", type=int, default=20)
     parser.add_argument("--max_drop", type=float, default=0.0, help="validation: the largest paired drop allowed")
+    parser.add_argument(
+        "--min_gain_to_grow",
+        default="0",
+        help="validation: the gain a library with more experiences must beat ('none': ties pass, as before 2026-11-26)",
+    )
     parser.add_argument("--no_validation", action="store_true")
     parser.add_argument("--summary_only", action="store_true", help="write the JSON from the runs already stored")
     parser.add_argument(
@@ -261,7 +268,7 @@ def main() -> int:
             if args.no_validation
             else (
                 f"{task.dataset}[{VALIDATION_OFFSET}:{VALIDATION_OFFSET + args.validation_size}], K=2, "
-                f"max_drop {args.max_drop}"
+                f"max_drop {args.max_drop}, min_gain_to_grow {args.min_gain_to_grow}"
             ),
             "heldout_set": f"{task.dataset}[{HELDOUT_OFFSET}:{HELDOUT_OFFSET + args.heldout}]",
             "k": args.k,

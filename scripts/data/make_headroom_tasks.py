@@ -19,6 +19,7 @@ The arithmetic is kept easy (divisors 2 to 6 or 10; small totals), so the habit 
 300 rows each: practice on 0-99, validate on 100-199, hold out 200-299 (benchmarks/learning_gain.py).
 """
 
+import argparse
 import json
 import random
 from pathlib import Path
@@ -185,6 +186,7 @@ def rows(name: str) -> list[dict]:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     for name in TASKS:
         path = ROOT / f"dataset/{name}.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in rows(name)))

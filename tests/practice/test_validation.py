@@ -7,7 +7,9 @@ from collections import defaultdict
 
 from tests.conftest import run_script
 from tests.practice.helpers import QUESTIONS, evolving_learner, query, run_practice, setup_workspace
+from utu.config.models import ValidationConfig
 from utu.llm.stub import StubScript
+from utu.practice.loop import gate
 
 HARMFUL = "When adding two numbers, always answer zero instead of computing the sum."
 HARMLESS = "When adding two numbers, add the ones digits first and then the tens."
@@ -105,8 +107,8 @@ def test_a_tie_keeps_the_shorter_library_unless_told_otherwise(tmp_path, stub):
     assert result.returncode == 2 and "practice learned nothing" in result.stderr
     (reason,) = {r for (r,) in query(db_url, "SELECT reason FROM experience_operations")}
     assert reason == (
-        "validation: Mean@2 1.000 -> 1.000 on 3 validation questions (paired difference +0.000, a longer library "
-        "must gain more than 0)"
+        "validation: Mean@2 1.000 -> 1.000 on 3 validation questions (paired difference +0.000, 0 -> 1 "
+        "experiences must gain more than 0)"
     )
 
     (again := tmp_path / "again").mkdir()
@@ -127,3 +129,15 @@ def test_export_step_names_a_missing_step_in_one_line(tmp_path, stub):
     )
     assert result.returncode == 2 and "--export_step 7: this practice has steps 0 to 1" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and agent.request_count == 0  # refused before any work
+
+
+def test_the_gate_reads_a_tie_at_any_k_as_a_tie():
+    """At K=3 per-question differences are thirds, and their mean leaves a tie as +-5e-17: still a tie."""
+    v = ValidationConfig(dataset="D")
+    below = sum([2 / 3 - 1, 2 / 3 - 1 / 3]) / 2  # 1 -> 2/3 and 1/3 -> 2/3: a tie, computed as -2.8e-17
+    above = sum([1 / 3 - 2 / 3, 1 - 2 / 3]) / 2  # 2/3 -> 1/3 and 2/3 -> 1: a tie, computed as +2.8e-17
+    assert below < 0 < above
+    assert gate(above, 0, 1, v) == (False, "0 -> 1 experiences must gain more than 0")
+    assert gate(below, 1, 1, v) == (True, "allowed drop 0")  # an UPDATE that changes nothing is no drop
+    assert gate(1 / 3, 0, 1, v)[0] and not gate(-1 / 3, 2, 1, v)[0]
+    assert gate(below, 0, 1, v.model_copy(update={"min_gain_to_grow": None}))[0]

@@ -315,8 +315,8 @@ PAPER = "Training-Free GRPO (arXiv 2510.08191)"
 class ValidationConfig(StrictModel):
     """Validation-gated updates: a step's new library replaces the current one only if, on the same validation
     questions, its Mean@K is not worse than the current library's by more than `max_drop` (paired by question),
-    and, if it adds experiences, better by more than `min_gain_to_grow`: a sentence that does not measurably help
-    only costs prompt tokens and risks what the validation questions did not show."""
+    and, if it holds more experiences than the current one, better by more than `min_gain_to_grow`: a sentence
+    that does not measurably help only costs prompt tokens and risks what the validation questions did not show."""
 
     dataset: str = knob(
         description="The validation questions: another data set, or the practice set with an "
@@ -330,10 +330,10 @@ class ValidationConfig(StrictModel):
     )
     min_gain_to_grow: float | None = knob(
         0.0,
-        "An update that makes the library longer must also raise mean(new - current) above this: on a tie the "
-        "shorter library stays. null: max_drop alone decides.",
+        "An update that leaves the library with more experiences must also raise mean(new - current) above "
+        "this: on a tie the smaller library stays. null: max_drop alone decides.",
         ge=0,
-        le=1,
+        lt=1,
     )
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from utu.agents.agent import Agent
-from utu.config.models import DataConfig, ScreeningConfig, TrainingFreeGRPOConfig
+from utu.config.models import DataConfig, ScreeningConfig, TrainingFreeGRPOConfig, ValidationConfig
 from utu.db.attempts import AttemptWriter
 from utu.db.engine import Database
 from utu.db.models import EvaluationSample
@@ -235,26 +235,19 @@ class PracticeLoop:
             after = await self._validation_rows(proposed)
         result = compare(before, after)
         current_mean = statistics.fmean(a for _, a, _ in result.rows) if result.rows else 0.0
-        grows = len(proposed.experiences) > len(current.experiences)
-        must_gain = grows and v.min_gain_to_grow is not None
-        accepted = result.mean_diff >= -v.max_drop and (not must_gain or result.mean_diff > v.min_gain_to_grow)
-        rule = (
-            f"a longer library must gain more than {v.min_gain_to_grow:g}"
-            if must_gain
-            else f"allowed drop {v.max_drop:g}"
-        )
-        after_mean = current_mean + result.mean_diff
+        accepted, rule = gate(result.mean_diff, len(current.experiences), len(proposed.experiences), v)
+        difference = round(result.mean_diff, 9)
         reason = (
-            f"Mean@{v.pass_k} {current_mean:.3f} -> {after_mean:.3f} on {len(result.rows)} validation questions "
-            f"(paired difference {result.mean_diff:+.3f}, {rule})"
+            f"Mean@{v.pass_k} {current_mean:.3f} -> {current_mean + difference:.3f} on {len(result.rows)} "
+            f"validation questions (paired difference {difference:+.3f}, {rule})"
         )
         log.info("validation: %s: update %s", reason, "applied" if accepted else "rejected")
         return StepValidation(
             k=v.pass_k,
             questions=len(result.rows),
             current=current_mean,
-            proposed=after_mean,
-            difference=result.mean_diff,
+            proposed=current_mean + difference,
+            difference=difference,
             difference_ci95=result.ci95,
             accepted=accepted,
             reason=reason,
@@ -313,6 +306,16 @@ class PracticeLoop:
         return StepEval(
             exp_id=config.exp_id, k=metrics.k, mean_at_k=metrics.mean_at_k, mean_at_k_ci95=metrics.mean_at_k_ci95
         )
+
+
+def gate(mean_diff: float, size_before: int, size_after: int, v: ValidationConfig) -> tuple[bool, str]:
+    """Whether a proposed library replaces the current one, and the rule that decided. The difference is
+    rounded first: a mean of per-question differences at K=3 leaves a tie as +-5e-17."""
+    difference = round(mean_diff, 9)
+    if size_after > size_before and v.min_gain_to_grow is not None:
+        rule = f"{size_before} -> {size_after} experiences must gain more than {v.min_gain_to_grow:g}"
+        return difference >= -v.max_drop and difference > v.min_gain_to_grow, rule
+    return difference >= -v.max_drop, f"allowed drop {v.max_drop:g}"
 
 
 def _screen_against(rows: list[EvaluationSample], config: ScreeningConfig) -> Screen:
