@@ -217,6 +217,7 @@ def main() -> int:
     )
     parser.add_argument("--no_validation", action="store_true")
     parser.add_argument("--summary_only", action="store_true", help="write the JSON from the runs already stored")
+    parser.add_argument("--note", help="a sentence for the JSON: what this run left out, and why")
     parser.add_argument(
         "--reuse",
         action="store_true",
@@ -256,6 +257,7 @@ def main() -> int:
         f"learning_efficiency_{args.task}",
         {
             "task": args.task,
+            **({"note": args.note} if args.note else {}),
             "dataset": task.dataset,
             "why_headroom": task.why,
             "agent": "qwen2.5-coder-0.5b",
