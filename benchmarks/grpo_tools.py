@@ -79,6 +79,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--k", type=int, default=2)
     parser.add_argument("--summary_only", action="store_true", help="write the JSON from the run already made")
+    parser.add_argument("--note", help="with --summary_only on a run stopped before its end: why it was stopped")
     args = parser.parse_args()
     out = ROOT / "runs" / EXP_ID / "grpo"
     seconds = None
@@ -97,6 +98,24 @@ def main() -> int:
         )
     test = json.loads((out / "test.json").read_text())
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    curve = [
+        {key: m.get(key) for key in ("step", "reward", "turns/mean", "completions/clipped_ratio", "gen_time")}
+        | {"convert_units_calls": m.get(f"tools/{RIGHT}/calls")}
+        for m in metrics
+    ]
+    if "after" not in test:  # stopped before the end: what the starting model and the first steps showed
+        before = rates(test["before"]["per_prompt"])
+        pilot = {
+            "note": args.note,
+            "config": "configs/rl/qwen05b_unit_tools.yaml",
+            "heldout": "UnitConversion[60:120]",
+            "k": args.k,
+            "before": {metric: statistics.fmean(values.values()) for metric, values in before.items()},
+            "steps_run": len(metrics),
+            "train_curve": curve,
+        }
+        write_result("grpo_tools_qwen05b_pilot", pilot)
+        return 0
     result = {
         "task": "UnitConversion (tool selection)",
         "model": "qwen2.5-coder-0.5b (LoRA r=16)",
@@ -107,10 +126,7 @@ def main() -> int:
         "wall_time_s": seconds,
         **summarise(test, args.k),
         "practice_on_the_same_questions": practice_on_the_same_task(),
-        "train_curve": [
-            {key: m.get(key) for key in ("step", "reward", "turns/mean", "tools/convert_units/calls", "gen_time")}
-            for m in metrics
-        ],
+        "train_curve": curve,
     }
     print(json.dumps({k: v for k, v in result.items() if k != "train_curve"}, indent=2))
     write_result("grpo_tools_qwen05b", result)
