@@ -9,6 +9,8 @@ question it was learned from, and whether it says what to do. A proposal is refu
 - carries more than `max_particulars` of its question's particulars: its names ("Mary", "Seattle"; twice for
   one who acts in it) and its numbers (one of two or more digits, or several small ones: a worked example;
   twice with the word the question gives it, "56 passengers");
+- speaks of what only the learner saw: the verifier, its note ("extracted 11; gold 11.33"), an attempt by its
+  number or its reward (our prompts' labels, in English whatever the task's language: the agent never sees them);
 - states a fact instead of saying what to do, in a language whose words we have (screening_words.yaml);
 - says again what an experience already in the library says, or much the same under the same condition.
 Topic words are not particulars: "When a problem involves a regular hexagon, split it into six equilateral
@@ -40,6 +42,8 @@ _NEWLINE_ESCAPE = re.compile(r"\\n(?![a-z])")  # a literal "\n" (not \nabla, \ne
 # A sentence ends at . ! ? before a capital, unless the period closes an initial or abbreviation (U.S., vs.).
 _SENTENCE_END = re.compile(r"(?<!\b[A-Z])(?<!\bvs)(?<!\betc)(?<!\bNo)(?<!\bDr)(?<!\bSt)[.!?](?=\s+[A-Z])|[。！？](?=.)")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+# The labels of the learner's prompts (prompts.py): "Attempt 2 (reward 0)", "Verifier: extracted 11; gold 11.33".
+_LEARNER_VIEW = re.compile(r"\bverifier\b|\bextracted\b.*\bgold\b|\battempt \d|\breward [01]\b", re.IGNORECASE)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
 _KANA = re.compile(r"[\u3040-\u30ff]")  # Japanese, which has no word list: never taken for Chinese
 _TOKEN = re.compile(r"[a-z0-9]+(?:['-][a-z0-9]+)*|[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
@@ -86,7 +90,7 @@ def screen(text: str, source: Source, others: list[str], config: ScreeningConfig
     """Why `text` may not enter the library, or None. `others`: the experiences it must not repeat."""
     if not config.enabled:
         return "the same text as an existing experience" if text in others else None
-    for check in (_shape, _particulars, _directive):
+    for check in (_shape, _learner_view, _particulars, _directive):
         reason = check(text, source, config)
         if reason:
             return reason
@@ -115,6 +119,11 @@ def _shape(text: str, source: Source, config: ScreeningConfig) -> str | None:
     if plain.count("(") > plain.count(")") or plain.count("（") > plain.count("）"):
         return "cut off mid-sentence (a parenthesis left open)"
     return None
+
+
+def _learner_view(text: str, source: Source, config: ScreeningConfig) -> str | None:
+    found = _LEARNER_VIEW.search(text)
+    return f"speaks of what only the learner saw ({found.group(0)!r}): the agent never sees it" if found else None
 
 
 def _particulars(text: str, source: Source, config: ScreeningConfig) -> str | None:
