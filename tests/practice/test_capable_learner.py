@@ -62,7 +62,7 @@ def test_a_capable_learners_experiences_are_applied_exported_and_gated(tmp_path,
         tmp_path,
         configs,
         db_url,
-        stub(adder(HARMFUL)),
+        stub(adder(HARMFUL, needed=CHINESE)),  # the Chinese experience is what gets validation questions right
         stub(capable_learner()),
         "--epochs",
         "1",
@@ -74,6 +74,7 @@ def test_a_capable_learners_experiences_are_applied_exported_and_gated(tmp_path,
     ops = query(db_url, "SELECT step, new_text, status, reason FROM experience_operations ORDER BY id")
     applied = [text for step, text, status, _ in ops if step == 0 and status == "applied"]
     assert applied == [TITLED, WHEN, CHINESE]  # the second group's same three are duplicates, refused
+    assert "Mean@2 0.000 -> 1.000" in query(db_url, "SELECT stats FROM practice_steps WHERE step = 0")[0][0]
     harmful = [(status, reason) for step, text, status, reason in ops if text == HARMFUL]
     assert harmful and all(status == "refused" for status, _ in harmful)
     assert harmful[0][1].startswith("validation: Mean@2 1.000 -> 0.000")  # (the second group's: a duplicate)
