@@ -46,7 +46,8 @@ def test_tiny_practice_on_the_embedded_model(local_model, tmp_path):
     library = query(db_url, "SELECT experiences FROM experience_snapshots WHERE exp_id='tiny'")[0][0]
     if result.returncode == 2:  # a 135M model's proposals are often junk: refused with a reason, and said so
         assert "practice learned nothing" in result.stderr and library == "{}"
-        assert ops and all(status == "refused" and reason for status, reason, _ in ops)
+        # Each proposal was refused with a reason; a step may also end with none (the 135M proposed nothing).
+        assert all(status == "refused" and reason for status, reason, _ in ops)
         assert not (tmp_path / "runs/tiny/enhanced_agent.yaml").exists()
     else:
         agent = yaml.safe_load((tmp_path / "runs/tiny/enhanced_agent.yaml").read_text())
