@@ -1,6 +1,6 @@
 """Does parameter-updating GRPO with tools teach tool use? The bundled unit-conversion task, before and after.
 
-    python benchmarks/grpo_tools.py [--steps 20] [--k 2] [--summary_only]
+    python benchmarks/grpo_tools.py [--config_name qwen05b_unit_tools] [--steps N] [--k 2] [--summary_only]
 
 The embedded Qwen2.5-Coder-0.5B, as the agent of configs/agents/practice/unit_tools_agent.yaml, is trained by
 `scripts/run_grpo.py --config_name qwen05b_unit_tools` on UnitConversion 0-59 (LoRA, G=4, each completion up to
@@ -9,6 +9,8 @@ benchmarks/tool_selection.py evaluates practice on. Reported, with paired bootst
 Mean@K, the right-tool rate (a completion called convert_units and never the trap quick_convert), the trap rate
 and the no-tool rate; beside them, what practice achieved on the same questions
 (benchmarks/results/tool_selection_ts_qwen25_coder_05b.json). By hand only: hours on 2 cores.
+`--config_name qwen15b_unit_tools` trains the 1.5B instead (tested on 90-119), the steps of its config unless
+`--steps` is given; results go to benchmarks/results/grpo_tools_<model>.json (qwen05b, qwen15b).
 """
 
 import argparse
@@ -23,7 +25,24 @@ from _common import RESULTS, run_command, write_result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RIGHT, TRAP = "convert_units", "quick_convert"
-EXP_ID = "bench_grpo_tools"
+
+def names(config_name: str) -> tuple[str, str]:
+    """The run's exp_id and the model tag of its result files (qwen05b_unit_tools -> qwen05b)."""
+    tag = config_name.removesuffix("_unit_tools")
+    return ("bench_grpo_tools" if config_name == "qwen05b_unit_tools" else f"bench_grpo_tools_{tag}"), tag
+
+
+def model_of(config_name: str) -> str:
+    import yaml
+
+    config = yaml.safe_load((ROOT / "configs" / "rl" / f"{config_name}.yaml").read_text())
+    lora = (config.get("trainer") or {}).get("lora")
+    return f"{config['model']['path']}" + (f" (LoRA r={lora['r']})" if lora else " (full)")
+
+
+def span(test: dict) -> str:
+    indexes = [p["index"] for p in test["before"]["per_prompt"]]
+    return f"UnitConversion[{min(indexes)}:{max(indexes) + 1}]"
 
 
 def rates(per_prompt: list[dict]) -> dict[str, dict[int, float]]:
@@ -76,26 +95,19 @@ def practice_on_the_same_task() -> dict | None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--config_name", default="qwen05b_unit_tools", help="a tools config under configs/rl/")
+    parser.add_argument("--steps", type=int, help="training steps (default: the config's)")
     parser.add_argument("--k", type=int, default=2)
     parser.add_argument("--summary_only", action="store_true", help="write the JSON from the run already made")
     parser.add_argument("--note", help="with --summary_only on a run stopped before its end: why it was stopped")
     args = parser.parse_args()
-    out = ROOT / "runs" / EXP_ID / "grpo"
+    exp_id, tag = names(args.config_name)
+    out = ROOT / "runs" / exp_id / "grpo"
     seconds = None
     if not args.summary_only:
-        seconds = run_command(
-            "scripts/run_grpo.py",
-            "--config_name",
-            "qwen05b_unit_tools",
-            "--exp_id",
-            EXP_ID,
-            "--steps",
-            str(args.steps),
-            "--fresh",
-            f"test_k={args.k}",
-            env=dict(os.environ),
-        )
+        steps = ["--steps", str(args.steps)] if args.steps else []
+        command = ["--config_name", args.config_name, "--exp_id", exp_id, *steps, "--fresh", f"test_k={args.k}"]
+        seconds = run_command("scripts/run_grpo.py", *command, env=dict(os.environ))
     test = json.loads((out / "test.json").read_text())
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     curve = [
@@ -107,21 +119,21 @@ def main() -> int:
         before = rates(test["before"]["per_prompt"])
         pilot = {
             "note": args.note,
-            "config": "configs/rl/qwen05b_unit_tools.yaml",
-            "heldout": "UnitConversion[60:120]",
+            "config": f"configs/rl/{args.config_name}.yaml",
+            "heldout": span(test),
             "k": args.k,
             "before": {metric: statistics.fmean(values.values()) for metric, values in before.items()},
             "steps_run": len(metrics),
             "train_curve": curve,
         }
-        write_result("grpo_tools_qwen05b_pilot", pilot)
+        write_result(f"grpo_tools_{tag}_pilot", pilot)
         return 0
     result = {
         "task": "UnitConversion (tool selection)",
-        "model": "qwen2.5-coder-0.5b (LoRA r=16)",
-        "config": "configs/rl/qwen05b_unit_tools.yaml",
+        "model": model_of(args.config_name),
+        "config": f"configs/rl/{args.config_name}.yaml",
         "train": "UnitConversion[0:60]",
-        "heldout": "UnitConversion[60:120]",
+        "heldout": span(test),
         "steps": test.get("steps"),
         "wall_time_s": seconds,
         **summarise(test, args.k),
@@ -129,7 +141,7 @@ def main() -> int:
         "train_curve": curve,
     }
     print(json.dumps({k: v for k, v in result.items() if k != "train_curve"}, indent=2))
-    write_result("grpo_tools_qwen05b", result)
+    write_result(f"grpo_tools_{tag}", result)
     return 0
 
 

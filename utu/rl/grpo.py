@@ -204,14 +204,15 @@ class LocalGRPO:
     # --- log-probs ------------------------------------------------------------------------------------
 
     def log_probs(
-        self, model: Any, rollout: Rollout, rows: Tensor, entropy: bool = False
+        self, model: Any, rollout: Rollout, rows: Tensor, entropy: bool = False, chunk: int | None = None
     ) -> tuple[Tensor, Tensor | None]:
         """Per-token log pi(completion token) in fp32 for the given rows, from logits divided by the temperature.
 
-        Each distinct prompt is computed once (`prefix.completion_logits`). With `reduce_memory_peak` one
-        sequence goes through at a time, so the (rows, C, vocab) logits never exist at once. Positions follow
-        the attention mask, as in sampling, so left padding changes nothing."""
-        chunk = 1 if self.settings.reduce_memory_peak else len(rows)
+        Each distinct prompt is computed once per `chunk` of rows (`prefix.completion_logits`; default: all the
+        rows at once). With `reduce_memory_peak` one sequence goes through at a time, so the (rows, C, vocab)
+        logits never exist at once. Positions follow the attention mask, as in sampling, so left padding
+        changes nothing."""
+        chunk = 1 if self.settings.reduce_memory_peak else (chunk or len(rows))
         logps, entropies = [], []
         for start in range(0, len(rows), chunk):
             idx = rows[start : start + chunk]
@@ -234,14 +235,22 @@ class LocalGRPO:
         return torch.cat(logps), (torch.cat(entropies) if entropy else None)
 
     @torch.no_grad()
-    def _frozen_log_probs(self, rollout: Rollout, reference: bool) -> Tensor:
-        rows = torch.arange(rollout.completion_ids.size(0))
+    def _frozen_log_probs(self, rollout: Rollout, rows: Tensor, reference: bool) -> Tensor:
+        """The old policy's (or the reference's) log-probs of the local `rows` that enter the loss, a micro-batch
+        at a time: a batch of long multi-turn completions would not fit at once, and rows of filtered groups
+        are never read (they stay 0)."""
+        out = torch.zeros(rollout.completion_ids.shape, dtype=torch.float32, device=rollout.completion_ids.device)
+        if len(rows) == 0:
+            return out
+        chunk = self.settings.batch_size
         if not reference:
-            return self.log_probs(self.model, rollout, rows)[0]
-        if self.reference is not None:
-            return self.log_probs(self.reference, rollout, rows)[0]
-        with self.accelerator.unwrap_model(self.model).disable_adapter():
-            return self.log_probs(self.model, rollout, rows)[0]
+            out[rows] = self.log_probs(self.model, rollout, rows, chunk=chunk)[0]
+        elif self.reference is not None:
+            out[rows] = self.log_probs(self.reference, rollout, rows, chunk=chunk)[0]
+        else:
+            with self.accelerator.unwrap_model(self.model).disable_adapter():
+                out[rows] = self.log_probs(self.model, rollout, rows, chunk=chunk)[0]
+        return out
 
     # --- one update -----------------------------------------------------------------------------------
 
@@ -276,10 +285,11 @@ class LocalGRPO:
             return {**metrics, "skipped": 1.0, "lr": self.scheduler.get_last_lr()[0]}
         micro_size = s.batch_size * batch.world  # batch_size is per process, as in Accelerate
         on_policy = s.update_epochs == 1 and -(-len(rows) // micro_size) <= s.gradient_accumulation_steps
-        old = None if on_policy else self._frozen_log_probs(rollout, reference=False)
+        counted = batch.local_rows(rows)  # this process's rows that enter the loss
+        old = None if on_policy else self._frozen_log_probs(rollout, counted, reference=False)
         # Under LoRA the reference costs one forward and no memory, so KL to the start is logged even at beta 0.
         with_ref = s.beta > 0 or is_peft(acc.unwrap_model(self.model))
-        ref = self._frozen_log_probs(rollout, reference=True) if with_ref else None
+        ref = self._frozen_log_probs(rollout, counted, reference=True) if with_ref else None
         self.model.train()
         sums: dict[str, list[float]] = {}
         for _ in range(s.update_epochs):
