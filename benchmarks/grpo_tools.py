@@ -26,18 +26,21 @@ from _common import RESULTS, run_command, write_result  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 RIGHT, TRAP = "convert_units", "quick_convert"
 
+
 def names(config_name: str) -> tuple[str, str]:
     """The run's exp_id and the model tag of its result files (qwen05b_unit_tools -> qwen05b)."""
     tag = config_name.removesuffix("_unit_tools")
     return ("bench_grpo_tools" if config_name == "qwen05b_unit_tools" else f"bench_grpo_tools_{tag}"), tag
 
 
-def model_of(config_name: str) -> str:
+def described(config_name: str) -> dict[str, str]:
+    """The model and the training questions of a tools config, as its YAML names them."""
     import yaml
 
     config = yaml.safe_load((ROOT / "configs" / "rl" / f"{config_name}.yaml").read_text())
     lora = (config.get("trainer") or {}).get("lora")
-    return f"{config['model']['path']}" + (f" (LoRA r={lora['r']})" if lora else " (full)")
+    model = config["model"]["path"] + (f" (LoRA r={lora['r']})" if lora else " (full)")
+    return {"model": model, "train": f"UnitConversion[0:{config['data']['train_limit']}]"}
 
 
 def span(test: dict) -> str:
@@ -105,7 +108,7 @@ def main() -> int:
     out = ROOT / "runs" / exp_id / "grpo"
     seconds = None
     if not args.summary_only:
-        steps = ["--steps", str(args.steps)] if args.steps else []
+        steps = ["--steps", str(args.steps)] if args.steps is not None else []
         command = ["--config_name", args.config_name, "--exp_id", exp_id, *steps, "--fresh", f"test_k={args.k}"]
         seconds = run_command("scripts/run_grpo.py", *command, env=dict(os.environ))
     test = json.loads((out / "test.json").read_text())
@@ -130,14 +133,14 @@ def main() -> int:
         return 0
     result = {
         "task": "UnitConversion (tool selection)",
-        "model": model_of(args.config_name),
+        **described(args.config_name),
         "config": f"configs/rl/{args.config_name}.yaml",
-        "train": "UnitConversion[0:60]",
         "heldout": span(test),
         "steps": test.get("steps"),
         "wall_time_s": seconds,
         **summarise(test, args.k),
-        "practice_on_the_same_questions": practice_on_the_same_task(),
+        # practice was measured with the 0.5B as the agent, on 60-119
+        "practice_on_the_same_questions": practice_on_the_same_task() if tag == "qwen05b" else None,
         "train_curve": curve,
     }
     print(json.dumps({k: v for k, v in result.items() if k != "train_curve"}, indent=2))

@@ -1,6 +1,7 @@
 """Does practice teach tool choice? The bundled unit-conversion task, baseline vs enhanced agent.
 
     python benchmarks/tool_selection.py [--learner qwen2.5-coder-0.5b|qwen2.5-coder-1.5b] [--k 2]
+    python benchmarks/tool_selection.py --agent qwen2.5-coder-1.5b --offset 90 --limit 30   # beside GRPO's 1.5B
 
 The agent (embedded Qwen2.5-Coder-0.5B) answers unit conversions with four tools (utu/tools/unit_tools.py):
 `convert_units` (exact: the right tool), `quick_convert` (fast, wrong by 0.5% or more on 92 of the 120
@@ -8,6 +9,8 @@ questions: the trap), `unit_factor` (right but slow) and `calculator`. It practi
 (G=4, updates gated on 40-59: `configs practice/local_unit_tools`), and both agents answer the held-out
 questions 60-119 K times. Reported, with paired bootstrap 95% CIs over questions: Mean@K, and the
 right-tool rate (an attempt called convert_units and never the trap). By hand only (30-60 min on 2 cores).
+`--agent` names another embedded model as the agent (the learner defaults to the agent); `--offset` / `--limit`
+choose the held-out questions (benchmarks/grpo_tools.py tests the 1.5B on 90-119).
 """
 
 import argparse
@@ -86,19 +89,29 @@ async def summarise(db_url: str, exp_ids: dict[str, str], practice: str, k: int)
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--learner", default="qwen2.5-coder-0.5b")
+    parser.add_argument("--agent", default="qwen2.5-coder-0.5b", help="the embedded model that answers")
+    parser.add_argument("--learner", help="the embedded model that learns (default: the agent)")
     parser.add_argument("--k", type=int, default=2)
+    parser.add_argument("--offset", type=int, default=60, help="first held-out question")
+    parser.add_argument("--limit", type=int, default=60, help="held-out questions")
     parser.add_argument("--tag", default=None)
     args = parser.parse_args()
-    tag = args.tag or f"ts_{args.learner.replace('.', '').replace('-', '_')}"
+    args.learner = args.learner or args.agent
+    short = {name: name.replace(".", "").replace("-", "_") for name in (args.agent, args.learner)}
+    agent_tag = "" if args.agent == "qwen2.5-coder-0.5b" else f"{short[args.agent]}_agent_"
+    tag = args.tag or f"ts_{agent_tag}{short[args.learner]}"
     db_path = ROOT / "runs" / "tool_selection.db"
     db_path.parent.mkdir(exist_ok=True)
     db_url = f"sqlite:///{db_path}"
-    env = {**os.environ, "UTU_LOCAL_MODEL": "qwen2.5-coder-0.5b", "UTU_LEARNER_LOCAL_MODEL": args.learner}
+    env = {**os.environ, "UTU_LOCAL_MODEL": args.agent, "UTU_LEARNER_LOCAL_MODEL": args.learner}
     evaluate = [
         "scripts/run_eval.py",
         "--config_name",
         "local/unit_tools",
+        "--offset",
+        str(args.offset),
+        "--limit",
+        str(args.limit),
         "--pass_k",
         str(args.k),
         "--concurrency",
@@ -106,7 +119,8 @@ def main() -> int:
         "--db_url",
         db_url,
     ]
-    exp_ids = {"baseline": f"ts_baseline_k{args.k}", "enhanced": f"{tag}_enhanced"}
+    heldout = "" if (args.offset, args.limit) == (60, 60) else f"_q{args.offset}_{args.offset + args.limit}"
+    exp_ids = {"baseline": f"ts_{agent_tag}baseline_k{args.k}{heldout}", "enhanced": f"{tag}_enhanced{heldout}"}
     practice = f"{tag}_practice"
     times = {"baseline": run_command(*evaluate, "--exp_id", exp_ids["baseline"], env=env)}
     times["practice"], agent = practise("local_unit_tools", practice, db_url, env)
@@ -116,7 +130,14 @@ def main() -> int:
     summary = asyncio.run(summarise(db_url, exp_ids, practice, args.k))
     write_result(
         f"tool_selection_{tag}",
-        {"agent": "qwen2.5-coder-0.5b", "learner": args.learner, "k": args.k, "seconds": times, **summary},
+        {
+            "agent": args.agent,
+            "learner": args.learner,
+            "k": args.k,
+            "heldout": f"UnitConversion[{args.offset}:{args.offset + args.limit}]",
+            "seconds": times,
+            **summary,
+        },
     )
     return 0
 

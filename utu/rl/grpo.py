@@ -286,10 +286,14 @@ class LocalGRPO:
         micro_size = s.batch_size * batch.world  # batch_size is per process, as in Accelerate
         on_policy = s.update_epochs == 1 and -(-len(rows) // micro_size) <= s.gradient_accumulation_steps
         counted = batch.local_rows(rows)  # this process's rows that enter the loss
-        old = None if on_policy else self._frozen_log_probs(rollout, counted, reference=False)
+        # A micro-batch with no rows here still runs one row, at weight 0, to join DDP's all-reduce; it reads
+        # frozen log-probs too, so they are computed for it (0 there could overflow the KL to inf, and inf * 0 = NaN).
+        stand_in = counted[:1] if len(counted) else torch.zeros(1, dtype=torch.long)
+        frozen_rows = counted if len(counted) else stand_in
+        old = None if on_policy else self._frozen_log_probs(rollout, frozen_rows, reference=False)
         # Under LoRA the reference costs one forward and no memory, so KL to the start is logged even at beta 0.
         with_ref = s.beta > 0 or is_peft(acc.unwrap_model(self.model))
-        ref = self._frozen_log_probs(rollout, counted, reference=True) if with_ref else None
+        ref = self._frozen_log_probs(rollout, frozen_rows, reference=True) if with_ref else None
         self.model.train()
         sums: dict[str, list[float]] = {}
         for _ in range(s.update_epochs):
@@ -305,7 +309,7 @@ class LocalGRPO:
                 for idx, denominator in zip(window, self._denominators(window, batch.tokens), strict=True):
                     local, weight = batch.local_rows(idx), float(batch.world)  # DDP divides gradients by W
                     if len(local) == 0:  # no rows here: a zero loss, so this process still joins DDP's all-reduce
-                        local, weight = torch.zeros(1, dtype=torch.long), 0.0
+                        local, weight = stand_in, 0.0
                     loss, parts = self.micro_batch_loss(rollout, local, advantages, mask, old, ref, denominator)
                     acc.backward(loss * weight)
                     if weight:
@@ -356,8 +360,9 @@ class LocalGRPO:
         ref: Tensor | None = None,
         denominator: float | None = None,
     ) -> tuple[Tensor, dict[str, float]]:
-        """The loss of rows `idx` and its metrics. `old` / `ref`: frozen log-probs of every row (None: on-policy /
-        no KL); `denominator`: the loss type's normaliser over a larger batch (None: over these rows alone)."""
+        """The loss of rows `idx` and its metrics. `old` / `ref`: frozen log-probs of the rows that enter the loss
+        (None: on-policy / no KL); `denominator`: the loss type's normaliser over a larger batch (None: over these
+        rows alone)."""
         s = self.settings
         logp, entropy = self.log_probs(self.model, rollout, idx, entropy=True)
         loss, parts = grpo_loss(
