@@ -102,7 +102,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, help="training steps (default: the config's)")
     parser.add_argument("--k", type=int, default=2)
     parser.add_argument("--summary_only", action="store_true", help="write the JSON from the run already made")
-    parser.add_argument("--note", help="with --summary_only on a run stopped before its end: why it was stopped")
+    parser.add_argument("--note", help="with --summary_only: what happened to the run (why it stopped, a resume)")
     args = parser.parse_args()
     exp_id, tag = names(args.config_name)
     out = ROOT / "runs" / exp_id / "grpo"
@@ -133,6 +133,7 @@ def main() -> int:
         return 0
     result = {
         "task": "UnitConversion (tool selection)",
+        "note": args.note,
         **described(args.config_name),
         "config": f"configs/rl/{args.config_name}.yaml",
         "heldout": span(test),
