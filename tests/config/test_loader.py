@@ -38,6 +38,14 @@ def test_every_shipped_eval_config_loads(name, tmp_path, monkeypatch):
     assert config.agent.max_turns > 0 and config.data.dataset
 
 
+@pytest.mark.parametrize("name", sorted(p.stem for p in (config_root() / "rl").glob("*.yaml")))
+def test_every_shipped_rl_config_loads(name):
+    from utu.config.rl import RLConfig
+
+    config = load_config("rl", name, RLConfig)
+    assert config.steps > 0 and config.trainer.group_size > 1
+
+
 def test_agent_and_model_land_in_their_packages():
     config = load_config("eval", "math/math_AIME24", EvalConfig)
     assert config.agent.name == "math_agent"
