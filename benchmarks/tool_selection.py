@@ -71,20 +71,20 @@ async def summarise(db_url: str, exp_ids: dict[str, str], practice: str, k: int)
             "no_tool_rate": statistics.fmean(not a.tools for a in judged) if judged else 0.0,
             "tools": {tool: t.model_dump() for tool, t in m.tools.items()},
         }
+    out |= {"library": library.experiences if library else {}, "steps": [s.model_dump(mode="json") for s in steps]}
+    if not rows.get("enhanced"):  # practice kept nothing: there is no enhanced agent to compare
+        return out | {"enhanced": None, "questions": len({a.question for a in rows["baseline"]})}
     reward = compare(rows["baseline"], rows["enhanced"])
     right = {name: per_question(rows[name], lambda a: float(right_tool(a.tools))) for name in rows}
     shared = sorted(set(right["baseline"]) & set(right["enhanced"]))
     diffs = [right["enhanced"][q] - right["baseline"][q] for q in shared]
-    out |= {
+    return out | {
         "questions": len(reward.rows),
         "reward_paired_difference": reward.mean_diff,
         "reward_paired_ci95": reward.ci95,
         "right_tool_paired_difference": statistics.fmean(diffs) if diffs else 0.0,
         "right_tool_paired_ci95": bootstrap_ci(diffs),
-        "library": library.experiences if library else {},
-        "steps": [s.model_dump(mode="json") for s in steps],
     }
-    return out
 
 
 def main() -> int:
@@ -95,6 +95,7 @@ def main() -> int:
     parser.add_argument("--offset", type=int, default=60, help="first held-out question")
     parser.add_argument("--limit", type=int, default=60, help="held-out questions")
     parser.add_argument("--tag", default=None)
+    parser.add_argument("--summary_only", action="store_true", help="write the JSON from the runs already made")
     args = parser.parse_args()
     args.learner = args.learner or args.agent
     short = {name: name.replace(".", "").replace("-", "_") for name in (args.agent, args.learner)}
@@ -122,11 +123,16 @@ def main() -> int:
     heldout = "" if (args.offset, args.limit) == (60, 60) else f"_q{args.offset}_{args.offset + args.limit}"
     exp_ids = {"baseline": f"ts_{agent_tag}baseline_k{args.k}{heldout}", "enhanced": f"{tag}_enhanced{heldout}"}
     practice = f"{tag}_practice"
-    times = {"baseline": run_command(*evaluate, "--exp_id", exp_ids["baseline"], env=env)}
-    times["practice"], agent = practise("local_unit_tools", practice, db_url, env)
-    times["enhanced"] = run_command(
-        *evaluate, "--exp_id", exp_ids["enhanced"], "--agent_config", str(agent), "--fresh", env=env
-    )
+    times: dict = {}
+    if not args.summary_only:
+        times["baseline"] = run_command(*evaluate, "--exp_id", exp_ids["baseline"], env=env)
+        times["practice"], agent = practise("local_unit_tools", practice, db_url, env, nothing_learned_ok=True)
+        if agent is None:  # not an older run's enhanced rows
+            del exp_ids["enhanced"]
+        else:
+            times["enhanced"] = run_command(
+                *evaluate, "--exp_id", exp_ids["enhanced"], "--agent_config", str(agent), "--fresh", env=env
+            )
     summary = asyncio.run(summarise(db_url, exp_ids, practice, args.k))
     write_result(
         f"tool_selection_{tag}",
