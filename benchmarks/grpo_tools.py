@@ -79,20 +79,30 @@ def summarise(test: dict, k: int) -> dict:
     return out
 
 
-def practice_on_the_same_task() -> dict | None:
-    path = RESULTS / "tool_selection_ts_qwen25_coder_05b.json"
+# What practice achieved with the same model as its agent (benchmarks/tool_selection.py), on the same questions.
+PRACTICE_RESULTS = {
+    "qwen05b": "tool_selection_ts_qwen25_coder_05b.json",  # agent and learner 0.5B, questions 60-119
+    "qwen15b": "tool_selection_ts_qwen25_coder_15b_agent_qwen25_coder_15b.json",  # 1.5B, questions 90-119
+}
+
+
+def practice_on_the_same_task(tag: str) -> dict | None:
+    path = RESULTS / PRACTICE_RESULTS.get(tag, "-")
     if not path.is_file():
         return None
     data = json.loads(path.read_text())
+    enhanced = data.get("enhanced")  # None: practice kept nothing, so there is no enhanced agent
     return {
         "source": str(path.relative_to(ROOT)),
         "learner": data.get("learner"),
+        "heldout": data.get("heldout", "UnitConversion[60:120]"),
         "baseline_mean_at_k": data["baseline"]["mean_at_k"],
-        "enhanced_mean_at_k": data["enhanced"]["mean_at_k"],
+        "enhanced_mean_at_k": enhanced and enhanced["mean_at_k"],
         "reward_paired_difference": data.get("reward_paired_difference"),
         "reward_paired_ci95": data.get("reward_paired_ci95"),
         "right_tool_before": data["baseline"]["right_tool_rate"],
-        "right_tool_after": data["enhanced"]["right_tool_rate"],
+        "right_tool_after": enhanced and enhanced["right_tool_rate"],
+        "validation": [step.get("validation") for step in data.get("steps", [])],
     }
 
 
@@ -140,8 +150,7 @@ def main() -> int:
         "steps": test.get("steps"),
         "wall_time_s": seconds,
         **summarise(test, args.k),
-        # practice was measured with the 0.5B as the agent, on 60-119
-        "practice_on_the_same_questions": practice_on_the_same_task() if tag == "qwen05b" else None,
+        "practice_on_the_same_questions": practice_on_the_same_task(tag),
         "train_curve": curve,
     }
     print(json.dumps({k: v for k, v in result.items() if k != "train_curve"}, indent=2))
