@@ -34,13 +34,14 @@ def names(config_name: str) -> tuple[str, str]:
 
 
 def described(config_name: str) -> dict[str, str]:
-    """The model and the training questions of a tools config, as its YAML names them."""
-    import yaml
+    """The model and the training questions of a tools config, as the trainer loads it."""
+    from utu.config import load_config
+    from utu.config.rl import RLConfig
 
-    config = yaml.safe_load((ROOT / "configs" / "rl" / f"{config_name}.yaml").read_text())
-    lora = (config.get("trainer") or {}).get("lora")
-    model = config["model"]["path"] + (f" (LoRA r={lora['r']})" if lora else " (full)")
-    return {"model": model, "train": f"UnitConversion[0:{config['data']['train_limit']}]"}
+    config = load_config("rl", config_name, RLConfig)
+    lora = config.trainer.lora
+    model = config.model.path + (f" (LoRA r={lora.r})" if lora else " (full)")
+    return {"model": model, "train": f"UnitConversion[0:{config.data.train_limit}]"}
 
 
 def span(test: dict) -> str:
@@ -87,8 +88,8 @@ PRACTICE_RESULTS = {
 
 
 def practice_on_the_same_task(tag: str) -> dict | None:
-    path = RESULTS / PRACTICE_RESULTS.get(tag, "-")
-    if not path.is_file():
+    path = RESULTS / PRACTICE_RESULTS[tag] if tag in PRACTICE_RESULTS else None
+    if path is None or not path.is_file():
         return None
     data = json.loads(path.read_text())
     enhanced = data.get("enhanced")  # None: practice kept nothing, so there is no enhanced agent
