@@ -122,6 +122,8 @@ def main() -> int:
         steps = ["--steps", str(args.steps)] if args.steps is not None else []
         command = ["--config_name", args.config_name, "--exp_id", exp_id, *steps, "--fresh", f"test_k={args.k}"]
         seconds = run_command("scripts/run_grpo.py", *command, env=dict(os.environ))
+    if not (out / "test.json").is_file():
+        raise SystemExit(f"{out / 'test.json'}: no run of {args.config_name} to summarise; run without --summary_only")
     test = json.loads((out / "test.json").read_text())
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     curve = [

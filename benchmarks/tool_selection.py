@@ -71,6 +71,8 @@ async def summarise(db_url: str, exp_ids: dict[str, str], practice: str, k: int)
             "no_tool_rate": statistics.fmean(not a.tools for a in judged) if judged else 0.0,
             "tools": {tool: t.model_dump() for tool, t in m.tools.items()},
         }
+    if not rows["baseline"]:
+        raise SystemExit(f"no baseline run {exp_ids['baseline']} in {db_url}: run without --summary_only")
     out |= {"library": library.experiences if library else {}, "steps": [s.model_dump(mode="json") for s in steps]}
     if not rows.get("enhanced"):  # practice kept nothing: there is no enhanced agent to compare
         return out | {"enhanced": None, "questions": len({a.question for a in rows["baseline"]})}
