@@ -105,7 +105,7 @@ def test_topical_advice_in_any_form_and_language_passes(text, question):
         ("When the order of operations is not followed correctly, the result is incorrect.", "states a fact"),
         ("这道题里她一共送出了四十三个贝壳。", "states a fact"),
         ("When the number of seashells is given, subtract the seashells left.", "retells its question"),
-        ("When the verifier reads a whole number, give the decimal instead.", "only the learner saw ('verifier')"),
+        ("When the verifier reads a whole number, give the decimal instead.", "only the learner saw ('the verifier')"),
         ("When the note says extracted 11 and gold 11.33, round to two places.", "only the learner saw"),
         ("When Attempt 2 lost, avoid what it did.", "only the learner saw ('Attempt 2')"),
     ],
