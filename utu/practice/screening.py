@@ -44,9 +44,7 @@ _SENTENCE_END = re.compile(r"(?<!\b[A-Z])(?<!\bvs)(?<!\betc)(?<!\bNo)(?<!\bDr)(?
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 # The labels of the learner's prompts (prompts.py): "Attempt 2 (reward 0)", "Verifier: extracted 11; gold 11.33".
 # "the verifier" and a capital "Attempt 2" are those labels; "run a verifier step", "before attempt 2" are advice.
-_LEARNER_VIEW = re.compile(
-    r"\b(?i:the verifier)\b|\b(?i:extracted)\b.*\b(?i:gold)\b|\bAttempt \d|\b(?i:reward) [01]\b"
-)
+_LEARNER_VIEW = re.compile(r"\b(?i:the verifier)\b|\b(?i:extracted)\b.*\b(?i:gold)\b|\bAttempt \d|\b(?i:reward) [01]\b")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
 _KANA = re.compile(r"[\u3040-\u30ff]")  # Japanese, which has no word list: never taken for Chinese
 _TOKEN = re.compile(r"[a-z0-9]+(?:['-][a-z0-9]+)*|[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
