@@ -1,6 +1,8 @@
 """Does practice teach what the reward encodes? Baseline, a hand-written reference library and the enhanced agent.
 
-    python benchmarks/learning_gain.py --task whole_items|percent_of|decimals|averages|remainders|gsm8k [--learner ...]
+    python benchmarks/learning_gain.py --task NAME [--learner ...]
+
+NAME: whole_items, percent_of, decimals, averages, remainders, mixed_units or gsm8k (TASKS below).
 
 The agent is the embedded Qwen2.5-Coder-0.5B, the learner the 1.5B (the defaults `make demo` uses). Practice
 runs the user's command on questions 0.. of the task's data set (`--steps` steps of `--batch_size` questions,
@@ -77,6 +79,15 @@ TASKS = {
         "input: a word problem about sharing or packing equally\noutput: the number it asks for, as \\boxed{number}",
         "Learn general habits that make the boxed number right on new problems of this kind: which quantity the "
         "question asks for, and how to find it.",
+    ),
+    "mixed_units": Task(
+        "MixedUnits",
+        "how many pieces, bags or cups of a size in small units (cm, g, ml) an amount in large units (m, kg, l) "
+        "makes; the 0.5B often divides before converting (3 kg / 250 g = 3/250 bags)",
+        "input: a word problem that divides an amount into pieces of a given size\noutput: how many pieces, as "
+        "\\boxed{number}",
+        "Learn general habits that make the boxed count right on new problems of this kind: how to handle the "
+        "units, and how to divide.",
     ),
     "gsm8k": Task(
         "GSM8K_short",

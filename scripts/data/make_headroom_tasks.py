@@ -14,6 +14,9 @@
   (`sales`), answered as the nearest whole number; the embedded 0.5B often boxes the exact decimal.
 - dataset/Remainders.jsonl: an equal sharing (level `left`) or packing (`unpacked`) with a remainder, where the
   question asks how many are left over; the embedded 0.5B often boxes the quotient (how many each gets).
+- dataset/MixedUnits.jsonl: how many pieces, bags or cups of a size in small units (centimetres, grams,
+  millilitres) come out of an amount in large units (metres, kilograms, litres); level `length`, `mass` or
+  `volume`. The embedded 0.5B often divides before converting (3 kg / 250 g = 3/250 bags).
 The arithmetic is kept easy (divisors 2 to 6 or 10; small totals), so the habit is what each task tests.
 
 300 rows each: practice on 0-99, validate on 100-199, hold out 200-299 (benchmarks/learning_gain.py).
@@ -167,6 +170,37 @@ def remainders(rng: random.Random, i: int) -> dict:
     return _row("Remainders", q, n % k, "unpacked")
 
 
+MIXED = [  # level, small units in one large unit, piece sizes in small units, the story
+    (
+        "length",
+        100,
+        (10, 20, 25, 50),
+        "{name} has a rope {m} metres long and cuts it into pieces {c} centimetres "
+        "long. How many pieces does {name} get?",
+    ),
+    (
+        "mass",
+        1000,
+        (100, 200, 250, 500),
+        "{name} has {m} kilograms of flour and fills bags with {c} grams each. How many bags does {name} fill?",
+    ),
+    (
+        "volume",
+        1000,
+        (100, 200, 250, 500),
+        "{name} pours {m} litres of juice into cups of {c} millilitres each. How many cups does {name} fill?",
+    ),
+]
+
+
+def mixed_units(rng: random.Random, i: int) -> dict:
+    """An amount in large units divided into pieces given in small units: the units must be made the same first.
+    The sizes divide the amount exactly, so converting is the only thing to get right."""
+    level, per, sizes, story = MIXED[i % 3]
+    m, c = rng.randint(2, 9), rng.choice(sizes)
+    return _row("MixedUnits", story.format(name=rng.choice(NAMES), m=m, c=c), m * per // c, level)
+
+
 def _row(dataset: str, question: str, answer: int | str, level: str) -> dict:
     return {"dataset": dataset, "source": "utu", "question": question, "answer": str(answer), "level": level}
 
@@ -177,6 +211,7 @@ TASKS = {
     "Decimals": decimals,
     "Averages": averages,
     "Remainders": remainders,
+    "MixedUnits": mixed_units,
 }
 
 

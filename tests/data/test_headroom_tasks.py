@@ -58,3 +58,11 @@ def test_remainder_answers_are_what_is_left_after_the_most_equal_shares():
         n, k = (int(x) for x in re.findall(r"\d+", row["question"])[:2])  # both templates name n before k
         assert n % k, row  # always something left over
         assert row["answer"] == str(n % k), row
+
+
+def test_mixed_units_answers_convert_the_amount_before_dividing():
+    per = {"length": 100, "mass": 1000, "volume": 1000}  # small units in one large unit
+    for row in bundled("MixedUnits"):
+        amount, size = (int(x) for x in re.findall(r"\d+", row["question"])[:2])  # the amount comes first
+        assert amount * per[row["level"]] % size == 0, row  # a whole count: converting is all there is to it
+        assert row["answer"] == str(amount * per[row["level"]] // size), row
