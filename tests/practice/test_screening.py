@@ -114,6 +114,16 @@ def test_junk_is_refused_with_a_reason(text, reason):
     assert reason.replace("particulars (", "particulars of its question (") in (screen(text, SOURCE, []) or "")
 
 
+def test_a_decimal_answer_is_given_away_rounded_too():
+    """Seen in a 1.5B learner's proposal (tool selection, 2026-11-26): its question's answer, 732.25, cut short."""
+    question = Source([Question("Convert 455 miles to kilometres, rounded to 2 decimals.", "732.25")])
+    worked = "When the agent calls the convert_units tool for miles, it should give the correct answer 732."
+    assert "gives its question's answer ('732.25')" in screen(worked, question, [])
+    assert "answer ('11.33')" in screen("When sharing, box 11.3 to be safe.", Source([Question("Q?", "11.33")]), [])
+    small = Source([Question("What share is left?", "0.75")])  # 0.8 keeps one significant digit: not its answer
+    assert screen("When a share is asked for, multiply by 0.8 only for a 20% discount.", small, []) is None
+
+
 def test_one_particular_of_its_question_is_allowed_two_are_not():
     question = Source([Question("A candle melts 2 cm every hour. How much shorter is it after 4 hours?", "8")])
     worked = "When the melting rate is 2 cm/hour and the time range is 4 hours, multiply them to get the length."

@@ -266,13 +266,27 @@ def _numbers(text: str) -> set[str]:
 
 def _gives_answer(text: str, answer: str | None) -> bool:
     """The answer in the text, when an answer is distinctive: a number of two or more digits, or text other than
-    a plain lower-case word ("Paris", "x^2+1"; not "yes" or "even")."""
+    a plain lower-case word ("Paris", "x^2+1"; not "yes" or "even"). A decimal answer counts rounded too: "the
+    correct answer 732" gives 732.25 away."""
     value = (answer or "").strip().rstrip(".")
     if len(value) < 2 or (value.isalpha() and value.islower()):
         return False
     if _NUMBER.fullmatch(value.replace(",", "")):
-        return value.replace(",", "") in _numbers(text)
+        return bool(_number_forms(value.replace(",", "")) & _numbers(text))
     return re.search(rf"(?<!\w){re.escape(value)}(?!\w)", text) is not None
+
+
+def _number_forms(value: str) -> set[str]:
+    """A number as a worked example may write it: itself, and a decimal cut or rounded to fewer places (11.33:
+    11, 11.3), each of those only if it keeps two or more significant digits (0.75 does not make 0.8)."""
+    whole, _, decimals = value.partition(".")
+    forms = {value}
+    if decimals.isdigit():
+        exact = float(value)
+        forms |= {whole, str(round(exact))}
+        forms |= {f"{whole}.{decimals[:places]}" for places in range(1, len(decimals))}
+        forms |= {f"{exact:.{places}f}" for places in range(1, len(decimals))}
+    return {value} | {f for f in forms if len(f.replace(".", "").lstrip("0")) >= 2}
 
 
 def _numbers_of(text: str, question: Question) -> list[tuple[str, int]]:
