@@ -117,11 +117,17 @@ def test_junk_is_refused_with_a_reason(text, reason):
 def test_a_decimal_answer_is_given_away_rounded_too():
     """Seen in a 1.5B learner's proposal (tool selection, 2026-11-26): its question's answer, 732.25, cut short."""
     question = Source([Question("Convert 455 miles to kilometres, rounded to 2 decimals.", "732.25")])
-    worked = "When the agent calls the convert_units tool for miles, it should give the correct answer 732."
-    assert "gives its question's answer ('732.25')" in screen(worked, question, [])
-    assert "answer ('11.33')" in screen("When sharing, box 11.3 to be safe.", Source([Question("Q?", "11.33")]), [])
-    small = Source([Question("What share is left?", "0.75")])  # 0.8 keeps one significant digit: not its answer
-    assert screen("When a share is asked for, multiply by 0.8 only for a 20% discount.", small, []) is None
+    for given in ("732", "732.3", "732.2"):  # cut, rounded half up, rounded half to even
+        refused = screen(f"When converting miles, the agent should give the correct answer {given}.", question, [])
+        assert refused is not None and "gives its question's answer ('732.25')" in refused
+    # a rounded form with fewer than three significant digits is a common constant, not the answer
+    minutes = Source([Question("How many kilometres is 37.88 miles?", "60.96")])
+    assert (
+        screen("When a conversion involves time, call the tool once; do not multiply by 60 yourself.", minutes, [])
+        is None
+    )
+    thirds = Source([Question("Share 29 dollars among 3.", "9.67")])
+    assert screen("When a share is not whole, round to two decimal places, not to 10.", thirds, []) is None
 
 
 def test_one_particular_of_its_question_is_allowed_two_are_not():

@@ -22,6 +22,7 @@ of `practice.screening` (`ScreeningConfig`); `enabled: false` turns every check 
 
 import re
 from dataclasses import dataclass, field
+from decimal import ROUND_DOWN, ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
 from difflib import SequenceMatcher
 from functools import cache
 from importlib import resources
@@ -277,16 +278,17 @@ def _gives_answer(text: str, answer: str | None) -> bool:
 
 
 def _number_forms(value: str) -> set[str]:
-    """A number as a worked example may write it: itself, and a decimal cut or rounded to fewer places (11.33:
-    11, 11.3), each of those only if it keeps two or more significant digits (0.75 does not make 0.8)."""
+    """A number as a worked example may write it: itself, and a decimal cut or rounded to fewer places (732.25:
+    732, 732.2, 732.3), each of those only if it keeps three significant digits: "multiply by 60" does not give
+    60.96 away, nor "round to 10" 9.67."""
     whole, _, decimals = value.partition(".")
-    forms = {value}
-    if decimals.isdigit():
-        exact = float(value)
-        forms |= {whole, str(round(exact))}
-        forms |= {f"{whole}.{decimals[:places]}" for places in range(1, len(decimals))}
-        forms |= {f"{exact:.{places}f}" for places in range(1, len(decimals))}
-    return {value} | {f for f in forms if len(f.replace(".", "").lstrip("0")) >= 2}
+    if not decimals.isdigit() or len(value) > 28:  # Decimal's default precision: no one retells such a number
+        return {value}
+    exact, forms = Decimal(value), set()
+    for places in range(len(decimals)):
+        step = Decimal(1).scaleb(-places)
+        forms |= {str(exact.quantize(step, rounding=r)) for r in (ROUND_DOWN, ROUND_HALF_UP, ROUND_HALF_EVEN)}
+    return {value} | {f for f in forms if len(f.replace(".", "").strip("0")) >= 3}
 
 
 def _numbers_of(text: str, question: Question) -> list[tuple[str, int]]:
