@@ -11,6 +11,7 @@ themselves resume when run without --fresh. Point it at a real API with .env (.e
 """
 
 import asyncio
+import math
 import os
 import shlex
 import subprocess
@@ -29,7 +30,6 @@ EVAL = ["--config_name", "local/mixed_units"]  # held-out questions 200-223, K=2
 # 1.5B writes general ones often enough; the agent stays the 0.5B.
 DEMO_LEARNER = "qwen2.5-coder-1.5b"
 PRACTICE = "local_mixed_units"  # configs/practice/: one step of 8 questions, gated on 12 others
-PRACTICE_STEPS = 1
 NOTHING_KEPT = (
     "Every proposal was refused, by the screening (junk: ...) or because it lowered the agent's score on the "
     "validation questions: the enhanced agent would be the baseline, so there is nothing to compare. The small "
@@ -63,11 +63,14 @@ async def kept_nothing(exp_id: str) -> bool:
     """Whether practice ran all its steps and every proposal was refused (by the screening or the gate)."""
     from utu.db import Database
     from utu.practice.store import PracticeStore
+    from utu.practice.training_free_grpo import load_practice_config
 
+    config = load_practice_config(PRACTICE)
+    planned = config.practice.epochs * math.ceil(config.data.rollout_data_truncate / config.practice.batch_size)
     db = Database()
     try:
         steps = await PracticeStore(db, exp_id).steps()
-        return len(steps) == PRACTICE_STEPS and steps[-1].library_size == 0
+        return len(steps) == planned and steps[-1].library_size == 0
     finally:
         await db.dispose()
 

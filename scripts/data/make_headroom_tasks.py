@@ -17,7 +17,8 @@
 - dataset/MixedUnits.jsonl: how many pieces, bags or cups of a size in small units (centimetres, grams,
   millilitres) come out of an amount in large units (metres, kilograms, litres); level `length`, `mass` or
   `volume`. The embedded 0.5B often divides before converting (3 kg / 250 g = 3/250 bags).
-The arithmetic is kept easy (divisors 2 to 6 or 10; small totals), so the habit is what each task tests.
+The arithmetic is kept easy (divisors 2 to 6 or 10 and small totals; MixedUnits: sizes that divide the amount
+exactly), so the habit is what each task tests.
 
 300 rows each: practice on 0-99, validate on 100-199, hold out 200-299 (benchmarks/learning_gain.py).
 """
