@@ -5,7 +5,8 @@
 It runs the same commands a user runs (printed as it goes), on the bundled MixedUnits task, with no key and no
 network: how many 250 g bags 3 kg of flour fills, where the amount and the piece are in different units. The 0.5B
 agent often divides before converting (3/250 bags), but not always, so its groups of attempts carry the contrast
-practice learns from, and one sentence of advice (convert, then divide) fixes it. Each run starts its experiments
+practice learns from, and one sentence of advice (convert, then divide) more than doubles its score (0.275 to
+0.625 on 60 held-out questions). Each run starts its experiments
 over (`--fresh`), so a demo left from an older version or another model never blocks it; the scripts
 themselves resume when run without --fresh. Point it at a real API with .env (.env.example).
 """
@@ -37,7 +38,7 @@ NOTHING_KEPT = (
 )
 HONEST_NOTE = """**What to expect from small models.** The task is sized for the embedded Qwen2.5-Coder-0.5B agent: the
 division is easy, so what decides the reward is a habit, converting the amount into the piece's unit before
-dividing, which the agent follows only some of the time and which one sentence of advice fixes; the learner is
+dividing, which the agent follows only some of the time and which one sentence of advice much improves; the learner is
 Qwen2.5-Coder-1.5B, and the update is kept only if Mean@2 on 12 validation questions rises. 24 held-out
 questions at K=2 show only a large effect: read the paired difference with its confidence interval. On GSM8K
 no library helps this agent (its errors are reasoning slips; docs/results.md). Point the same commands at a

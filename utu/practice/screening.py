@@ -281,7 +281,7 @@ def _number_forms(value: str) -> set[str]:
     """A number as a worked example may write it: itself, and a decimal cut or rounded to fewer places (732.25:
     732, 732.2, 732.3), each of those only if it keeps three significant digits: "multiply by 60" does not give
     60.96 away, nor "round to 10" 9.67."""
-    whole, _, decimals = value.partition(".")
+    decimals = value.partition(".")[2]
     if not decimals.isdigit() or len(value) > 28:  # Decimal's default precision: no one retells such a number
         return {value}
     exact, forms = Decimal(value), set()
