@@ -12,7 +12,6 @@ themselves resume when run without --fresh. Point it at a real API with .env (.e
 """
 
 import asyncio
-import math
 import os
 import shlex
 import subprocess
@@ -63,11 +62,13 @@ def run(title: str, *args: str, learned_nothing_ok: bool = False) -> bool:
 async def kept_nothing(exp_id: str) -> bool:
     """Whether practice ran all its steps and every proposal was refused (by the screening or the gate)."""
     from utu.db import Database
+    from utu.practice.data_manager import PracticeData
     from utu.practice.store import PracticeStore
     from utu.practice.training_free_grpo import load_practice_config
 
     config = load_practice_config(PRACTICE)
-    planned = config.practice.epochs * math.ceil(config.data.rollout_data_truncate / config.practice.batch_size)
+    batches = PracticeData.batch_count(config.data.rollout_data_truncate, config.practice.batch_size)
+    planned = config.practice.epochs * batches
     db = Database()
     try:
         steps = await PracticeStore(db, exp_id).steps()
