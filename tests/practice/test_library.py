@@ -102,3 +102,24 @@ async def test_consolidation_merges_but_never_drops_a_proposal(stub, claimed):
     groups = [GroupOutcome(dataset_index=i, used=True, proposed=[p]) for i, p in enumerate(proposals)]
     out = await updater.consolidate(Library(), groups, [])
     assert [(p.op.content, p.source_questions) for p in out] == [(texts[0], [0, 1]), (texts[2], [2])]
+
+
+async def test_a_failed_restatement_leaves_the_proposal_as_it_was(stub):
+    from tests.conftest import client_for
+    from utu.config.models import PracticeArguments
+    from utu.llm.stub import StubScript
+    from utu.practice.experience_updater import ExperienceUpdater
+    from utu.practice.library import Operation, ProposedOp
+
+    story = ProposedOp(Operation(operation="ADD", content="When Tom adds 12 and 30, carry."), [0])
+    clean = ProposedOp(Operation(operation="ADD", content="When adding, carry the tens."), [1])
+    server = stub(StubScript(replies=['{"ok": true}', "not json", "still not json"]))
+    updater = ExperienceUpdater(client_for(server), PracticeArguments())
+    failures = []
+
+    def told(text, sources):
+        return "names 3 particulars of its question (Tom, 12)" if "Tom" in text else None
+
+    out = await updater.restate([story, clean], told, {0: "Tom adds 12 and 30.", 1: "Add 5 and 6."}, failures)
+    assert [p.op.content for p in out] == [story.op.content, clean.op.content]
+    assert [(f.stage, f.dataset_index) for f in failures] == [("restate", 0)]

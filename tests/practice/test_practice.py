@@ -584,3 +584,51 @@ def test_group_learning_waits_for_the_step_rollouts_only_on_a_shared_client(tmp_
         assert rollouts_after_the_first_learner_call <= 1  # sent with the last rollout at the earliest
     else:
         assert rollouts_after_the_first_learner_call >= 2  # while rollouts were still to come
+
+
+STORY = "When adding {} plus {}, line up the digits."  # the strategy is general; the numbers are its question's
+RESTATED = "Adding two numbers: line up the digits."
+
+
+def restating_learner(restated: str = RESTATED) -> StubScript:
+    """evolving_learner, whose advantage tells its question's story, and which restates it when asked."""
+    evolving = evolving_learner().reply_fn
+
+    def reply(body):
+        if is_probe(body) or schema_of(body) not in ("GroupAdvantage", "Restated"):
+            return evolving(body)
+        numbers = re.search(r"What is (\d+) plus (\d+)\?", body["messages"][1]["content"]).groups()
+        if schema_of(body) == "GroupAdvantage":
+            return json.dumps({"analysis": "one was right", "experiences": [STORY.format(*numbers)]})
+        kind, strategy = restated.format(*numbers).removesuffix(".").split(": ")
+        return json.dumps({"problem_kind": kind.lower(), "strategy": strategy})
+
+    return StubScript(reply_fn=reply)
+
+
+def test_a_proposal_told_as_its_questions_story_is_restated_and_screened_again(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    learner = stub(restating_learner())
+    result = run_practice(tmp_path, configs, db_url, stub(agent_script()), learner, "--epochs", "1")
+    assert result.returncode == 0, result.stderr
+    # The two groups' stories are merged into one proposal (evolving_learner's consolidation), restated once.
+    (row,) = query(db_url, "SELECT kind, status, new_text, rationale FROM experience_operations WHERE step = 0")
+    assert row[:3] == ("ADD", "applied", RESTATED)
+    first = re.search(r"first wrote '(When adding (\d+) plus (\d+), line up the digits\.)', which (.*)", row[3])
+    assert first and first[4].startswith("names 3 particulars of its question")  # the log keeps both texts
+    (asked,) = [r for r in work_requests(learner) if schema_of(r) == "Restated"]
+    user = asked["messages"][1]["content"]
+    assert first[1] in user and f"What is {first[2]} plus {first[3]}?" in user and "names 3 particulars" in user
+
+    # A restatement that still tells the story is refused, as the first text was; with the knob off, no call.
+    configs, db_url = setup_workspace(tmp_path / "again")
+    still = stub(restating_learner(restated="Adding {} plus {}: carry the tens."))
+    again = run_practice(tmp_path / "again", configs, db_url, stub(agent_script()), still, "--epochs", "1")
+    assert again.returncode == 2
+    (row,) = query(db_url, "SELECT status, reason FROM experience_operations WHERE step = 0")
+    assert row[0] == "refused" and row[1].startswith("junk: names 3 particulars")
+    configs, db_url = setup_workspace(tmp_path / "off")
+    off = stub(restating_learner())
+    args = ("--epochs", "1", "--restate_refused", "false")
+    assert run_practice(tmp_path / "off", configs, db_url, stub(agent_script()), off, *args).returncode == 2
+    assert not [r for r in work_requests(off) if schema_of(r) == "Restated"]

@@ -155,7 +155,7 @@ def test_a_proposal_must_not_give_its_own_questions_answer(tmp_path):
             ]
         )
     ]
-    check = _screen_against(rows, Config())
+    check, _ = _screen_against(rows, Config())
     rule = "When dividing people among tables of 5 or 10 seats, round up to seat everyone."
     assert check(rule, [0], []) is None
     assert "answer ('10')" in check(rule, [1], [])

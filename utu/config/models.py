@@ -437,6 +437,12 @@ class PracticeArguments(StrictModel):
         source=PAPER,
     )
     num_experiences_per_query: int = knob(2, "Experiences extracted per group.", gt=0)
+    restate_refused: bool = knob(
+        True,
+        "A proposal the screening refuses only for telling its question's story (its names, numbers or words) "
+        "goes back to the learner once, to be restated for any question of its kind; the restatement is "
+        "screened again. false: refused as it was.",
+    )
     max_experiences: int | None = knob(None, "Cap on the library size; none: no cap.", gt=0)
     learner_model: ModelConfig | None = knob(None, "A separate model for the learner; none: the agent's.")
     max_cost: float | None = knob(

@@ -1,4 +1,4 @@
-"""The learner: four LLM stages that turn a batch of judged groups into library operations.
+"""The learner: five LLM stages that turn a batch of judged groups into library operations.
 
 Per group (stages 1–3 run as soon as the group is judged, overlapping other groups' rollouts):
   1. summarise each attempt (its trajectory cut to a token budget); an attempt no longer than a summary
@@ -8,7 +8,10 @@ Per group (stages 1–3 run as soon as the group is judged, overlapping other gr
   3. propose ADD / UPDATE / DELETE / NONE operations against the current library.
 Per batch:
   4. consolidate all groups' operations (merge similar ADDs; DELETE wins over UPDATE); a proposal the
-     consolidation neither kept nor merged is kept as it was.
+     consolidation neither kept nor merged is kept as it was;
+  5. restate each proposal that the screening would refuse only for telling its question's story (its
+     names, numbers or words: a strategy that may hold, told as one question), once; the library screens
+     the restatement again (`practice.restate_refused`).
 Every stage asks for JSON matching a pydantic schema. A reply that stays invalid after one retry is
 recorded as a `LearnerFailure` and the step goes on without it.
 """
@@ -23,13 +26,14 @@ from utu.config.models import PracticeArguments
 from utu.errors import LLMError, StructuredOutputError
 from utu.llm.client import LLMClient
 from utu.practice import prompts
-from utu.practice.library import Library, Operation, ProposedOp
+from utu.practice.library import Library, Operation, ProposedOp, Story
 from utu.practice.schemas import (
     SUMMARY_MAX_CHARS,
     AttemptSummary,
     ConsolidatedList,
     GroupAdvantage,
     OperationList,
+    Restated,
 )
 from utu.practice.screening import similarity
 from utu.practice.types import GroupAttempt, GroupOutcome, LearnerFailure
@@ -135,6 +139,41 @@ class ExperienceUpdater:
         # that does not resemble it, is kept as it was (the 1.5B learner collapsed a step's five distinct ADDs
         # into one). Duplicates of what is kept, or of the library, are refused by the screening.
         return out + [p for i, p in enumerate(proposed) if i not in covered]
+
+    async def restate(
+        self,
+        proposed: list[ProposedOp],
+        story: Story,
+        questions: dict[int, str],
+        step_failures: list[LearnerFailure],
+    ) -> list[ProposedOp]:
+        """Stage 5. `story`: why the screening would refuse a text only for its question's story, or None. The
+        restatement replaces the proposal; its rationale keeps what the learner first wrote, for the log."""
+        if not self.p.restate_refused:
+            return proposed
+
+        async def one(p: ProposedOp) -> ProposedOp:
+            text = (p.op.content or "").strip()
+            reason = story(text, p.source_questions) if text and p.op.operation in ("ADD", "UPDATE") else None
+            if not reason:
+                return p
+            question = "\n\n".join(questions[i] for i in p.source_questions if i in questions)
+            messages = self._messages(
+                prompts.RESTATE_SYSTEM, prompts.RESTATE_USER, question=question, experience=text, reason=reason
+            )
+            try:
+                with span("learner.restate", CHAIN, input=text) as s:
+                    restated = (await self._ask(messages, Restated, "restate")).experience
+                    set_io(s, "output", restated)
+            except LLMError as e:
+                step_failures.append(_failure("restate", next(iter(p.source_questions), None), e))
+                return p  # refused as it was
+            if not restated:
+                return p
+            rationale = f"restated; the learner first wrote {text!r}, which {reason}"
+            return ProposedOp(p.op.model_copy(update={"content": restated, "rationale": rationale}), p.source_questions)
+
+        return list(await asyncio.gather(*(one(p) for p in proposed)))
 
     async def _ask(self, messages: list[dict[str, str]], schema: type[M], stage: str) -> M:
         return await self.llm.structured(messages, schema, tag=f"learner.{stage}", priority=LEARNER_PRIORITY)

@@ -32,8 +32,8 @@ from utu.eval.runner import EvalRunner
 from utu.llm.usage import Usage, UsageTracker
 from utu.practice.data_manager import PracticeData
 from utu.practice.experience_updater import ExperienceUpdater
-from utu.practice.library import JUNK, Library, OpRecord, Screen, apply_operations
-from utu.practice.screening import Question, Source, screen
+from utu.practice.library import JUNK, Library, OpRecord, Screen, Story, apply_operations
+from utu.practice.screening import Question, Source, screen, tells_its_story
 from utu.practice.store import EVAL_PREFIX, VALIDATION_INFIX, PracticeStore
 from utu.practice.types import (
     GroupAttempt,
@@ -176,7 +176,9 @@ class PracticeLoop:
         failures: list[LearnerFailure] = [f for o in outcomes for f in o.failures]
         await self._check_step(step, rows, outcomes, failures)
         proposed = await self.updater.consolidate(library, outcomes, failures)
-        screen_step = _screen_against(rows, self.p.screening)
+        screen_step, story = _screen_against(rows, self.p.screening)
+        questions = {r.dataset_index: r.raw_question or "" for r in rows}
+        proposed = await self.updater.restate(proposed, story, questions, failures)
         new_library, records = apply_operations(library, proposed, self.p.max_experiences, screen_step)
         validation = None
         if self.p.validation and new_library.experiences != library.experiences:
@@ -318,17 +320,23 @@ def gate(mean_diff: float, size_before: int, size_after: int, v: ValidationConfi
     return difference >= -v.max_drop, f"allowed drop {v.max_drop:g}"
 
 
-def _screen_against(rows: list[EvaluationSample], config: ScreeningConfig) -> Screen:
+def _screen_against(rows: list[EvaluationSample], config: ScreeningConfig) -> tuple[Screen, Story]:
     """The library's screening of a proposal against its step's questions: none of their particulars, and not
-    the answer of the questions it was learned from (all the step's when a consolidation lost that record)."""
+    the answer of the questions it was learned from (all the step's when a consolidation lost that record);
+    and whether a refusal is only for its question's story, which the learner may restate."""
     questions = {r.dataset_index: Question(r.raw_question or "", r.correct_answer) for r in rows}
     step = list(questions.values())
 
-    def check(text: str, sources: list[int], others: list[str]) -> str | None:
-        own = [questions[i] for i in sources if i in questions] or None
-        return screen(text, Source(step, own), others, config)
+    def source(sources: list[int]) -> Source:
+        return Source(step, [questions[i] for i in sources if i in questions] or None)
 
-    return check
+    def check(text: str, sources: list[int], others: list[str]) -> str | None:
+        return screen(text, source(sources), others, config)
+
+    def story(text: str, sources: list[int]) -> str | None:
+        return tells_its_story(text, source(sources), config)
+
+    return check, story
 
 
 def _as_attempt(row: EvaluationSample) -> GroupAttempt:

@@ -79,6 +79,23 @@ class GroupAdvantage(BaseModel):
         return v[:MAX_EXPERIENCES] if isinstance(v, list) else v
 
 
+class Restated(BaseModel):
+    """A refused proposal's strategy, restated apart from its kind of problem (asked for one sentence, the 1.5B
+    copied the refused one): the experience is Youtu-Agent's "<kind>: <strategy>." form, in any language."""
+
+    model_config = ConfigDict(json_schema_extra=_all_required)
+    problem_kind: _bounded(150, "the kind of problem, in general words: no name, object or number of the question")
+    strategy: _bounded(350, "what to do on any problem of that kind: no name, object or number of the question")
+
+    @property
+    def experience(self) -> str:
+        kind, strategy = self.problem_kind.strip().rstrip(".:"), self.strategy.strip()
+        if not kind or not strategy:
+            return ""
+        end = "" if strategy[-1] in ".!?。！？" else "."
+        return f"{kind[0].upper()}{kind[1:]}: {strategy}{end}"
+
+
 class Add(_Op):
     operation: Literal["ADD"]
     content: Experience

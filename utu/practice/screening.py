@@ -37,7 +37,7 @@ DEFAULTS = ScreeningConfig()
 _BRACED = r"\{(?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*\}"  # up to three levels deep
 _MATH = re.compile(rf"\$[^$\n]*\$|\\\(.*?\\\)|\\[A-Za-z]+(?:{_BRACED})*|[_^]{_BRACED}|\\[{{}}]")
 # The learner's own templates: our prompts' tags and a library id; JSON keys and values.
-_TEMPLATE_TAGS = "condition|strategy|topic|question|ground_truth|attempts|trajectory|critique|outcome|existing_library|new_experiences|proposed_operations"  # noqa: E501
+_TEMPLATE_TAGS = "condition|strategy|topic|question|ground_truth|attempts|trajectory|critique|outcome|existing_library|new_experiences|proposed_operations|experience|refused_because"  # noqa: E501
 _FRAGMENT = re.compile(rf'[{{}}]|"\s*:\s*(?:["\[{{\d-]|null|true|false)|</?(?:{_TEMPLATE_TAGS})>|\[G\d+\]')
 _NEWLINE_ESCAPE = re.compile(r"\\n(?![a-z])")  # a literal "\n" (not \nabla, \neq)
 # A sentence ends at . ! ? before a capital, unless the period closes an initial or abbreviation (U.S., vs.).
@@ -92,11 +92,21 @@ def screen(text: str, source: Source, others: list[str], config: ScreeningConfig
     """Why `text` may not enter the library, or None. `others`: the experiences it must not repeat."""
     if not config.enabled:
         return "the same text as an existing experience" if text in others else None
-    for check in (_shape, _learner_view, _particulars, _directive):
+    for check in (_shape, _learner_view, _answer, _story, _directive):
         reason = check(text, source, config)
         if reason:
             return reason
     return repeated(text, others, config)
+
+
+def tells_its_story(text: str, source: Source, config: ScreeningConfig = DEFAULTS) -> str | None:
+    """Why `text` is refused, if the first reason is its question's story (its words copied, the object it
+    counts retold, its names or numbers), or None. Such a proposal may hold a good strategy told as the story
+    of its question ("When Lena cuts her 5 m rope into 20 cm pieces, convert the metres to centimetres first"),
+    which the learner can restate for any question of its kind."""
+    if not config.enabled or any(check(text, source, config) for check in (_shape, _learner_view, _answer)):
+        return None
+    return _story(text, source, config)
 
 
 def repeated(text: str, others: list[str], config: ScreeningConfig = DEFAULTS) -> str | None:
@@ -128,11 +138,15 @@ def _learner_view(text: str, source: Source, config: ScreeningConfig) -> str | N
     return f"speaks of what only the learner saw ({found.group(0)!r}): the agent never sees it" if found else None
 
 
-def _particulars(text: str, source: Source, config: ScreeningConfig) -> str | None:
-    tokens = _tokens(text)
+def _answer(text: str, source: Source, config: ScreeningConfig) -> str | None:
     for question in source.answered:
         if _gives_answer(text, question.answer):
             return f"gives its question's answer ({question.answer.strip()!r})"
+    return None
+
+
+def _story(text: str, source: Source, config: ScreeningConfig) -> str | None:
+    tokens = _tokens(text)
     for question in source.questions:
         theirs = _tokens(question.text)
         copied = _copied_run(tokens, theirs, config.copy_words)
