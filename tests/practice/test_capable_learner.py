@@ -58,12 +58,13 @@ def capable_learner() -> StubScript:
 
 def test_a_capable_learners_experiences_are_applied_exported_and_gated(tmp_path, stub):
     configs, db_url = workspace_with_validation_set(tmp_path)
+    learner = stub(capable_learner())
     result = run_practice(
         tmp_path,
         configs,
         db_url,
         stub(adder(HARMFUL, needed=CHINESE)),  # the Chinese experience is what gets validation questions right
-        stub(capable_learner()),
+        learner,
         "--epochs",
         "1",
         "--num_experiences_per_query",
@@ -71,6 +72,7 @@ def test_a_capable_learners_experiences_are_applied_exported_and_gated(tmp_path,
         *VALIDATION,
     )
     assert result.returncode == 0, result.stderr
+    assert not [r for r in learner.requests if schema_of(r) == "Restated"]  # nothing of theirs is sent back
     ops = query(db_url, "SELECT step, new_text, status, reason FROM experience_operations ORDER BY id")
     applied = [text for step, text, status, _ in ops if step == 0 and status == "applied"]
     assert applied == [TITLED, WHEN, CHINESE]  # the second group's same three are duplicates, refused
