@@ -167,6 +167,11 @@ async def test_a_knob_added_later_at_its_default_does_not_block_a_resume(tmp_pat
         s.add(EvaluationSample(exp_id="e", owner="e", dataset="d", dataset_index=0, raw_question="q", stage="judged"))
     with pytest.raises(ConfigError, match=r"changed: agent.model_settings.extra_body"):
         await register_experiment(db, "e", "eval", changed)
+    # A switch added later: on, it changes what the run does; off (as the run behaved), it resumes.
+    switched_on = upgraded | {"restate_refused": True}
+    with pytest.raises(ConfigError, match=r"restate_refused came after that run: set it off \(false\) to resume"):
+        await register_experiment(db, "e", "eval", switched_on)
+    assert await register_experiment(db, "e", "eval", upgraded | {"restate_refused": False}) is True
     await db.dispose()
 
 

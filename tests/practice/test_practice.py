@@ -630,5 +630,9 @@ def test_a_proposal_told_as_its_questions_story_is_restated_and_screened_again(t
     configs, db_url = setup_workspace(tmp_path / "off")
     off = stub(restating_learner())
     args = ("--epochs", "1", "--restate_refused", "false")
-    assert run_practice(tmp_path / "off", configs, db_url, stub(agent_script()), off, *args).returncode == 2
+    result = run_practice(tmp_path / "off", configs, db_url, stub(agent_script()), off, *args)
+    assert result.returncode == 2 and "learned nothing" in result.stderr
     assert not [r for r in work_requests(off) if schema_of(r) == "Restated"]
+    (row,) = query(db_url, "SELECT status, reason, rationale FROM experience_operations WHERE step = 0")
+    assert row[0] == "refused" and row[1].startswith("junk: names 3 particulars")
+    assert "restated" not in row[2]

@@ -225,3 +225,40 @@ def test_the_screen_command_refuses_bad_input_in_one_line(tmp_path, content, fla
     out = subprocess.run(command, capture_output=True, text=True)
     assert out.returncode != 0 and message in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_only_a_story_is_sent_back_to_be_restated():
+    """tells_its_story: refused for its question's particulars, and for nothing `screen` checks before them."""
+    from utu.practice.screening import tells_its_story
+
+    story = "When Joan gives shells to Sam, subtract what she has left."
+    assert tells_its_story(story, SOURCE) == screen(story, SOURCE, [])
+    assert "particulars" in tells_its_story(story, SOURCE)
+    for final in (
+        "When the answer is needed, box 43 right away.",  # its answer: a worked example, nothing to keep
+        "When the verifier reads a whole number, give the decimal instead.",  # what only the learner saw
+        "When Joan gives shells to Sam, subtract. When Joan counts, add. When done, box.",  # its shape
+        "When subtracting, subtract what is left.",  # not refused at all
+    ):
+        assert tells_its_story(final, SOURCE) is None, final
+    assert tells_its_story(story, SOURCE, ScreeningConfig(enabled=False)) is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "strategy", "experience"),
+    [
+        (
+            "dividing an amount into pieces",
+            "convert the amount to the piece's unit, then divide",
+            "Dividing an amount into pieces: convert the amount to the piece's unit, then divide.",
+        ),  # noqa: E501
+        ("Unit conversion.", "  convert first.\n", "Unit conversion: convert first."),
+        ("单位换算：", "先换算成同一单位，再做除法。", "单位换算: 先换算成同一单位，再做除法。"),
+        ("  ", "convert first", ""),
+        ("unit conversion", "", ""),
+    ],
+)
+def test_a_restatement_is_kind_colon_strategy_on_one_line(kind, strategy, experience):
+    from utu.practice.schemas import Restated
+
+    assert Restated(problem_kind=kind, strategy=strategy).experience == experience

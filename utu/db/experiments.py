@@ -16,16 +16,25 @@ def fingerprint(config: dict[str, Any]) -> str:
 
 
 def changed_fields(old: Any, new: Any, prefix: str = "") -> list[str]:
-    """Dotted paths where two nested dicts differ. A key the old one lacks and the new one leaves empty
-    (None, {}, []) is no change: a knob added by a later version of utu, at its neutral default."""
+    """Dotted paths where two nested dicts differ. A key the old one lacks and the new one leaves off or empty
+    (None, False, {}, []) is no change: a knob added by a later version of utu, set as that version behaved
+    (a knob added later is off when it is False or None)."""
     if isinstance(old, dict) and isinstance(new, dict):
         out: list[str] = []
         for key in sorted(set(old) | set(new), key=str):
-            if key not in old and new[key] in (None, {}, []):
+            if key not in old and (new[key] is None or new[key] is False or new[key] in ({}, [])):
                 continue
             out += changed_fields(old.get(key), new.get(key), f"{prefix}{key}.")
         return out
     return [] if old == new else [prefix.rstrip(".")]
+
+
+def _has_path(config: Any, dotted: str) -> bool:
+    for key in dotted.split("."):
+        if not isinstance(config, dict) or key not in config:
+            return False
+        config = config[key]
+    return True
 
 
 async def register_experiment(db: Database, exp_id: str, kind: str, shaping_config: dict[str, Any]) -> bool:
@@ -52,8 +61,12 @@ async def register_experiment(db: Database, exp_id: str, kind: str, shaping_conf
                 stored = await session.get(Experiment, exp_id)
                 stored.fingerprint, stored.config = print_, shaping_config
             return True
+        added = [f for f in fields if not _has_path(existing.config, f)]
+        resume = (
+            f"; {', '.join(added)} came after that run: set it off (false) to resume the run as it was" if added else ""
+        )
         raise ConfigError(
-            f"exp_id {exp_id!r} was run with a different config (changed: {', '.join(fields)}); "
+            f"exp_id {exp_id!r} was run with a different config (changed: {', '.join(fields)}){resume}; "
             "pass --fresh to start over, or use a new --exp_id"
         )
     return True

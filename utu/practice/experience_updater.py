@@ -26,7 +26,7 @@ from utu.config.models import PracticeArguments
 from utu.errors import LLMError, StructuredOutputError
 from utu.llm.client import LLMClient
 from utu.practice import prompts
-from utu.practice.library import Library, Operation, ProposedOp, Story
+from utu.practice.library import Library, Operation, ProposedOp, StoryCheck
 from utu.practice.schemas import (
     SUMMARY_MAX_CHARS,
     AttemptSummary,
@@ -37,6 +37,7 @@ from utu.practice.schemas import (
 )
 from utu.practice.screening import similarity
 from utu.practice.types import GroupAttempt, GroupOutcome, LearnerFailure
+from utu.tasks import gather_or_cancel
 from utu.tracing.spans import CHAIN, set_io, span
 
 CHARS_PER_TOKEN = 4  # a rough, model-independent estimate for the trajectory budget
@@ -143,37 +144,50 @@ class ExperienceUpdater:
     async def restate(
         self,
         proposed: list[ProposedOp],
-        story: Story,
+        story_check: StoryCheck,
         questions: dict[int, str],
         step_failures: list[LearnerFailure],
     ) -> list[ProposedOp]:
-        """Stage 5. `story`: why the screening would refuse a text only for its question's story, or None. The
-        restatement replaces the proposal; its rationale keeps what the learner first wrote, for the log."""
+        """Stage 5. `story_check`: why the screening would refuse a text only for its question's story, or None;
+        `questions`: the step's, by index. The restatement replaces the proposal, and its rationale keeps what
+        the learner first wrote, for the operation log."""
         if not self.p.restate_refused:
             return proposed
 
         async def one(p: ProposedOp) -> ProposedOp:
             text = (p.op.content or "").strip()
-            reason = story(text, p.source_questions) if text and p.op.operation in ("ADD", "UPDATE") else None
+            reason = story_check(text, p.source_questions) if text and p.op.operation in ("ADD", "UPDATE") else None
             if not reason:
                 return p
-            question = "\n\n".join(questions[i] for i in p.source_questions if i in questions)
+            # Its own questions; all of the step's when a consolidation lost that record (the screening, too,
+            # looks for the particulars of every question of the step).
+            own = [questions[i] for i in p.source_questions if i in questions] or list(questions.values())
             messages = self._messages(
-                prompts.RESTATE_SYSTEM, prompts.RESTATE_USER, question=question, experience=text, reason=reason
+                prompts.RESTATE_SYSTEM,
+                prompts.RESTATE_USER,
+                question="\n\n".join(own),
+                experience=text,
+                reason=reason,
             )
+            index = next(iter(p.source_questions), None)
             try:
                 with span("learner.restate", CHAIN, input=text) as s:
                     restated = (await self._ask(messages, Restated, "restate")).experience
                     set_io(s, "output", restated)
             except LLMError as e:
-                step_failures.append(_failure("restate", next(iter(p.source_questions), None), e))
+                step_failures.append(_failure("restate", index, e))
                 return p  # refused as it was
             if not restated:
+                step_failures.append(LearnerFailure(stage="restate", dataset_index=index, error="a blank restatement"))
+                return p
+            if restated == text:
                 return p
             rationale = f"restated; the learner first wrote {text!r}, which {reason}"
+            if p.op.rationale:
+                rationale = f"{p.op.rationale} ({rationale})"
             return ProposedOp(p.op.model_copy(update={"content": restated, "rationale": rationale}), p.source_questions)
 
-        return list(await asyncio.gather(*(one(p) for p in proposed)))
+        return await gather_or_cancel(*(one(p) for p in proposed))
 
     async def _ask(self, messages: list[dict[str, str]], schema: type[M], stage: str) -> M:
         return await self.llm.structured(messages, schema, tag=f"learner.{stage}", priority=LEARNER_PRIORITY)

@@ -19,7 +19,7 @@ JUNK = "junk: "
 # (text, source questions, experiences it must not repeat) -> why it is junk, or None
 Screen = Callable[[str, list[int], list[str]], str | None]
 # (text, source questions) -> why the screening refuses it only for its question's story, or None
-Story = Callable[[str, list[int]], str | None]
+StoryCheck = Callable[[str, list[int]], str | None]
 
 
 def clean_id(v: object) -> object:

@@ -3,7 +3,8 @@
 Per step: G attempts per question with the current library (rollouts at `rollout_temperature`, bounded by
 `rollout_concurrency` and `task_timeout`), each judged by the verify function; as soon as a question's
 group is judged its learner stages 1–3 start (overlapping the rest of the batch); then the batch's
-operations are consolidated and applied, and the new library is saved with the step's statistics in
+operations are consolidated, a proposal told as its question's story is restated (stage 5), the operations are
+applied, and the new library is saved with the step's statistics in
 one transaction. Resume (`restart_step`): steps before it are reused from the database, steps from it
 on are recomputed; an unfinished step resumes with the attempts it already has.
 """
@@ -32,7 +33,7 @@ from utu.eval.runner import EvalRunner
 from utu.llm.usage import Usage, UsageTracker
 from utu.practice.data_manager import PracticeData
 from utu.practice.experience_updater import ExperienceUpdater
-from utu.practice.library import JUNK, Library, OpRecord, Screen, Story, apply_operations
+from utu.practice.library import JUNK, Library, OpRecord, Screen, StoryCheck, apply_operations
 from utu.practice.screening import Question, Source, screen, tells_its_story
 from utu.practice.store import EVAL_PREFIX, VALIDATION_INFIX, PracticeStore
 from utu.practice.types import (
@@ -176,9 +177,9 @@ class PracticeLoop:
         failures: list[LearnerFailure] = [f for o in outcomes for f in o.failures]
         await self._check_step(step, rows, outcomes, failures)
         proposed = await self.updater.consolidate(library, outcomes, failures)
-        screen_step, story = _screen_against(rows, self.p.screening)
+        screen_step, story_check = _screen_against(rows, self.p.screening)
         questions = {r.dataset_index: r.raw_question or "" for r in rows}
-        proposed = await self.updater.restate(proposed, story, questions, failures)
+        proposed = await self.updater.restate(proposed, story_check, questions, failures)
         new_library, records = apply_operations(library, proposed, self.p.max_experiences, screen_step)
         validation = None
         if self.p.validation and new_library.experiences != library.experiences:
@@ -320,7 +321,7 @@ def gate(mean_diff: float, size_before: int, size_after: int, v: ValidationConfi
     return difference >= -v.max_drop, f"allowed drop {v.max_drop:g}"
 
 
-def _screen_against(rows: list[EvaluationSample], config: ScreeningConfig) -> tuple[Screen, Story]:
+def _screen_against(rows: list[EvaluationSample], config: ScreeningConfig) -> tuple[Screen, StoryCheck]:
     """The library's screening of a proposal against its step's questions: none of their particulars, and not
     the answer of the questions it was learned from (all the step's when a consolidation lost that record);
     and whether a refusal is only for its question's story, which the learner may restate."""
@@ -333,10 +334,10 @@ def _screen_against(rows: list[EvaluationSample], config: ScreeningConfig) -> tu
     def check(text: str, sources: list[int], others: list[str]) -> str | None:
         return screen(text, source(sources), others, config)
 
-    def story(text: str, sources: list[int]) -> str | None:
+    def story_check(text: str, sources: list[int]) -> str | None:
         return tells_its_story(text, source(sources), config)
 
-    return check, story
+    return check, story_check
 
 
 def _as_attempt(row: EvaluationSample) -> GroupAttempt:

@@ -87,7 +87,7 @@ RESTATE_SYSTEM = """You maintain a short library of experiences for an AI agent.
 The agent's objective: {agent_objective}
 The learning objective: {learning_objective}
 
-An experience learned from one question was refused because it tells the story of that question: it names
+An experience learned from a question was refused because it tells the story of that question: it names
 the question's people, objects or numbers, or copies its words. Keep only what it says to do, for any question
 of the same kind: name the kind of problem in general words (problem_kind), then the strategy, in the language
 of the experience, naming none of the question's people, objects or numbers, nor its answer."""

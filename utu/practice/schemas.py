@@ -79,17 +79,30 @@ class GroupAdvantage(BaseModel):
         return v[:MAX_EXPERIENCES] if isinstance(v, list) else v
 
 
+RESTATED_KIND_CHARS = 120
+
+
 class Restated(BaseModel):
     """A refused proposal's strategy, restated apart from its kind of problem (asked for one sentence, the 1.5B
     copied the refused one): the experience is Youtu-Agent's "<kind>: <strategy>." form, in any language."""
 
     model_config = ConfigDict(json_schema_extra=_all_required)
-    problem_kind: _bounded(150, "the kind of problem, in general words: no name, object or number of the question")
-    strategy: _bounded(350, "what to do on any problem of that kind: no name, object or number of the question")
+    problem_kind: _bounded(
+        RESTATED_KIND_CHARS,
+        "the kind of problem, in general words: no name, object or number of the question",
+        r'^[^"\n{}:：]+$',
+    )
+    strategy: _bounded(
+        MAX_EXPERIENCE_CHARS - RESTATED_KIND_CHARS - 3,  # ": " and the final period: the whole fits max_chars
+        "what to do on any problem of that kind: no name, object or number of the question",
+        r'^[^"\n]+$',
+    )
 
     @property
     def experience(self) -> str:
-        kind, strategy = self.problem_kind.strip().rstrip(".:"), self.strategy.strip()
+        """'<Kind>: <strategy>.' on one line, or "" when either part is blank."""
+        kind = " ".join(self.problem_kind.split()).rstrip(".:：。")
+        strategy = " ".join(self.strategy.split())
         if not kind or not strategy:
             return ""
         end = "" if strategy[-1] in ".!?。！？" else "."

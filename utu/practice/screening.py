@@ -92,7 +92,7 @@ def screen(text: str, source: Source, others: list[str], config: ScreeningConfig
     """Why `text` may not enter the library, or None. `others`: the experiences it must not repeat."""
     if not config.enabled:
         return "the same text as an existing experience" if text in others else None
-    for check in (_shape, _learner_view, _answer, _story, _directive):
+    for check in (*_BEFORE_STORY, _story, _directive):
         reason = check(text, source, config)
         if reason:
             return reason
@@ -104,7 +104,7 @@ def tells_its_story(text: str, source: Source, config: ScreeningConfig = DEFAULT
     counts retold, its names or numbers), or None. Such a proposal may hold a good strategy told as the story
     of its question ("When Lena cuts her 5 m rope into 20 cm pieces, convert the metres to centimetres first"),
     which the learner can restate for any question of its kind."""
-    if not config.enabled or any(check(text, source, config) for check in (_shape, _learner_view, _answer)):
+    if not config.enabled or any(check(text, source, config) for check in _BEFORE_STORY):
         return None
     return _story(text, source, config)
 
@@ -167,6 +167,9 @@ def _story(text: str, source: Source, config: ScreeningConfig) -> str | None:
                 f"(at most {config.max_particulars}; practice.screening.max_particulars)"
             )
     return None
+
+
+_BEFORE_STORY = (_shape, _learner_view, _answer)  # the checks `screen` runs before `_story`
 
 
 def _directive(text: str, source: Source, config: ScreeningConfig) -> str | None:
