@@ -52,4 +52,5 @@ def test_tiny_practice_on_the_embedded_model(local_model, tmp_path):
     else:
         agent = yaml.safe_load((tmp_path / "runs/tiny/enhanced_agent.yaml").read_text())
         assert agent["max_turns"] == 1 and agent["name"] == "local_math_agent" and agent["experiences"]
-        assert all(text.startswith("When ") for text in agent["experiences"].values())
+        # the advantage's constrained form, or a restatement's "<Kind>: <strategy>."
+        assert all(text.startswith("When ") or ": " in text for text in agent["experiences"].values())

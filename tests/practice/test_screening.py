@@ -239,6 +239,7 @@ def test_only_a_story_is_sent_back_to_be_restated():
         "When the verifier reads a whole number, give the decimal instead.",  # what only the learner saw
         "When Joan gives shells to Sam, subtract. When Joan counts, add. When done, box.",  # its shape
         "When subtracting, subtract what is left.",  # not refused at all
+        "When Joan gives shells to Sam, the shells left are what she keeps.",  # a story stating a fact
     ):
         assert tells_its_story(final, SOURCE) is None, final
     assert tells_its_story(story, SOURCE, ScreeningConfig(enabled=False)) is None

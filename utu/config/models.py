@@ -439,8 +439,8 @@ class PracticeArguments(StrictModel):
     num_experiences_per_query: int = knob(2, "Experiences extracted per group.", gt=0)
     restate_refused: bool = knob(
         True,
-        "A proposal the screening refuses only for telling its question's story (its names, numbers or words, or "
-        "the object it counts retold) "
+        "A proposal that says what to do and that the screening refuses only for telling its question's story "
+        "(its names, numbers or words, or the object it counts retold) "
         "goes back to the learner once, to be restated for any question of its kind; the restatement is "
         "screened again. false: refused as it was.",
     )

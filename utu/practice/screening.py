@@ -101,10 +101,13 @@ def screen(text: str, source: Source, others: list[str], config: ScreeningConfig
 
 def tells_its_story(text: str, source: Source, config: ScreeningConfig = DEFAULTS) -> str | None:
     """Why `text` is refused, if the first reason is its question's story (its words copied, the object it
-    counts retold, its names or numbers), or None. Such a proposal may hold a good strategy told as the story
-    of its question ("When Lena cuts her 5 m rope into 20 cm pieces, convert the metres to centimetres first"),
-    which the learner can restate for any question of its kind."""
+    counts retold, its names or numbers) and it says what to do; else None. Such a proposal may hold a good
+    strategy told as the story of its question ("When Lena cuts her 5 m rope into 20 cm pieces, convert the
+    metres to centimetres first"), which the learner can restate for any question of its kind. A story that
+    states a fact ("..., the number of pieces is 0.") holds no strategy: restated, it became one made up."""
     if not config.enabled or any(check(text, source, config) for check in _BEFORE_STORY):
+        return None
+    if _directive(text, source, config):
         return None
     return _story(text, source, config)
 
