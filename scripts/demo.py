@@ -29,7 +29,7 @@ EVAL = ["--config_name", "local/mixed_units"]  # held-out questions 200-215, K=2
 # refused by the screening, so a demo with it learned nothing and failed (2026-11-24: 17 of 17 refused). The
 # 1.5B writes general ones often enough; the agent stays the 0.5B.
 DEMO_LEARNER = "qwen2.5-coder-1.5b"
-PRACTICE = "local_mixed_units"  # configs/practice/: one step of 8 questions, gated on 8 others
+PRACTICE = "local_mixed_units"  # configs/practice/: one step of 6 questions, gated on 8 others
 NOTHING_KEPT = (
     "Every proposal was refused, by the screening (junk: ...) or because it lowered the agent's score on the "
     "validation questions: the enhanced agent would be the baseline, so there is nothing to compare. The small "
