@@ -24,12 +24,12 @@ from rich.console import Console
 ROOT = Path(__file__).resolve().parents[1]
 console = Console()
 
-EVAL = ["--config_name", "local/mixed_units"]  # held-out questions 200-215, K=2
+EVAL = ["--config_name", "local/mixed_units"]  # held-out questions 200-211, K=2
 # The learner: the 0.5B wrote only question-specific sentences ("When Mary already put in 2 cups, ..."), all
 # refused by the screening, so a demo with it learned nothing and failed (2026-11-24: 17 of 17 refused). The
 # 1.5B writes general ones often enough; the agent stays the 0.5B.
 DEMO_LEARNER = "qwen2.5-coder-1.5b"
-PRACTICE = "local_mixed_units"  # configs/practice/: one step of 6 questions, gated on 8 others
+PRACTICE = "local_mixed_units"  # configs/practice/: one step of 8 questions, gated on 8 others
 NOTHING_KEPT = (
     "Every proposal was refused, by the screening (junk: ...) or because it lowered the agent's score on the "
     "validation questions: the enhanced agent would be the baseline, so there is nothing to compare. The small "
@@ -38,7 +38,7 @@ NOTHING_KEPT = (
 HONEST_NOTE = """**What to expect from small models.** The task is sized for the embedded Qwen2.5-Coder-0.5B agent: the
 division is easy, so what decides the reward is a habit, converting the amount into the piece's unit before
 dividing, which the agent follows only some of the time and which one sentence of advice much improves; the learner is
-Qwen2.5-Coder-1.5B, and the update is kept only if Mean@2 on 8 validation questions rises. 16 held-out
+Qwen2.5-Coder-1.5B, and the update is kept only if Mean@2 on 8 validation questions rises. 12 held-out
 questions at K=2 show only a large effect: read the paired difference with its confidence interval
 (`benchmarks/learning_gain.py --task mixed_units` measures it on 60). On GSM8K
 no library helps this agent (its errors are reasoning slips; docs/results.md). Point the same commands at a
