@@ -110,6 +110,7 @@ async def test_a_failed_restatement_leaves_the_proposal_as_it_was(stub):
     from utu.llm.stub import StubScript
     from utu.practice.experience_updater import ExperienceUpdater
     from utu.practice.library import Operation, ProposedOp
+    from utu.practice.screening import Question
 
     story = ProposedOp(Operation(operation="ADD", content="When Tom adds 12 and 30, carry."), [0])
     clean = ProposedOp(Operation(operation="ADD", content="When adding, carry the tens."), [1])
@@ -120,6 +121,7 @@ async def test_a_failed_restatement_leaves_the_proposal_as_it_was(stub):
     def told(text, sources):
         return "names 3 particulars of its question (Tom, 12)" if "Tom" in text else None
 
-    out = await updater.restate([story, clean], told, {0: "Tom adds 12 and 30.", 1: "Add 5 and 6."}, failures)
+    questions = {0: Question("Tom adds 12 and 30.", "42"), 1: Question("Add 5 and 6.", "11")}
+    out = await updater.restate([story, clean], told, questions, failures)
     assert [p.op.content for p in out] == [story.op.content, clean.op.content]
     assert [(f.stage, f.dataset_index) for f in failures] == [("restate", 0)]

@@ -144,7 +144,7 @@ def test_a_proposal_must_not_give_its_own_questions_answer(tmp_path):
     """In a step, the answer a proposal must not give is that of the questions it was learned from: a rule that
     names "10 seats" is not refused because another question's answer is 10."""
     from utu.config.models import ScreeningConfig as Config
-    from utu.practice.loop import _screen_against
+    from utu.practice.loop import _screen_against, _step_questions
 
     rows = [
         type("Row", (), {"dataset_index": i, "raw_question": q, "correct_answer": a})()
@@ -155,7 +155,7 @@ def test_a_proposal_must_not_give_its_own_questions_answer(tmp_path):
             ]
         )
     ]
-    check, _ = _screen_against(rows, Config())
+    check, _ = _screen_against(_step_questions(rows), Config())
     rule = "When dividing people among tables of 5 or 10 seats, round up to seat everyone."
     assert check(rule, [0], []) is None
     assert "answer ('10')" in check(rule, [1], [])
@@ -252,7 +252,7 @@ def test_only_a_story_is_sent_back_to_be_restated():
             "dividing an amount into pieces",
             "convert the amount to the piece's unit, then divide",
             "Dividing an amount into pieces: convert the amount to the piece's unit, then divide.",
-        ),  # noqa: E501
+        ),
         ("Unit conversion.", "  convert first.\n", "Unit conversion: convert first."),
         ("单位换算：", "先换算成同一单位，再做除法。", "单位换算: 先换算成同一单位，再做除法。"),
         ("  ", "convert first", ""),

@@ -22,7 +22,7 @@ def changed_fields(old: Any, new: Any, prefix: str = "") -> list[str]:
     if isinstance(old, dict) and isinstance(new, dict):
         out: list[str] = []
         for key in sorted(set(old) | set(new), key=str):
-            if key not in old and (new[key] is None or new[key] is False or new[key] in ({}, [])):
+            if key not in old and (new[key] is False or new[key] in (None, {}, [])):  # (0 == False: `is`)
                 continue
             out += changed_fields(old.get(key), new.get(key), f"{prefix}{key}.")
         return out

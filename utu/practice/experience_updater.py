@@ -35,7 +35,7 @@ from utu.practice.schemas import (
     OperationList,
     Restated,
 )
-from utu.practice.screening import similarity
+from utu.practice.screening import Question, similarity
 from utu.practice.types import GroupAttempt, GroupOutcome, LearnerFailure
 from utu.tasks import gather_or_cancel
 from utu.tracing.spans import CHAIN, set_io, span
@@ -145,7 +145,7 @@ class ExperienceUpdater:
         self,
         proposed: list[ProposedOp],
         story_check: StoryCheck,
-        questions: dict[int, str],
+        questions: dict[int, Question],
         step_failures: list[LearnerFailure],
     ) -> list[ProposedOp]:
         """Stage 5. `story_check`: why the screening would refuse a text only for its question's story, or None;
@@ -165,7 +165,7 @@ class ExperienceUpdater:
             messages = self._messages(
                 prompts.RESTATE_SYSTEM,
                 prompts.RESTATE_USER,
-                question="\n\n".join(own),
+                question="\n\n".join(q.text for q in own),
                 experience=text,
                 reason=reason,
             )

@@ -177,8 +177,8 @@ class PracticeLoop:
         failures: list[LearnerFailure] = [f for o in outcomes for f in o.failures]
         await self._check_step(step, rows, outcomes, failures)
         proposed = await self.updater.consolidate(library, outcomes, failures)
-        screen_step, story_check = _screen_against(rows, self.p.screening)
-        questions = {r.dataset_index: r.raw_question or "" for r in rows}
+        questions = _step_questions(rows)
+        screen_step, story_check = _screen_against(questions, self.p.screening)
         proposed = await self.updater.restate(proposed, story_check, questions, failures)
         new_library, records = apply_operations(library, proposed, self.p.max_experiences, screen_step)
         validation = None
@@ -321,11 +321,14 @@ def gate(mean_diff: float, size_before: int, size_after: int, v: ValidationConfi
     return difference >= -v.max_drop, f"allowed drop {v.max_drop:g}"
 
 
-def _screen_against(rows: list[EvaluationSample], config: ScreeningConfig) -> tuple[Screen, StoryCheck]:
+def _step_questions(rows: list[EvaluationSample]) -> dict[int, Question]:
+    return {r.dataset_index: Question(r.raw_question or "", r.correct_answer) for r in rows}
+
+
+def _screen_against(questions: dict[int, Question], config: ScreeningConfig) -> tuple[Screen, StoryCheck]:
     """The library's screening of a proposal against its step's questions: none of their particulars, and not
     the answer of the questions it was learned from (all the step's when a consolidation lost that record);
     and whether a refusal is only for its question's story, which the learner may restate."""
-    questions = {r.dataset_index: Question(r.raw_question or "", r.correct_answer) for r in rows}
     step = list(questions.values())
 
     def source(sources: list[int]) -> Source:
