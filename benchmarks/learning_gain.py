@@ -2,7 +2,7 @@
 
     python benchmarks/learning_gain.py --task NAME [--learner ...]
 
-NAME: whole_items, percent_of, decimals, averages, remainders, mixed_units or gsm8k (TASKS below).
+NAME: whole_items, percent_of, decimals, averages, remainders, mixed_units, portions or gsm8k (TASKS below).
 
 The agent is the embedded Qwen2.5-Coder-0.5B, the learner the 1.5B (the defaults `make demo` uses). Practice
 runs the user's command on questions 0.. of the task's data set (`--steps` steps of `--batch_size` questions,
@@ -85,6 +85,15 @@ TASKS = {
         "how many pieces, bags or cups of a size in small units (cm, g, ml) an amount in large units (m, kg, l) "
         "makes; the 0.5B often divides before converting (3 kg / 250 g = 3/250 bags)",
         "input: a word problem that divides an amount into pieces of a given size\noutput: how many pieces, as "
+        "\\boxed{number}",
+        "Learn general habits that make the boxed count right on new problems of this kind: how to handle the "
+        "units, and how to divide.",
+    ),
+    "portions": Task(
+        "Portions",
+        "how many bags of grams a weight in kilograms fills, or cups of millilitres a volume in litres (MixedUnits "
+        "without its ropes, which the 0.5B already converts); the 0.5B often divides before converting",
+        "input: a word problem that divides an amount into portions of a given size\noutput: how many portions, as "
         "\\boxed{number}",
         "Learn general habits that make the boxed count right on new problems of this kind: how to handle the "
         "units, and how to divide.",

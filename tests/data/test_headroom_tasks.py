@@ -62,7 +62,12 @@ def test_remainder_answers_are_what_is_left_after_the_most_equal_shares():
 
 def test_mixed_units_answers_convert_the_amount_before_dividing():
     per = {"length": 100, "mass": 1000, "volume": 1000}  # small units in one large unit
-    for row in bundled("MixedUnits"):
+    for row in bundled("MixedUnits") + bundled("Portions"):
         amount, size = (int(x) for x in re.findall(r"\d+", row["question"])[:2])  # the amount comes first
         assert amount * per[row["level"]] % size == 0, row  # a whole count: converting is all there is to it
         assert row["answer"] == str(amount * per[row["level"]] // size), row
+
+
+def test_portions_are_mixed_units_without_the_ropes():
+    assert {row["level"] for row in bundled("Portions")} == {"mass", "volume"}
+    assert {row["dataset"] for row in bundled("Portions")} == {"Portions"}
