@@ -227,22 +227,26 @@ def test_the_screen_command_refuses_bad_input_in_one_line(tmp_path, content, fla
     assert "Traceback" not in out.stderr
 
 
-def test_only_a_story_is_sent_back_to_be_restated():
-    """tells_its_story: refused for its question's particulars, and for nothing `screen` checks before them."""
+def test_only_a_strategy_told_as_its_question_is_sent_back_to_be_restated():
+    """tells_its_story: says what to do, and refused for what it keeps of its question as the learner saw it."""
     from utu.practice.screening import tells_its_story
 
-    story = "When Joan gives shells to Sam, subtract what she has left."
-    assert tells_its_story(story, SOURCE) == screen(story, SOURCE, [])
-    assert "particulars" in tells_its_story(story, SOURCE)
+    for told, why in (
+        ("When Joan gives shells to Sam, subtract what she has left.", "particulars"),  # its names
+        ("When the answer is needed, box 43 right away.", "answer"),  # its answer
+        ("When the verifier reads a whole number, give the decimal instead.", "learner saw"),  # the learner's view
+    ):
+        assert tells_its_story(told, SOURCE) == screen(told, SOURCE, [])
+        assert why in tells_its_story(told, SOURCE), told
     for final in (
-        "When the answer is needed, box 43 right away.",  # its answer: a worked example, nothing to keep
-        "When the verifier reads a whole number, give the decimal instead.",  # what only the learner saw
         "When Joan gives shells to Sam, subtract. When Joan counts, add. When done, box.",  # its shape
         "When subtracting, subtract what is left.",  # not refused at all
         "When Joan gives shells to Sam, the shells left are what she keeps.",  # a story stating a fact
+        "When the verifier read 43, the root cause was the subtraction.",  # the learner's view, stating a fact
     ):
         assert tells_its_story(final, SOURCE) is None, final
-    assert tells_its_story(story, SOURCE, ScreeningConfig(enabled=False)) is None
+    told = "When Joan gives shells to Sam, subtract what she has left."
+    assert tells_its_story(told, SOURCE, ScreeningConfig(enabled=False)) is None
 
 
 @pytest.mark.parametrize(

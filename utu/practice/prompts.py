@@ -82,15 +82,17 @@ GROUP_UPDATE_USER = """<existing_library>
 {experiences}
 </new_experiences>"""
 
-# Restating: the screening refused a proposal only for its question's story (utu.practice.screening.tells_its_story).
+# Restating: the screening refused a proposal only for how its question was told to the learner
+# (utu.practice.screening.tells_its_story).
 RESTATE_SYSTEM = """You maintain a short library of experiences for an AI agent.
 The agent's objective: {agent_objective}
 The learning objective: {learning_objective}
 
 An experience learned from a question was refused because it tells the story of that question: it names
-the question's people, objects or numbers, or copies its words. Keep only what it says to do, for any question
-of the same kind: name the kind of problem in general words (problem_kind), then the strategy, in the language
-of the experience, naming none of the question's people, objects or numbers, nor its answer."""
+the question's people, objects, numbers or answer, copies its words, or speaks of the verifier, which the agent
+never sees. Keep only what it says to do, for any question of the same kind: name the kind of problem in general
+words (problem_kind), then the strategy, in the language of the experience, naming none of the question's people,
+objects or numbers, nor its answer, nor the verifier."""
 # Asked for the whole sentence instead, Qwen2.5-Coder-1.5B copied the refused one word for word (3 of 3);
 # asked for the kind and the strategy apart, it dropped the story (2026-11-26).
 

@@ -92,7 +92,7 @@ def screen(text: str, source: Source, others: list[str], config: ScreeningConfig
     """Why `text` may not enter the library, or None. `others`: the experiences it must not repeat."""
     if not config.enabled:
         return "the same text as an existing experience" if text in others else None
-    for check in (*_BEFORE_STORY, _story, _directive):
+    for check in (_shape, *_TOLD_AS_ITS_QUESTION, _directive):
         reason = check(text, source, config)
         if reason:
             return reason
@@ -100,16 +100,20 @@ def screen(text: str, source: Source, others: list[str], config: ScreeningConfig
 
 
 def tells_its_story(text: str, source: Source, config: ScreeningConfig = DEFAULTS) -> str | None:
-    """Why `text` is refused, if the first reason is its question's story (its words copied, the object it
-    counts retold, its names or numbers) and it says what to do; else None. Such a proposal may hold a good
-    strategy told as the story of its question ("When Lena cuts her 5 m rope into 20 cm pieces, convert the
-    metres to centimetres first"), which the learner can restate for any question of its kind. A story that
-    states a fact ("..., the number of pieces is 0.") holds no strategy: restated, it became one made up."""
-    if not config.enabled or any(check(text, source, config) for check in _BEFORE_STORY):
+    """Why `text` is refused, if it says what to do and its first fault is how its question was told to the
+    learner: its words copied, the object it counts retold, its names, numbers or answer, or what only the learner
+    saw of it (the verifier's note); else None. Such a proposal may hold a good strategy told as its question
+    ("When Lena cuts her 5 m rope into 20 cm pieces, convert the metres to centimetres first"; "When the verifier
+    extracts 0 grams and gold 30 grams, the strategy is to convert the kilograms to grams before dividing"), which
+    the learner can restate for any question of its kind. A story that states a fact ("..., the number of pieces is
+    0.") holds no strategy: restated, it became one made up. A text of the wrong shape is refused for good."""
+    if not config.enabled or _shape(text, source, config) or _directive(text, source, config):
         return None
-    if _directive(text, source, config):
-        return None
-    return _story(text, source, config)
+    for check in _TOLD_AS_ITS_QUESTION:
+        reason = check(text, source, config)
+        if reason:
+            return reason
+    return None
 
 
 def repeated(text: str, others: list[str], config: ScreeningConfig = DEFAULTS) -> str | None:
@@ -172,7 +176,9 @@ def _story(text: str, source: Source, config: ScreeningConfig) -> str | None:
     return None
 
 
-_BEFORE_STORY = (_shape, _learner_view, _answer)  # the checks `screen` runs before `_story`
+# What a text keeps of its question as the learner saw it (in the order `screen` checks them): all of it can go
+# in a restatement, the strategy aside.
+_TOLD_AS_ITS_QUESTION = (_learner_view, _answer, _story)
 
 
 def _directive(text: str, source: Source, config: ScreeningConfig) -> str | None:
