@@ -68,6 +68,9 @@ def test_mixed_units_answers_convert_the_amount_before_dividing():
         assert row["answer"] == str(amount * per[row["level"]] // size), row
 
 
-def test_portions_are_mixed_units_without_the_ropes():
-    assert {row["level"] for row in bundled("Portions")} == {"mass", "volume"}
-    assert {row["dataset"] for row in bundled("Portions")} == {"Portions"}
+def test_portions_are_mixed_units_without_the_ropes_and_none_twice():
+    portions = bundled("Portions")
+    assert {row["level"] for row in portions} == {"mass", "volume"}
+    assert {row["dataset"] for row in portions} == {"Portions"}
+    assert len({row["question"] for row in portions}) == len(portions)  # practice, validation, held-out disjoint
+    assert not {row["question"] for row in portions} & {row["question"] for row in bundled("MixedUnits")[200:]}

@@ -155,7 +155,7 @@ def test_a_proposal_must_not_give_its_own_questions_answer(tmp_path):
             ]
         )
     ]
-    check, _ = _screen_against(_step_questions(rows), Config())
+    check, _ = _screen_against(_step_questions(rows), Config(), answers_shown=True)
     rule = "When dividing people among tables of 5 or 10 seats, round up to seat everyone."
     assert check(rule, [0], []) is None
     assert "answer ('10')" in check(rule, [1], [])
@@ -228,22 +228,27 @@ def test_the_screen_command_refuses_bad_input_in_one_line(tmp_path, content, fla
 
 
 def test_only_a_strategy_told_as_its_question_is_sent_back_to_be_restated():
-    """tells_its_story: says what to do, and refused for what it keeps of its question as the learner saw it."""
+    """tells_its_story: a strategy refused for details of its question around it, which a restatement can drop."""
     from utu.practice.screening import tells_its_story
 
     for told, why in (
         ("When Joan gives shells to Sam, subtract what she has left.", "particulars"),  # its names
-        ("When the answer is needed, box 43 right away.", "answer"),  # its answer
+        ("When the answer came out as 43, subtract what is left from what there was.", "answer"),  # in the condition
         ("When the verifier reads a whole number, give the decimal instead.", "learner saw"),  # the learner's view
     ):
         assert tells_its_story(told, SOURCE) == screen(told, SOURCE, [])
         assert why in tells_its_story(told, SOURCE), told
+    assert tells_its_story("When subtracting, subtract what is left.", SOURCE) is None  # not refused at all
     for final in (
         "When Joan gives shells to Sam, subtract. When Joan counts, add. When done, box.",  # its shape
-        "When subtracting, subtract what is left.",  # not refused at all
         "When Joan gives shells to Sam, the shells left are what she keeps.",  # a story stating a fact
         "When the verifier read 43, the root cause was the subtraction.",  # the learner's view, stating a fact
+        "When asked how many shells, always answer 43.",  # the strategy is the answer: nothing would be left
+        "Seashell problems: the answer is always 43.",
+        "When unsure, write what the verifier expects.",  # a strategy about the verifier
+        "Always answer 43.",  # no condition to drop
     ):
+        assert screen(final, SOURCE, []), final
         assert tells_its_story(final, SOURCE) is None, final
     told = "When Joan gives shells to Sam, subtract what she has left."
     assert tells_its_story(told, SOURCE, ScreeningConfig(enabled=False)) is None
@@ -267,3 +272,17 @@ def test_a_restatement_is_kind_colon_strategy_on_one_line(kind, strategy, experi
     from utu.practice.schemas import Restated
 
     assert Restated(problem_kind=kind, strategy=strategy).experience == experience
+
+
+def test_without_the_ground_truth_no_restatement_is_told_the_answer():
+    """given_ground_truth: false hides the answers from the learner; a refusal's reason would name one."""
+    from utu.practice.loop import _screen_against
+
+    told = "When the answer came out as 43, subtract what is left from what there was."
+    questions = {0: Question(QUESTION, "43")}
+    _, shown = _screen_against(questions, ScreeningConfig(), answers_shown=True)
+    _, hidden = _screen_against(questions, ScreeningConfig(), answers_shown=False)
+    assert "43" in shown(told, [0])
+    assert hidden(told, [0]) is None
+    story = "When Joan gives shells to Sam, subtract what she has left."
+    assert hidden(story, [0]) == shown(story, [0])

@@ -178,7 +178,7 @@ class PracticeLoop:
         await self._check_step(step, rows, outcomes, failures)
         proposed = await self.updater.consolidate(library, outcomes, failures)
         questions = _step_questions(rows)
-        screen_step, story_check = _screen_against(questions, self.p.screening)
+        screen_step, story_check = _screen_against(questions, self.p.screening, self.p.given_ground_truth)
         proposed = await self.updater.restate(proposed, story_check, questions, failures)
         new_library, records = apply_operations(library, proposed, self.p.max_experiences, screen_step)
         validation = None
@@ -325,10 +325,13 @@ def _step_questions(rows: list[EvaluationSample]) -> dict[int, Question]:
     return {r.dataset_index: Question(r.raw_question or "", r.correct_answer) for r in rows}
 
 
-def _screen_against(questions: dict[int, Question], config: ScreeningConfig) -> tuple[Screen, StoryCheck]:
+def _screen_against(
+    questions: dict[int, Question], config: ScreeningConfig, answers_shown: bool
+) -> tuple[Screen, StoryCheck]:
     """The library's screening of a proposal against its step's questions: none of their particulars, and not
     the answer of the questions it was learned from (all the step's when a consolidation lost that record);
-    and whether a refusal is only for its question's story, which the learner may restate."""
+    and whether a refusal is only for its question's story, which the learner may restate. `answers_shown`:
+    whether the learner saw the answers; if not, no refusal it reads names one."""
     step = list(questions.values())
 
     def source(sources: list[int]) -> Source:
@@ -338,7 +341,9 @@ def _screen_against(questions: dict[int, Question], config: ScreeningConfig) -> 
         return screen(text, source(sources), others, config)
 
     def story_check(text: str, sources: list[int]) -> str | None:
-        return tells_its_story(text, source(sources), config)
+        if answers_shown:
+            return tells_its_story(text, source(sources), config)
+        return tells_its_story(text, Source([Question(q.text) for q in step]), config)
 
     return check, story_check
 

@@ -100,17 +100,22 @@ def screen(text: str, source: Source, others: list[str], config: ScreeningConfig
 
 
 def tells_its_story(text: str, source: Source, config: ScreeningConfig = DEFAULTS) -> str | None:
-    """Why `text` is refused, if it says what to do and its first fault is how its question was told to the
-    learner: its words copied, the object it counts retold, its names, numbers or answer, or what only the learner
-    saw of it (the verifier's note); else None. Such a proposal may hold a good strategy told as its question
-    ("When Lena cuts her 5 m rope into 20 cm pieces, convert the metres to centimetres first"; "When the verifier
-    extracts 0 grams and gold 30 grams, the strategy is to convert the kilograms to grams before dividing"), which
-    the learner can restate for any question of its kind. A story that states a fact ("..., the number of pieces is
-    0.") holds no strategy: restated, it became one made up. A text of the wrong shape is refused for good."""
+    """Why `text` is refused, if it is a strategy refused only for details of its own question around it; else
+    None. The details: its words copied, the object it counts retold, its names or numbers; and, in the condition
+    only, its answer or what only the learner saw (the verifier's note). Such a proposal may hold a good strategy
+    told as its question ("When Lena cuts her 5 m rope into 20 cm pieces, convert the metres to centimetres
+    first"; "When the verifier extracts 0 grams and gold 30 grams, the strategy is to convert the kilograms to
+    grams before dividing"), which the learner can restate for any question of its kind. Final: a text of the
+    wrong shape, a story that states a fact ("..., the number of pieces is 0."; restated, it became a strategy made
+    up), and a strategy that is the answer or speaks of the verifier ("When asked, always answer 12.")."""
     if not config.enabled or _shape(text, source, config) or _directive(text, source, config):
         return None
     for check in _TOLD_AS_ITS_QUESTION:
         reason = check(text, source, config)
+        if reason and check in _IN_THE_CONDITION_ONLY:
+            condition, strategy = (part.strip() for part in split(text))
+            if not condition or check(strategy, source, config) or _directive(strategy, source, config):
+                return None
         if reason:
             return reason
     return None
@@ -179,6 +184,9 @@ def _story(text: str, source: Source, config: ScreeningConfig) -> str | None:
 # What a text keeps of its question as the learner saw it (in the order `screen` checks them): all of it can go
 # in a restatement, the strategy aside.
 _TOLD_AS_ITS_QUESTION = (_learner_view, _answer, _story)
+# Restated only when their fault is the condition's: a strategy that is the answer, or is about the verifier,
+# would lose all it says ("always answer 12").
+_IN_THE_CONDITION_ONLY = (_learner_view, _answer)
 
 
 def _directive(text: str, source: Source, config: ScreeningConfig) -> str | None:
