@@ -8,7 +8,8 @@ The agent is the embedded Qwen2.5-Coder-0.5B, the learner the 1.5B (the defaults
 runs the user's command on questions 0.. of the task's data set (`--steps` steps of `--batch_size` questions,
 G=4), with validation-gated updates on questions 100.. ; the baseline agent, the agent with the task's
 hand-written reference library (benchmarks/reference/<task>_agent.yaml, written before any held-out answer was
-looked at) and the enhanced agent are evaluated on the held-out questions 200.. (disjoint from both) at K=2.
+looked at) and the enhanced agent are evaluated on the held-out questions 200.. at K=2. Their indexes are
+disjoint from practice's and validation's; their texts, from few templates, not always (docs/results.md).
 Written to benchmarks/results/learning_efficiency_<task>.json: the three Mean@K, the paired differences with
 bootstrap 95% CIs, per kind of question (`level`), the learned library with its operation log, and
 

@@ -440,7 +440,8 @@ class PracticeArguments(StrictModel):
     restate_refused: bool = knob(
         True,
         "A proposal that says what to do and that the screening refuses only for telling its question's story "
-        "(its names, numbers, answer or words, the object it counts retold, or the verifier's note the learner saw) "
+        "(its names, numbers or words, the object it counts retold; its answer or the verifier's note in the "
+        "condition) "
         "goes back to the learner once, to be restated for any question of its kind; the restatement is "
         "screened again. false: refused as it was.",
     )

@@ -10,8 +10,8 @@ Per batch:
   4. consolidate all groups' operations (merge similar ADDs; DELETE wins over UPDATE); a proposal the
      consolidation neither kept nor merged is kept as it was;
   5. restate each proposal that says what to do and that the screening would refuse only for telling its
-     question's story (its names, numbers, answer or words, or the verifier's note: a strategy that may hold,
-     told as one question), once;
+     question's story (its names, numbers or words; its answer or the verifier's note in the condition: a
+     strategy that may hold, told as one question), once;
      the library screens the restatement again (`practice.restate_refused`).
 Every stage asks for JSON matching a pydantic schema. A reply that stays invalid after one retry is
 recorded as a `LearnerFailure` and the step goes on without it.

@@ -82,8 +82,8 @@ GROUP_UPDATE_USER = """<existing_library>
 {experiences}
 </new_experiences>"""
 
-# Restating: the screening refused a proposal only for how its question was told to the learner
-# (utu.practice.screening.tells_its_story).
+# Restating: the screening refused a proposal only for details of its own question (names, numbers, copied words;
+# its answer or the verifier's note in its condition) around a strategy (utu.practice.screening.tells_its_story).
 RESTATE_SYSTEM = """You maintain a short library of experiences for an AI agent.
 The agent's objective: {agent_objective}
 The learning objective: {learning_objective}
