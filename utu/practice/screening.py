@@ -181,8 +181,8 @@ def _story(text: str, source: Source, config: ScreeningConfig) -> str | None:
     return None
 
 
-# What a text keeps of its question as the learner saw it (in the order `screen` checks them): all of it can go
-# in a restatement, the strategy aside.
+# What a text may carry of its own question as the learner saw it, in the order `screen` checks them: a
+# restatement drops it and keeps the strategy.
 _TOLD_AS_ITS_QUESTION = (_learner_view, _answer, _story)
 # Restated only when their fault is the condition's: a strategy that is the answer, or is about the verifier,
 # would lose all it says ("always answer 12").
