@@ -333,6 +333,7 @@ def _screen_against(
     and whether a refusal is only for its question's story, which the learner may restate. `answers_shown`:
     whether the learner saw the answers; if not, no refusal it reads names one."""
     step = list(questions.values())
+    unanswered = Source([Question(q.text) for q in step])
 
     def source(sources: list[int]) -> Source:
         return Source(step, [questions[i] for i in sources if i in questions] or None)
@@ -341,9 +342,7 @@ def _screen_against(
         return screen(text, source(sources), others, config)
 
     def story_check(text: str, sources: list[int]) -> str | None:
-        if answers_shown:
-            return tells_its_story(text, source(sources), config)
-        return tells_its_story(text, Source([Question(q.text) for q in step]), config)
+        return tells_its_story(text, source(sources) if answers_shown else unanswered, config)
 
     return check, story_check
 

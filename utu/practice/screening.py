@@ -112,12 +112,13 @@ def tells_its_story(text: str, source: Source, config: ScreeningConfig = DEFAULT
         return None
     for check in _TOLD_AS_ITS_QUESTION:
         reason = check(text, source, config)
-        if reason and check in _IN_THE_CONDITION_ONLY:
+        if not reason:
+            continue
+        if check in _IN_THE_CONDITION_ONLY:
             condition, strategy = (part.strip() for part in split(text))
             if not condition or check(strategy, source, config) or _directive(strategy, source, config):
                 return None
-        if reason:
-            return reason
+        return reason
     return None
 
 
