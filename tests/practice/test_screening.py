@@ -235,6 +235,7 @@ def test_only_a_strategy_told_as_its_question_is_sent_back_to_be_restated():
         ("When Joan gives shells to Sam, subtract what she has left.", "particulars"),  # its names
         ("When the answer came out as 43, subtract what is left from what there was.", "answer"),  # in the condition
         ("When the verifier reads a whole number, give the decimal instead.", "learner saw"),  # the learner's view
+        ("When dividing, the verifier should convert the amount to the portion's unit first.", "learner saw"),  # actor
     ):
         assert tells_its_story(told, SOURCE) == screen(told, SOURCE, [])
         assert why in tells_its_story(told, SOURCE), told
@@ -246,6 +247,8 @@ def test_only_a_strategy_told_as_its_question_is_sent_back_to_be_restated():
         "When asked how many shells, always answer 43.",  # the strategy is the answer: nothing would be left
         "Seashell problems: the answer is always 43.",
         "When unsure, write what the verifier expects.",  # a strategy about the verifier
+        "When unsure, the verifier should accept 43.",  # the verifier as its actor, and the answer
+        "When unsure, the verifier should read what the verifier expects.",  # about the verifier all the same
         "Always answer 43.",  # no condition to drop
     ):
         assert screen(final, SOURCE, []), final

@@ -105,9 +105,11 @@ def tells_its_story(text: str, source: Source, config: ScreeningConfig = DEFAULT
     only, its answer or what only the learner saw (the verifier's note). Such a proposal may hold a good strategy
     told as its question ("When Lena cuts her 5 m rope into 20 cm pieces, convert the metres to centimetres
     first"; "When the verifier extracts 0 grams and gold 30 grams, the strategy is to convert the kilograms to
-    grams before dividing"), which the learner can restate for any question of its kind. Final: a text of the
-    wrong shape, a story that states a fact ("..., the number of pieces is 0."; restated, it became a strategy made
-    up), and a strategy that is the answer or speaks of the verifier ("When asked, always answer 12.")."""
+    grams before dividing"), which the learner can restate for any question of its kind; so may a strategy told
+    with the verifier as the one who does it ("..., the verifier should convert the kilograms to grams before
+    dividing"). Final: a text of the wrong shape, a story that states a fact ("..., the number of pieces is 0.";
+    restated, it became a strategy made up), and a strategy that is the answer or is about the verifier ("When
+    asked, always answer 12."; "When unsure, write what the verifier expects.")."""
     if not config.enabled or _shape(text, source, config) or _directive(text, source, config):
         return None
     for check in _TOLD_AS_ITS_QUESTION:
@@ -116,7 +118,9 @@ def tells_its_story(text: str, source: Source, config: ScreeningConfig = DEFAULT
             continue
         if check in _IN_THE_CONDITION_ONLY:
             condition, strategy = (part.strip() for part in split(text))
-            if not condition or check(strategy, source, config) or _directive(strategy, source, config):
+            strategy = _VERIFIER_AS_ACTOR.sub("", strategy, count=1)
+            in_strategy = any(c(strategy, source, config) for c in _IN_THE_CONDITION_ONLY)
+            if not condition or in_strategy or _directive(strategy, source, config):
                 return None
         return reason
     return None
@@ -188,6 +192,9 @@ _TOLD_AS_ITS_QUESTION = (_learner_view, _answer, _story)
 # Restated only when their fault is the condition's: a strategy that is the answer, or is about the verifier,
 # would lose all it says ("always answer 12").
 _IN_THE_CONDITION_ONLY = (_learner_view, _answer)
+# ... or its actor: the 1.5B wrote the right strategy as the verifier's ("the verifier should convert the total
+# amount of juice from litres to millilitres before dividing", 2026-11-26) and restated it as the agent's, 6 of 6.
+_VERIFIER_AS_ACTOR = re.compile(r"^(?i:the verifier) (?:should|must|needs? to|has to|is to) ")
 
 
 def _directive(text: str, source: Source, config: ScreeningConfig) -> str | None:
