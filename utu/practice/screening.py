@@ -193,7 +193,8 @@ _TOLD_AS_ITS_QUESTION = (_learner_view, _answer, _story)
 # would lose all it says ("always answer 12").
 _IN_THE_CONDITION_ONLY = (_learner_view, _answer)
 # ... or its actor: the 1.5B wrote the right strategy as the verifier's ("the verifier should convert the total
-# amount of juice from litres to millilitres before dividing", 2026-11-26) and restated it as the agent's, 6 of 6.
+# amount of juice from litres to millilitres before dividing", 2026-11-26) and restated it as the agent's, 5 of 5
+# (benchmarks/restate.py).
 _VERIFIER_AS_ACTOR = re.compile(r"^(?i:the verifier) (?:should|must|needs? to|has to|is to) ")
 
 

@@ -1,0 +1,108 @@
+"""Does the restate stage keep a refused proposal's strategy? The embedded learner restates each case N times.
+
+    python benchmarks/restate.py [--learner qwen2.5-coder-1.5b] [--n 6]
+
+Practice sends back to the learner a proposal the screening refused only for its question's story
+(utu.practice.screening.tells_its_story). The cases are proposals the 1.5B wrote in `make demo` on Portions: a
+strategy told as its question, one told with the verifier as its actor, and worked examples that state the right
+answer (the screening keeps those final). Each restatement is screened again and checked for the strategy's key
+word: a Portions rule that does not say to convert is the trivial "divide the total by the portion". Writes
+benchmarks/results/restate_<learner>.json. By hand only (about 10 minutes on 2 cores for the defaults).
+"""
+
+import argparse
+import asyncio
+import os
+import sys
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import write_result  # noqa: E402
+
+# (kind, question, answer, the proposal, the word a restatement must keep)
+CASES = [
+    (
+        "told as its question",
+        "Ravi has 3 kilograms of flour and fills bags with 250 grams each. How many bags does Ravi fill?",
+        "12",
+        "When the problem is to determine how many bags Ravi fills, the key is to convert the total weight of flour "
+        "from kilograms to grams and then divide by the size of each bag.",
+        "convert",
+    ),
+    (
+        "the verifier as its actor",
+        "Ravi has 6 litres of juice and fills cups with 200 millilitres each. How many cups does Ravi fill?",
+        "30",
+        "When the problem asks for the number of cups, the verifier should convert the total amount of juice from "
+        "litres to millilitres before dividing by the size of each cup.",
+        "convert",
+    ),
+    (
+        "a worked example with the right answer",
+        "Priya has 8 kilograms of flour and fills bags with 500 grams each. How many bags does Priya fill?",
+        "16",
+        "When the total amount of flour is 8 kilograms and each bag contains 500 grams, the number of bags that can "
+        "be filled is 16.",
+        "convert",
+    ),
+]
+
+
+async def restate_all(learner: str, n: int) -> list[dict]:
+    from utu.practice.library import Operation, ProposedOp
+    from utu.practice.parts import open_practice
+    from utu.practice.screening import Question, Source, screen
+    from utu.practice.training_free_grpo import load_practice_config
+
+    os.environ["UTU_LEARNER_LOCAL_MODEL"] = learner
+    config = load_practice_config("local_portions")
+    rows = []
+    async with AsyncExitStack() as stack:
+        updater = (await open_practice(stack, config)).updater
+        for kind, text, answer, proposal, key in CASES:
+            question = Question(text, answer)
+            reason = screen(proposal, Source([question]), [])
+            for _ in range(n):
+                failures = []
+                restated = await updater.restate(
+                    [ProposedOp(Operation(operation="ADD", content=proposal), [0])],
+                    lambda _text, _sources, why=reason: why,  # restate whatever the screening says, final or not
+                    {0: question},
+                    failures,
+                )
+                out = restated[0].op.content or ""
+                rows.append(
+                    {
+                        "kind": kind,
+                        "restated": out if out != proposal else None,
+                        "refused_again": screen(out, Source([question]), []) if out != proposal else "not restated",
+                        "keeps_strategy": key in out.lower() and out != proposal,
+                        "failures": [f.error for f in failures],
+                    }
+                )
+                print(rows[-1], flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--learner", default="qwen2.5-coder-1.5b")
+    parser.add_argument("--n", type=int, default=6, help="restatements per case")
+    args = parser.parse_args()
+    rows = asyncio.run(restate_all(args.learner, args.n))
+    by_kind = {
+        kind: {
+            "restated": sum(r["restated"] is not None for r in rows if r["kind"] == kind),
+            "passes_screening": sum(r["refused_again"] is None for r in rows if r["kind"] == kind),
+            "keeps_strategy": sum(r["keeps_strategy"] for r in rows if r["kind"] == kind),
+            "of": sum(r["kind"] == kind for r in rows),
+        }
+        for kind, *_ in CASES
+    }
+    name = f"restate_{args.learner.replace('.', '').replace('-', '_')}"
+    write_result(name, {"learner": args.learner, "n": args.n, "by_kind": by_kind, "rows": rows})
+
+
+if __name__ == "__main__":
+    main()
