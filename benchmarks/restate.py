@@ -1,12 +1,14 @@
 """Does the restate stage keep a refused proposal's strategy? The embedded learner restates each case N times.
 
-    python benchmarks/restate.py [--learner qwen2.5-coder-1.5b] [--n 6]
+    python benchmarks/restate.py [--learner qwen2.5-coder-1.5b] [--n 5]
 
 Practice sends back to the learner a proposal the screening refused only for its question's story
 (utu.practice.screening.tells_its_story). The cases are proposals the 1.5B wrote in `make demo` on Portions: a
 strategy told as its question, one told with the verifier as its actor, and worked examples that state the right
-answer (the screening keeps those final). Each restatement is screened again and checked for the strategy's key
-word: a Portions rule that does not say to convert is the trivial "divide the total by the portion". Writes
+answer (the screening keeps those final: they are here for comparison; `sent_back` says what practice itself
+would send back). A restatement keeps the strategy when it passes the screening again and says the key word: a
+Portions rule that does not say to convert is the trivial "divide the total by the portion". One proposal per
+kind, at the learner's temperature (0.3): a few samples of each, not a measure of every proposal. Writes
 benchmarks/results/restate_<learner>.json. By hand only (about 10 minutes on 2 cores for the defaults).
 """
 
@@ -52,7 +54,7 @@ CASES = [
 async def restate_all(learner: str, n: int) -> list[dict]:
     from utu.practice.library import Operation, ProposedOp
     from utu.practice.parts import open_practice
-    from utu.practice.screening import Question, Source, screen
+    from utu.practice.screening import Question, Source, screen, tells_its_story
     from utu.practice.training_free_grpo import load_practice_config
 
     os.environ["UTU_LEARNER_LOCAL_MODEL"] = learner
@@ -72,12 +74,14 @@ async def restate_all(learner: str, n: int) -> list[dict]:
                     failures,
                 )
                 out = restated[0].op.content or ""
+                again = screen(out, Source([question]), []) if out != proposal else "not restated"
                 rows.append(
                     {
                         "kind": kind,
                         "restated": out if out != proposal else None,
-                        "refused_again": screen(out, Source([question]), []) if out != proposal else "not restated",
-                        "keeps_strategy": key in out.lower() and out != proposal,
+                        "sent_back": tells_its_story(proposal, Source([question])) is not None,
+                        "refused_again": again,
+                        "keeps_strategy": again is None and key in out.lower(),
                         "failures": [f.error for f in failures],
                     }
                 )
@@ -88,11 +92,12 @@ async def restate_all(learner: str, n: int) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--learner", default="qwen2.5-coder-1.5b")
-    parser.add_argument("--n", type=int, default=6, help="restatements per case")
+    parser.add_argument("--n", type=int, default=5, help="restatements per case")
     args = parser.parse_args()
     rows = asyncio.run(restate_all(args.learner, args.n))
     by_kind = {
         kind: {
+            "sent_back_by_practice": all(r["sent_back"] for r in rows if r["kind"] == kind),
             "restated": sum(r["restated"] is not None for r in rows if r["kind"] == kind),
             "passes_screening": sum(r["refused_again"] is None for r in rows if r["kind"] == kind),
             "keeps_strategy": sum(r["keeps_strategy"] for r in rows if r["kind"] == kind),

@@ -236,6 +236,7 @@ def test_only_a_strategy_told_as_its_question_is_sent_back_to_be_restated():
         ("When the answer came out as 43, subtract what is left from what there was.", "answer"),  # in the condition
         ("When the verifier reads a whole number, give the decimal instead.", "learner saw"),  # the learner's view
         ("When dividing, the verifier should convert the amount to the portion's unit first.", "learner saw"),  # actor
+        ("Unit conversion: The Verifier must first convert the amount to the portion's unit.", "learner saw"),
     ):
         assert tells_its_story(told, SOURCE) == screen(told, SOURCE, [])
         assert why in tells_its_story(told, SOURCE), told
@@ -249,6 +250,9 @@ def test_only_a_strategy_told_as_its_question_is_sent_back_to_be_restated():
         "When unsure, write what the verifier expects.",  # a strategy about the verifier
         "When unsure, the verifier should accept 43.",  # the verifier as its actor, and the answer
         "When unsure, the verifier should read what the verifier expects.",  # about the verifier all the same
+        "When unsure, the verifier should accept any number.",  # the grader's own job: advice about the verifier
+        "Unit conversion: the verifier should round the answer up.",
+        "When the verifier reads a whole number, answer 43.",  # the answer in the strategy, whatever the condition
         "Always answer 43.",  # no condition to drop
     ):
         assert screen(final, SOURCE, []), final

@@ -45,7 +45,9 @@ _SENTENCE_END = re.compile(r"(?<!\b[A-Z])(?<!\bvs)(?<!\betc)(?<!\bNo)(?<!\bDr)(?
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 # The labels of the learner's prompts (prompts.py): "Attempt 2 (reward 0)", "Verifier: extracted 11; gold 11.33".
 # "the verifier" and a capital "Attempt 2" are those labels; "run a verifier step", "before attempt 2" are advice.
-_LEARNER_VIEW = re.compile(r"\b(?i:the verifier)\b|\b(?i:extracted)\b.*\b(?i:gold)\b|\bAttempt \d|\b(?i:reward) [01]\b")
+_LEARNER_VIEW = re.compile(
+    r"\b(?i:the\s+verifier)\b|\b(?i:extracted)\b.*\b(?i:gold)\b|\bAttempt \d|\b(?i:reward) [01]\b"
+)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
 _KANA = re.compile(r"[\u3040-\u30ff]")  # Japanese, which has no word list: never taken for Chinese
 _TOKEN = re.compile(r"[a-z0-9]+(?:['-][a-z0-9]+)*|[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
@@ -118,7 +120,7 @@ def tells_its_story(text: str, source: Source, config: ScreeningConfig = DEFAULT
             continue
         if check in _IN_THE_CONDITION_ONLY:
             condition, strategy = (part.strip() for part in split(text))
-            strategy = _VERIFIER_AS_ACTOR.sub("", strategy, count=1)
+            strategy = _VERIFIER_AS_ACTOR.sub("", strategy)
             in_strategy = any(c(strategy, source, config) for c in _IN_THE_CONDITION_ONLY)
             if not condition or in_strategy or _directive(strategy, source, config):
                 return None
@@ -194,8 +196,13 @@ _TOLD_AS_ITS_QUESTION = (_learner_view, _answer, _story)
 _IN_THE_CONDITION_ONLY = (_learner_view, _answer)
 # ... or its actor: the 1.5B wrote the right strategy as the verifier's ("the verifier should convert the total
 # amount of juice from litres to millilitres before dividing", 2026-11-26) and restated it as the agent's, 5 of 5
-# (benchmarks/restate.py).
-_VERIFIER_AS_ACTOR = re.compile(r"^(?i:the verifier) (?:should|must|needs? to|has to|is to) ")
+# (benchmarks/results/restate_qwen25_coder_15b.json).
+# Not when the verb is the grader's own ("the verifier should accept any number"): that is advice about the verifier.
+_VERIFIER_AS_ACTOR = re.compile(
+    r"(?i)^the\s+verifier\s+(?:should|must|needs?\s+to|has\s+to|is\s+to)\s+(?:first\s+)?"
+    r"(?!(?:accept|mark|grade|score|credit|reward|expect|extract|read|see|check|compare|receive|give|judge|ignore|"
+    r"round|please)\b)"
+)
 
 
 def _directive(text: str, source: Source, config: ScreeningConfig) -> str | None:
