@@ -64,7 +64,9 @@ async def restate_all(learner: str, n: int) -> list[dict]:
         updater = (await open_practice(stack, config)).updater
         for kind, text, answer, proposal, key in CASES:
             question = Question(text, answer)
-            reason = screen(proposal, Source([question]), [])
+            source = Source([question])
+            reason = screen(proposal, source, [])
+            sent_back = tells_its_story(proposal, source) is not None  # what practice itself would do
             for _ in range(n):
                 failures = []
                 restated = await updater.restate(
@@ -74,12 +76,12 @@ async def restate_all(learner: str, n: int) -> list[dict]:
                     failures,
                 )
                 out = restated[0].op.content or ""
-                again = screen(out, Source([question]), []) if out != proposal else "not restated"
+                again = screen(out, source, []) if out != proposal else "not restated"
                 rows.append(
                     {
                         "kind": kind,
                         "restated": out if out != proposal else None,
-                        "sent_back": tells_its_story(proposal, Source([question])) is not None,
+                        "sent_back": sent_back,
                         "refused_again": again,
                         "keeps_strategy": again is None and key in out.lower(),
                         "failures": [f.error for f in failures],
