@@ -19,6 +19,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
@@ -96,6 +97,27 @@ async def refusals(exp_id: str) -> list[tuple[int, str, str]]:
         await db.dispose()
 
 
+async def unchanged_comparison(baseline: str) -> str:
+    """The comparison when practice kept nothing: the enhanced agent is the baseline agent itself, so the paired
+    difference is zero on every question, by construction rather than by measurement."""
+    from utu.db import Database
+    from utu.eval.metrics import compute_metrics
+    from utu.practice.report import attempts
+
+    db = Database()
+    try:
+        rows = await attempts(db, baseline)
+    finally:
+        await db.dispose()
+    k = max(Counter(r.question for r in rows).values(), default=1)  # attempts per question
+    m = compute_metrics(rows, k)
+    questions = len({r.question for r in rows})
+    return (
+        f"baseline Mean@{k} {m.mean_at_k:.3f}; enhanced agent = the baseline agent (no experience kept); "
+        f"paired difference over {questions} questions +0.000 (95% CI +0.000 to +0.000), by construction."
+    )
+
+
 def main() -> None:
     start = time.perf_counter()
     if not os.environ.get("UTU_LLM_BASE_URL"):
@@ -134,6 +156,7 @@ def main() -> None:
         for step, text, reason in asyncio.run(refusals("demo_practice")):
             console.print(f"step {step}: [dim]{text}[/dim]\n  refused: {reason}")
         console.print(NOTHING_KEPT)
+        console.print(asyncio.run(unchanged_comparison("demo_baseline")))
     from utu.db import Database
     from utu.practice.report import write_report
 

@@ -176,11 +176,7 @@ class PracticeLoop:
             )
         failures: list[LearnerFailure] = [f for o in outcomes for f in o.failures]
         await self._check_step(step, rows, outcomes, failures)
-        proposed = await self.updater.consolidate(library, outcomes, failures)
-        questions = _step_questions(rows)
-        screen_step, story_check = _screen_against(questions, self.p.screening, self.p.given_ground_truth)
-        proposed = await self.updater.restate(proposed, story_check, questions, failures)
-        new_library, records = apply_operations(library, proposed, self.p.max_experiences, screen_step)
+        new_library, records = await self.propose(library, rows, outcomes, failures)
         validation = None
         if self.p.validation and new_library.experiences != library.experiences:
             validation = await self.validate(library, new_library)
@@ -217,6 +213,21 @@ class PracticeLoop:
             len(failures),
         )
         return stats, new_library
+
+    async def propose(
+        self,
+        library: Library,
+        rows: list[EvaluationSample],
+        outcomes: list[GroupOutcome],
+        failures: list[LearnerFailure],
+    ) -> tuple[Library, list[OpRecord]]:
+        """Stages 4 and 5 on the groups' outcomes, then the screening: the step's operations applied to a copy of
+        `library` (before validation). Learner failures are appended to `failures`."""
+        proposed = await self.updater.consolidate(library, outcomes, failures)
+        questions = _step_questions(rows)
+        screen_step, story_check = _screen_against(questions, self.p.screening, self.p.given_ground_truth)
+        proposed = await self.updater.restate(proposed, story_check, questions, failures)
+        return apply_operations(library, proposed, self.p.max_experiences, screen_step)
 
     async def _check_step(self, step: int, rows, outcomes: list[GroupOutcome], failures: list[LearnerFailure]) -> None:
         """Refuse to record a step whose rollouts failed (beyond the allowed share) or whose learner failed on

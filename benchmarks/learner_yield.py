@@ -1,0 +1,123 @@
+"""How often does one practice step's learner write a rule the library keeps? The learner replayed on recorded groups.
+
+    python benchmarks/learner_yield.py [--db_url URL] [--exp_id demo_practice] [--experiences 1 2] [--n 4]
+
+A practice step's outcome is noisy twice over: which groups the agent's attempts make, and what the learner
+writes from them. This benchmark holds the first fixed. It takes the judged attempts of step 0 of a recorded
+practice run (by default the one `make demo` leaves, `demo_practice`) and runs the learner on them `--n` times
+per setting: stages 1-3 on every group, consolidation and restating (stages 4-5), then the screening, against
+an empty library. This is what `practice_step` does before its validation gate. The setting varied is
+`num_experiences_per_query`, the experiences the learner may write per group.
+
+Each replicate counts the proposals, the experiences the screening keeps, and the kept ones that say the
+key word: `--key convert` by default. On Portions, a kept rule without it is the trivial "divide the total by
+the portion", which the agent already does. The config is `--config_name` (default `local_portions`) with the
+learner `--learner`. Writes benchmarks/results/learner_yield_<learner>.json. By hand only: a replicate is one
+step's learner, 2 to 5 minutes for the 1.5B on 2 cores.
+"""
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from collections import defaultdict
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import write_result  # noqa: E402
+
+
+async def recorded_step(db, exp_id: str) -> list:
+    """The judged attempt rows of step 0 of practice run `exp_id`."""
+    from sqlalchemy import select
+
+    from utu.db.models import EvaluationSample
+
+    async with db.sessions() as s:
+        rows = list(
+            await s.scalars(
+                select(EvaluationSample)
+                .where(EvaluationSample.owner == exp_id, EvaluationSample.step == 0)
+                .order_by(EvaluationSample.dataset_index, EvaluationSample.attempt)
+            )
+        )
+    if not rows or any(r.stage not in ("judged", "failed") for r in rows):
+        raise SystemExit(f"error: practice run {exp_id!r} has no fully judged step 0 here: run `make demo` first")
+    return rows
+
+
+async def replicate(loop, rows, key: str) -> dict:
+    from utu.practice.library import Library
+    from utu.practice.loop import _as_attempt
+
+    groups = defaultdict(list)
+    for row in rows:
+        groups[row.dataset_index].append(_as_attempt(row))
+    start = time.perf_counter()
+    empty = Library()
+    outcomes = await asyncio.gather(*(loop.updater.learn_from_group(g, empty) for g in groups.values()))
+    failures = [f for o in outcomes for f in o.failures]
+    library, records = await loop.propose(empty, rows, outcomes, failures)
+    kept = list(library.experiences.values())
+    return {
+        "seconds": round(time.perf_counter() - start, 1),
+        "groups_studied": sum(o.used for o in outcomes),
+        "proposals": len(records),
+        "kept": kept,
+        "kept_with_key": sum(key in text.lower() for text in kept),
+        "refused": [{"text": r.new_text, "reason": r.reason} for r in records if r.status != "applied"],
+        "learner_errors": len(failures),
+    }
+
+
+async def run(args) -> dict:
+    from utu.db import Database
+    from utu.practice.parts import open_practice
+    from utu.practice.training_free_grpo import load_practice_config
+
+    os.environ["UTU_LEARNER_LOCAL_MODEL"] = args.learner
+    db = Database(args.db_url) if args.db_url else Database()
+    results = {}
+    try:
+        rows = await recorded_step(db, args.exp_id)
+        for count in args.experiences:
+            config = load_practice_config(args.config_name)
+            config.practice.num_experiences_per_query = count
+            async with AsyncExitStack() as stack:
+                loop = (await open_practice(stack, config)).loop(config, db)
+                runs = []
+                for i in range(args.n):
+                    runs.append(await replicate(loop, rows, args.key))
+                    print(f"experiences per group {count}, replicate {i + 1}: {runs[-1]}", flush=True)
+            results[str(count)] = {
+                "replicates": len(runs),
+                "with_a_kept_key_rule": sum(r["kept_with_key"] > 0 for r in runs),
+                "mean_kept": sum(len(r["kept"]) for r in runs) / len(runs),
+                "mean_proposals": sum(r["proposals"] for r in runs) / len(runs),
+                "mean_seconds": round(sum(r["seconds"] for r in runs) / len(runs), 1),
+                "runs": runs,
+            }
+    finally:
+        await db.dispose()
+    return {"groups": len({r.dataset_index for r in rows}), "attempts": len(rows), "by_setting": results}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db_url", default=None, help="the recorded run's database (default: the project's)")
+    parser.add_argument("--exp_id", default="demo_practice", help="the recorded practice run")
+    parser.add_argument("--config_name", default="local_portions")
+    parser.add_argument("--learner", default="qwen2.5-coder-1.5b")
+    parser.add_argument("--experiences", type=int, nargs="+", default=[1, 2], help="num_experiences_per_query values")
+    parser.add_argument("--n", type=int, default=4, help="replicates per setting")
+    parser.add_argument("--key", default="convert", help="the word a right rule says")
+    args = parser.parse_args()
+    result = asyncio.run(run(args))
+    name = f"learner_yield_{args.learner.replace('.', '').replace('-', '_')}"
+    write_result(name, {"learner": args.learner, "exp_id": args.exp_id, "key": args.key, "n": args.n, **result})
+
+
+if __name__ == "__main__":
+    main()
