@@ -11,9 +11,12 @@ an empty library. This is what `practice_step` does before its validation gate. 
 
 Each replicate counts the proposals, the experiences the screening keeps, and the kept ones that say the
 key word: `--key convert` by default. On Portions, a kept rule without it is the trivial "divide the total by
-the portion", which the agent already does. The config is `--config_name` (default `local_portions`) with the
-learner `--learner`. Writes benchmarks/results/learner_yield_<learner>.json. By hand only: a replicate is one
-step's learner, 2 to 5 minutes for the 1.5B on 2 cores.
+the portion", which the agent already does. The key word is a proxy: "convert the juice from litres to cups"
+has it too, so read the kept texts (they are in the JSON) before counting a rule as right. The config is
+`--config_name` (default `local_portions`, which must practise on the recorded run's data set) with the learner
+`--learner`. Writes benchmarks/results/learner_yield_<learner>.json, with what the recorded step itself kept (to
+tell which run it replayed). By hand only: a replicate is one step's learner, 2 to 6 minutes for the 1.5B on 2
+cores.
 """
 
 import argparse
@@ -75,6 +78,7 @@ async def replicate(loop, rows, key: str) -> dict:
 async def run(args) -> dict:
     from utu.db import Database
     from utu.practice.parts import open_practice
+    from utu.practice.store import PracticeStore
     from utu.practice.training_free_grpo import load_practice_config
 
     os.environ["UTU_LEARNER_LOCAL_MODEL"] = args.learner
@@ -82,8 +86,14 @@ async def run(args) -> dict:
     results = {}
     try:
         rows = await recorded_step(db, args.exp_id)
+        recorded = await PracticeStore(db, args.exp_id).snapshot(0)
         for count in args.experiences:
             config = load_practice_config(args.config_name)
+            if {r.dataset for r in rows} != {config.data.practice_dataset_name}:
+                raise SystemExit(
+                    f"error: {args.exp_id!r} practised on {sorted({r.dataset for r in rows})}, "
+                    f"--config_name {args.config_name!r} on {config.data.practice_dataset_name!r}"
+                )
             config.practice.num_experiences_per_query = count
             async with AsyncExitStack() as stack:
                 loop = (await open_practice(stack, config)).loop(config, db)
@@ -101,7 +111,12 @@ async def run(args) -> dict:
             }
     finally:
         await db.dispose()
-    return {"groups": len({r.dataset_index for r in rows}), "attempts": len(rows), "by_setting": results}
+    return {
+        "groups": len({r.dataset_index for r in rows}),
+        "attempts": len(rows),
+        "recorded_step_kept": list(recorded.experiences.values()) if recorded else None,  # which run it replays
+        "by_setting": results,
+    }
 
 
 def main() -> None:

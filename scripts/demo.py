@@ -35,7 +35,7 @@ DEMO_LEARNER = "qwen2.5-coder-1.5b"
 PRACTICE = "local_portions"  # configs/practice/: one step of 8 questions, gated on 8 others
 NOTHING_KEPT = (
     "Every proposal was refused, by the screening (junk: ...) or because it lowered the agent's score on the "
-    "validation questions: the enhanced agent would be the baseline, so there is nothing to compare. The small "
+    "validation questions: the enhanced agent would be the baseline agent itself, so nothing was measured. The small "
     "learner often ends so (docs/results.md); a capable learner is one .env away (README, Using a real API)."
 )
 HONEST_NOTE = """**What to expect from small models.** The task is sized for the embedded Qwen2.5-Coder-0.5B agent: the
@@ -98,8 +98,8 @@ async def refusals(exp_id: str) -> list[tuple[int, str, str]]:
 
 
 async def unchanged_comparison(baseline: str) -> str:
-    """The comparison when practice kept nothing: the enhanced agent is the baseline agent itself, so the paired
-    difference is zero on every question, by construction rather than by measurement."""
+    """What stands for the comparison when practice kept nothing: the baseline's score, and a difference that is
+    zero by definition (the enhanced agent would be the baseline agent), with no interval: it was not measured."""
     from utu.db import Database
     from utu.eval.metrics import compute_metrics
     from utu.practice.report import attempts
@@ -111,10 +111,10 @@ async def unchanged_comparison(baseline: str) -> str:
         await db.dispose()
     k = max(Counter(r.question for r in rows).values(), default=1)  # attempts per question
     m = compute_metrics(rows, k)
-    questions = len({r.question for r in rows})
+    low, high = m.mean_at_k_ci95
     return (
-        f"baseline Mean@{k} {m.mean_at_k:.3f}; enhanced agent = the baseline agent (no experience kept); "
-        f"paired difference over {questions} questions +0.000 (95% CI +0.000 to +0.000), by construction."
+        f"baseline Mean@{k} {m.mean_at_k:.3f} (95% CI {low:.3f}-{high:.3f}) on {m.questions_scored} questions; "
+        "no enhanced agent: the paired difference is 0 by definition, not measured (nothing was kept)."
     )
 
 
@@ -156,7 +156,6 @@ def main() -> None:
         for step, text, reason in asyncio.run(refusals("demo_practice")):
             console.print(f"step {step}: [dim]{text}[/dim]\n  refused: {reason}")
         console.print(NOTHING_KEPT)
-        console.print(asyncio.run(unchanged_comparison("demo_baseline")))
     from utu.db import Database
     from utu.practice.report import write_report
 
@@ -172,6 +171,8 @@ def main() -> None:
 
     path = asyncio.run(report())
     console.print(f"report: {path} (with PNG plots beside it)")
+    if not learned:
+        console.print(asyncio.run(unchanged_comparison("demo_baseline")))
     console.print(" ".join(HONEST_NOTE.replace("**", "").split()))  # one paragraph, wrapped to the terminal
     console.print(f"demo finished in {time.perf_counter() - start:.0f}s.")
     console.print("The embedded model keeps running; stop it with `.venv/bin/python -m utu.llm.local stop --all`.")
