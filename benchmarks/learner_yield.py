@@ -1,22 +1,23 @@
 """How often does one practice step's learner write a rule the library keeps? The learner replayed on recorded groups.
 
-    python benchmarks/learner_yield.py [--db_url URL] [--exp_id demo_practice] [--experiences 1 2] [--n 4]
+    python benchmarks/learner_yield.py [--db_url URL] [--exp_id demo_practice] [--experiences 1 2] [--passes 1] [--n 4]
 
 A practice step's outcome is noisy twice over: which groups the agent's attempts make, and what the learner
 writes from them. This benchmark holds the first fixed. It takes the judged attempts of step 0 of a recorded
 practice run (by default the one `make demo` leaves, `demo_practice`) and runs the learner on them `--n` times
 per setting: stages 1-3 on every group, consolidation and restating (stages 4-5), then the screening, against
 an empty library. This is what `practice_step` does before its validation gate. The setting varied is
-`num_experiences_per_query`, the experiences the learner may write per group.
+`num_experiences_per_query`, the experiences the learner may write per group; `--passes` sets `learner_passes`,
+the times it compares each group, for every setting.
 
 Each replicate counts the proposals, the experiences the screening keeps, and the kept ones that say the
 key word: `--key convert` by default. On Portions, a kept rule without it is the trivial "divide the total by
 the portion", which the agent already does. The key word is a proxy: "convert the juice from litres to cups"
 has it too, so read the kept texts (they are in the JSON) before counting a rule as right. The config is
 `--config_name` (default `local_portions`, which must practise on the recorded run's data set) with the learner
-`--learner`. Writes benchmarks/results/learner_yield_<learner>.json, with what the recorded step itself kept (to
-tell which run it replayed). By hand only: a replicate is one step's learner, 2 to 6 minutes for the 1.5B on 2
-cores.
+`--learner`. Writes benchmarks/results/learner_yield_<learner>[_passes<N>].json, with what the recorded step
+itself kept (to tell which run it replayed). By hand only: a replicate is one step's learner, 2 to 6 minutes for
+the 1.5B on 2 cores (per pass).
 """
 
 import argparse
@@ -95,6 +96,7 @@ async def run(args) -> dict:
                     f"--config_name {args.config_name!r} on {config.data.practice_dataset_name!r}"
                 )
             config.practice.num_experiences_per_query = count
+            config.practice.learner_passes = args.passes
             async with AsyncExitStack() as stack:
                 loop = (await open_practice(stack, config)).loop(config, db)
                 runs = []
@@ -126,12 +128,16 @@ def main() -> None:
     parser.add_argument("--config_name", default="local_portions")
     parser.add_argument("--learner", default="qwen2.5-coder-1.5b")
     parser.add_argument("--experiences", type=int, nargs="+", default=[1, 2], help="num_experiences_per_query values")
+    parser.add_argument("--passes", type=int, default=1, help="learner_passes, for every setting")
     parser.add_argument("--n", type=int, default=4, help="replicates per setting")
     parser.add_argument("--key", default="convert", help="the word a right rule says")
     args = parser.parse_args()
     result = asyncio.run(run(args))
     name = f"learner_yield_{args.learner.replace('.', '').replace('-', '_')}"
-    write_result(name, {"learner": args.learner, "exp_id": args.exp_id, "key": args.key, "n": args.n, **result})
+    if args.passes != 1:
+        name += f"_passes{args.passes}"
+    meta = {"learner": args.learner, "exp_id": args.exp_id, "key": args.key, "n": args.n, "passes": args.passes}
+    write_result(name, {**meta, **result})
 
 
 if __name__ == "__main__":

@@ -101,3 +101,15 @@ async def test_without_the_ground_truth_the_learner_gets_no_verifiers_note(stub)
     await updater.learn_from_group(noted, library=Library())
     system, user = (m["content"] for m in server.requests[-1]["messages"])
     assert "11.33" not in user and "Verifier" not in user and "verifier" not in system
+
+
+async def test_each_learner_pass_compares_the_group_again_and_every_pass_proposes(stub):
+    other = "When a question converts units, check the factor before multiplying."
+    replies = [json.dumps({"analysis": "a", "experiences": [text]}) for text in (RULE, other)]
+    server = stub(StubScript(replies=['{"ok": true}', *replies]))
+    updater = ExperienceUpdater(client_for(server), PracticeArguments(learner_passes=2))
+    outcome = await updater.learn_from_group([attempt(1.0, []), attempt(0.0, [])], library=Library())
+    asked = [r for r in server.requests[1:] if r["response_format"]["json_schema"]["name"] == "GroupAdvantage"]
+    assert len(asked) == 2 and asked[0]["messages"] == asked[1]["messages"]
+    assert sorted(p.op.content for p in outcome.proposed) == sorted([RULE, other])
+    assert all(p.source_questions == [0] for p in outcome.proposed)

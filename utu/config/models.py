@@ -437,6 +437,13 @@ class PracticeArguments(StrictModel):
         source=PAPER,
     )
     num_experiences_per_query: int = knob(2, "Experiences extracted per group.", gt=0)
+    learner_passes: int = knob(
+        1,
+        "Times the learner compares each group and proposes operations (stages 2-3), as independent samples at its "
+        "temperature; every pass's proposals go on to consolidation and the screening. More passes find a rule that a "
+        "small learner writes only some of the time, at that many times the learner's cost per group.",
+        gt=0,
+    )
     restate_refused: bool = knob(
         True,
         "A proposal that says what to do and that the screening refuses only for telling its question's story "

@@ -6,6 +6,7 @@ Per group (stages 1–3 run as soon as the group is judged, overlapping other gr
   2. compare the group's attempts (against the ground truth, if given) and extract at most
      `num_experiences_per_query` experiences "When <condition>, <strategy>." — the semantic advantage;
   3. propose ADD / UPDATE / DELETE / NONE operations against the current library.
+  Stages 2-3 run `learner_passes` times, as independent samples; all their proposals go on.
 Per batch:
   4. consolidate all groups' operations (merge similar ADDs; DELETE wins over UPDATE); a proposal the
      consolidation neither kept nor merged is kept as it was;
@@ -100,17 +101,24 @@ class ExperienceUpdater:
         if not kept:
             outcome.skip_reason = "no attempt could be summarised"
             return outcome
+        passes = await asyncio.gather(*(self._propose(kept, library, outcome) for _ in range(self.p.learner_passes)))
+        outcome.proposed = [ProposedOp(op, [index]) for operations in passes for op in operations]
+        return outcome
+
+    async def _propose(
+        self, kept: list[tuple[GroupAttempt, str]], library: Library, outcome: GroupOutcome
+    ) -> list[Operation]:
+        """Stages 2-3, one pass: the group's semantic advantage, then operations against the library."""
         with span("learner.advantage", CHAIN) as s:
             advantage = await self._advantage(kept, outcome)
             set_io(s, "output", advantage.model_dump() if advantage else None)
         if advantage is None or not advantage.experiences:
-            return outcome
+            return []
         experiences = advantage.experiences[: self.p.num_experiences_per_query]
         with span("learner.group_update", CHAIN, input=experiences) as s:
             operations = await self._group_update(experiences, library, outcome)
             set_io(s, "output", [op.model_dump() for op in operations])
-        outcome.proposed = [ProposedOp(op, [index]) for op in operations]
-        return outcome
+        return operations
 
     async def consolidate(
         self, library: Library, groups: list[GroupOutcome], step_failures: list[LearnerFailure]
