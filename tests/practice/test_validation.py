@@ -6,7 +6,16 @@ import re
 from collections import defaultdict
 
 from tests.conftest import run_script
-from tests.practice.helpers import QUESTIONS, evolving_learner, query, run_practice, setup_workspace
+from tests.practice.helpers import (
+    QUESTIONS,
+    WORKING,
+    evolving_learner,
+    is_probe,
+    query,
+    run_practice,
+    schema_of,
+    setup_workspace,
+)
 from utu.config.models import ValidationConfig
 from utu.llm.stub import StubScript
 from utu.practice.loop import gate
@@ -17,10 +26,10 @@ HELPFUL = "When adding two numbers, write both numbers before you add them."
 VALIDATION = ["--validation_dataset", "ArithVal", "--validation_size", "3", "--validation_pass_k", "2"]
 
 
-def adder(harmful: str = HARMFUL, needed: str | None = None) -> StubScript:
+def adder(harmful: str = HARMFUL, needed: str | None = None, working: str = "") -> StubScript:
     """Right on validation questions (only with the `needed` experience in its instructions, if one is named),
     right then wrong on practice questions (contrast to learn from); always zero once the harmful experience is
-    in its instructions."""
+    in its instructions. `working`: written before the answer (long enough, the learner summarises it)."""
     served = defaultdict(int)
 
     def reply(body):
@@ -30,7 +39,7 @@ def adder(harmful: str = HARMFUL, needed: str | None = None) -> StubScript:
         served[user] += 1
         lacking = not practice and needed is not None and needed not in system
         wrong = harmful in system or lacking or (practice and served[user] % 2 == 0)
-        return f"The answer is \\boxed{{{0 if wrong else a + b}}}."
+        return f"{working}The answer is \\boxed{{{0 if wrong else a + b}}}."
 
     return StubScript(reply_fn=reply)
 
@@ -73,6 +82,7 @@ def test_an_update_that_makes_the_agent_worse_is_rejected(tmp_path, stub):
     # Step 0 validated both libraries (2 x 3 questions x K=2); step 1 proposed the same: both results reused.
     assert stats[0]["usage"]["validation"]["calls"] == 2 * 3 * 2 and "validation" not in stats[1]["usage"]
     assert "rollout" in stats[0]["usage"]  # rollouts are counted apart from validation
+    assert [s["learner_tries"] for s in stats] == [1, 1]  # learner_retries is 0 by default: no second look
 
 
 def test_a_helpful_update_is_applied_and_the_best_step_is_exported(tmp_path, stub):
@@ -119,6 +129,61 @@ def test_a_tie_keeps_the_shorter_library_unless_told_otherwise(tmp_path, stub):
     stats = json.loads(query(db_url, "SELECT stats FROM practice_steps ORDER BY step")[0][0])
     assert stats["validation"]["accepted"] and stats["validation"]["difference"] == 0.0
     assert "allowed drop 0" in stats["validation"]["reason"]
+
+
+def second_thoughts_learner(first: str, again: str) -> StubScript:
+    """Proposes `first` from a group's comparison prompt the first time it sees it, `again` when the same prompt
+    comes back (a fresh sample of the same question to the learner); merges nothing."""
+    seen = set()
+
+    def reply(body):
+        name = schema_of(body)
+        if is_probe(body):
+            return '{"ok": true}'
+        if name == "AttemptSummary":
+            return json.dumps({"summary": "The agent added the numbers."})
+        if name == "GroupAdvantage":
+            prompt = body["messages"][1]["content"]
+            text = again if prompt in seen else first
+            seen.add(prompt)
+            return json.dumps({"analysis": "one was right", "experiences": [text]})
+        if name == "ConsolidatedList":
+            return json.dumps({"operations": []})  # every proposal goes on as it was
+        raise AssertionError(f"unexpected learner request {name!r}")
+
+    return StubScript(reply_fn=reply)
+
+
+def test_when_every_proposal_is_refused_the_learner_compares_the_groups_again(tmp_path, stub):
+    """`learner_retries`: the gate refuses the first update (harmful), the learner compares the same groups again
+    (its summaries kept: stage 1 is not repeated) and its second update (helpful) is applied; the current library's
+    validation is reused; the refused first proposals stay in the operations log."""
+    configs, db_url = workspace_with_validation_set(tmp_path)
+    agent, learner = stub(adder(needed=HELPFUL, working=WORKING)), stub(second_thoughts_learner(HARMFUL, HELPFUL))
+    one_step = ["--epochs", "1", "--batch_size", "4", *VALIDATION]
+    result = run_practice(tmp_path, configs, db_url, agent, learner, *one_step, "--learner_retries", "1")
+    assert result.returncode == 0, result.stderr
+    ops = query(db_url, "SELECT new_text, status, reason, rationale FROM experience_operations ORDER BY id")
+    first, retry = ops[:4], ops[4:]
+    assert {text for text, *_ in first} == {HARMFUL} and all(status == "refused" for _, status, *_ in first)
+    assert first[0][2].startswith("validation: Mean@2 0.000 -> 0.000")  # the agent needs the helpful rule
+    assert {text for text, *_ in retry} == {HELPFUL} and all(r.startswith("learner retry 1") for *_, r in retry)
+    assert [status for _, status, *_ in retry].count("applied") == 1  # the other three repeat it
+    (stats,) = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps")]
+    assert stats["learner_tries"] == 2 and stats["validation"]["accepted"] and stats["validation"]["difference"] == 1
+    assert stats["usage"]["validation"]["calls"] == 3 * 3 * 2  # the empty library's validation was not repeated
+    requests = [schema_of(r) for r in learner.requests if not is_probe(r)]
+    assert requests.count("AttemptSummary") == 4 * 2 and requests.count("GroupAdvantage") == 4 * 2
+    assert HELPFUL in (tmp_path / "runs/t/enhanced_agent.yaml").read_text()
+
+    (again := tmp_path / "again").mkdir()  # retries are bounded: a learner that never changes its mind
+    configs, db_url = workspace_with_validation_set(again)
+    agent, learner = stub(adder(working=WORKING)), stub(second_thoughts_learner(HARMFUL, HARMFUL))
+    result = run_practice(again, configs, db_url, agent, learner, *one_step, "--learner_retries", "2")
+    assert result.returncode == 2 and "practice learned nothing" in result.stderr
+    (stats,) = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps")]
+    assert stats["learner_tries"] == 3 and not stats["validation"]["accepted"]
+    assert query(db_url, "SELECT COUNT(*) FROM experience_operations WHERE status = 'refused'") == [(12,)]
 
 
 def test_export_step_names_a_missing_step_in_one_line(tmp_path, stub):

@@ -445,6 +445,14 @@ class PracticeArguments(StrictModel):
         "often (docs/results.md).",
         gt=0,
     )
+    learner_retries: int = knob(
+        0,
+        "When the learner proposed changes in a step and every one was refused (by the screening or the validation "
+        "gate), it compares the step's groups again (stages 2-5, a fresh sample at its temperature; the summaries "
+        "are kept) and the new proposals face the screening and the gate again, up to this many times. Each retry "
+        "shows the gate's validation questions one more update; the held-out evaluation stays the judge.",
+        ge=0,
+    )
     restate_refused: bool = knob(
         True,
         "A proposal that says what to do and that the screening refuses only for telling its question's story "

@@ -7,6 +7,7 @@ Per group (stages 1–3 run as soon as the group is judged, overlapping other gr
      `num_experiences_per_query` experiences "When <condition>, <strategy>." — the semantic advantage;
   3. propose ADD / UPDATE / DELETE / NONE operations against the current library.
   Stages 2-3 run `learner_passes` times, one after another, as independent samples; all their proposals go on.
+  When every proposal of a step is refused, stages 2-5 run again on the same summaries (`learner_retries`).
 Per batch:
   4. consolidate all groups' operations (merge similar ADDs; DELETE wins over UPDATE); a proposal the
      consolidation neither kept nor merged is kept as it was;
@@ -101,11 +102,28 @@ class ExperienceUpdater:
         if not kept:
             outcome.skip_reason = "no attempt could be summarised"
             return outcome
+        outcome.studied = kept
+        await self._passes(outcome, library)
+        return outcome
+
+    async def learn_again(self, outcome: GroupOutcome, library: Library) -> GroupOutcome:
+        """Stages 2-3 again on a studied group's summaries (stage 1 is not repeated): a fresh sample of its
+        proposals, for a step whose every proposal was refused (`practice.learner_retries`)."""
+        again = GroupOutcome(dataset_index=outcome.dataset_index, used=outcome.used, skip_reason=outcome.skip_reason)
+        if not outcome.studied:
+            return again
+        again.studied = outcome.studied
+        with span("learner group, again", CHAIN, input=outcome.studied[0][0].question) as s:
+            await self._passes(again, library)
+            set_io(s, "output", [p.op.model_dump() for p in again.proposed])
+        return again
+
+    async def _passes(self, outcome: GroupOutcome, library: Library) -> None:
         # Passes one after another: the same prompt again is read from the server's prompt cache (llama.cpp's
         # slots, an API's prefix cache); sent at once, 2 passes took 4 times as long as 1 on the embedded 1.5B.
         for _ in range(self.p.learner_passes):
-            outcome.proposed += [ProposedOp(op, [index]) for op in await self._propose(kept, library, outcome)]
-        return outcome
+            operations = await self._propose(outcome.studied, library, outcome)
+            outcome.proposed += [ProposedOp(op, [outcome.dataset_index]) for op in operations]
 
     async def _propose(
         self, kept: list[tuple[GroupAttempt, str]], library: Library, outcome: GroupOutcome

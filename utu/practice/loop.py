@@ -176,15 +176,18 @@ class PracticeLoop:
             )
         failures: list[LearnerFailure] = [f for o in outcomes for f in o.failures]
         await self._check_step(step, rows, outcomes, failures)
-        new_library, records = await self.propose(library, rows, outcomes, failures)
-        validation = None
-        if self.p.validation and new_library.experiences != library.experiences:
-            validation = await self.validate(library, new_library)
-            if not validation.accepted:
-                new_library = library
-                for r in records:
-                    if r.status == "applied":
-                        r.status, r.reason = "refused", f"validation: {validation.reason}"
+        new_library, records, validation = await self.update(library, rows, outcomes, failures)
+        tries = 1
+        while self._retry(tries, records):
+            log.info("step %d: all %d proposals refused; the learner compares the groups again", step, len(records))
+            outcomes = await gather_or_cancel(*(self.updater.learn_again(o, library) for o in outcomes))
+            failures += [f for o in outcomes for f in o.failures]
+            new_library, more, again = await self.update(library, rows, outcomes, failures)
+            validation = again or validation  # the step's last gate decision
+            for r in more:
+                r.rationale = f"learner retry {tries}: {r.rationale or ''}".rstrip(": ")
+            records += more
+            tries += 1
         stats = StepStats(
             step=step,
             epoch=epoch,
@@ -197,6 +200,7 @@ class PracticeLoop:
             operations=_applied(records),
             operations_refused=sum(r.status == "refused" for r in records),
             learner_errors=len(failures),
+            learner_tries=tries,
             operations_junk=sum(r.status == "refused" and (r.reason or "").startswith(JUNK) for r in records),
             usage=_usage_delta(usage_before, self.usage.snapshot()),
             wall_time=time.perf_counter() - start,
@@ -213,6 +217,32 @@ class PracticeLoop:
             len(failures),
         )
         return stats, new_library
+
+    def _retry(self, tries: int, records: list[OpRecord]) -> bool:
+        """Whether the learner compares the step's groups again: it proposed changes, every one was refused, and
+        retries and budget are left."""
+        refused = bool(records) and all(r.status == "refused" for r in records)
+        return refused and tries <= self.p.learner_retries and not self.usage.over_budget
+
+    async def update(
+        self,
+        library: Library,
+        rows: list[EvaluationSample],
+        outcomes: list[GroupOutcome],
+        failures: list[LearnerFailure],
+    ) -> tuple[Library, list[OpRecord], StepValidation | None]:
+        """The step's update from the groups' outcomes: proposed, screened and, if the library changed, validated;
+        a refused update leaves `library` as it was. Its records say what became of each proposal."""
+        new_library, records = await self.propose(library, rows, outcomes, failures)
+        validation = None
+        if self.p.validation and new_library.experiences != library.experiences:
+            validation = await self.validate(library, new_library)
+            if not validation.accepted:
+                new_library = library
+                for r in records:
+                    if r.status == "applied":
+                        r.status, r.reason = "refused", f"validation: {validation.reason}"
+        return new_library, records, validation
 
     async def propose(
         self,

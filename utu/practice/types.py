@@ -4,7 +4,7 @@ the statistics of a step."""
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from utu.eval.metrics import ToolStats
 from utu.practice.library import ProposedOp
@@ -41,6 +41,8 @@ class GroupOutcome(BaseModel):
     skip_reason: str | None = None
     proposed: list[ProposedOp] = []
     failures: list[LearnerFailure] = []
+    # The summarised attempts (stage 1) the proposals came from, so the learner can compare them again.
+    studied: list[tuple[GroupAttempt, str]] = Field(default=[], exclude=True)
 
 
 class StageUsage(BaseModel):
@@ -94,6 +96,7 @@ class StepStats(BaseModel):
     operations_refused: int
     operations_junk: int = 0  # of the refused: proposals the screening found to be junk (utu.practice.screening)
     learner_errors: int
+    learner_tries: int = 1  # 1 + the retries after every proposal was refused (`practice.learner_retries`)
     usage: dict[str, StageUsage]  # by stage tag
     wall_time: float
     eval: StepEval | None = None
