@@ -7,6 +7,7 @@ from utu.config.models import PracticeArguments
 from utu.llm.stub import StubScript
 from utu.practice.experience_updater import ExperienceUpdater, tool_usage
 from utu.practice.library import Library
+from utu.practice.loop import learner_failed_everywhere
 from utu.practice.types import GroupAttempt
 
 RULE = "When a question converts units, call convert_units instead of computing by hand."
@@ -113,3 +114,16 @@ async def test_each_learner_pass_compares_the_group_again_and_every_pass_propose
     assert len(asked) == 2 and asked[0]["messages"] == asked[1]["messages"]
     assert sorted(p.op.content for p in outcome.proposed) == sorted([RULE, other])
     assert all(p.source_questions == [0] for p in outcome.proposed)
+
+
+async def test_a_failed_pass_beside_one_that_found_nothing_is_not_a_failed_group(stub):
+    """With two passes, one invalid in all its tries (recorded as a failure) and one valid with no experience:
+    the learner answered and found nothing, so the step goes on; only a group where every pass failed counts as
+    failed."""
+    empty = json.dumps({"analysis": "a", "experiences": []})
+    server = stub(StubScript(replies=['{"ok": true}', *["not json"] * 3, empty]))  # 3 tries, then a failure
+    updater = ExperienceUpdater(client_for(server), PracticeArguments(learner_passes=2))
+    outcome = await updater.learn_from_group([attempt(1.0, []), attempt(0.0, [])], library=Library())
+    assert [f.stage for f in outcome.failures] == ["advantage"] and not outcome.proposed
+    assert outcome.answered and not learner_failed_everywhere([outcome])
+    assert learner_failed_everywhere([outcome.model_copy(update={"answered": False})])

@@ -85,6 +85,8 @@ def print_summary(config: TrainingFreeGRPOConfig, result: PracticeOutcome) -> No
     for s in result.steps:
         ops, v, e = s.operations, s.validation, s.eval
         checked = f"{v.current:.2f}->{v.proposed:.2f} {'kept' if v.accepted else 'rejected'}" if v else "-"
+        if s.learner_tries > 1:  # the learner compared the groups again after every proposal was refused
+            checked = f"{checked}, {s.learner_tries} tries"
         evaluated = f"Mean@{e.k} {e.mean_at_k:.3f}" if e else "-"  # do_eval: the library on the eval set
         table.add_row(
             str(s.step),

@@ -119,11 +119,14 @@ class ExperienceUpdater:
         return again
 
     async def _passes(self, outcome: GroupOutcome, library: Library) -> None:
-        # Passes one after another: the same prompt again is read from the server's prompt cache (llama.cpp's
-        # slots, an API's prefix cache); sent at once, 2 passes took 4 times as long as 1 on the embedded 1.5B.
+        # Passes one after another, so the same prompt again may come from the server's prompt cache (llama.cpp's
+        # slot that read it, an API's prefix cache); sent at once, 2 passes took about 4 times one pass's time on
+        # the embedded 1.5B (one replicate).
         for _ in range(self.p.learner_passes):
+            failed_before = len(outcome.failures)
             operations = await self._propose(outcome.studied, library, outcome)
             outcome.proposed += [ProposedOp(op, [outcome.dataset_index]) for op in operations]
+            outcome.answered |= len(outcome.failures) == failed_before
 
     async def _propose(
         self, kept: list[tuple[GroupAttempt, str]], library: Library, outcome: GroupOutcome

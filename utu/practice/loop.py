@@ -261,14 +261,14 @@ class PracticeLoop:
 
     async def _check_step(self, step: int, rows, outcomes: list[GroupOutcome], failures: list[LearnerFailure]) -> None:
         """Refuse to record a step whose rollouts failed (beyond the allowed share) or whose learner failed on
-        every group it studied: the step stays undone, and rerunning retries it."""
+        every group it studied (every pass of it; a pass that answered with no proposal is not a failure): the step
+        stays undone, and rerunning retries it."""
         check_attempts(rows, self.config.evaluation.max_failed_share, f"step {step}")
-        studied = [o for o in outcomes if o.used]
-        if studied and all(o.failures and not o.proposed for o in studied):
+        if learner_failed_everywhere(outcomes):
             await self.store.record_failures(step, failures)
             raise RunFailed(
-                f"step {step}: the learner failed on all {len(studied)} groups it studied; first error: "
-                f"{failures[0].error}; {RERUN}"
+                f"step {step}: the learner failed on all {sum(o.used for o in outcomes)} groups it studied; "
+                f"first error: {failures[0].error}; {RERUN}"
             )
 
     async def validate(self, current: Library, proposed: Library) -> StepValidation:
@@ -350,6 +350,13 @@ class PracticeLoop:
         return StepEval(
             exp_id=config.exp_id, k=metrics.k, mean_at_k=metrics.mean_at_k, mean_at_k_ci95=metrics.mean_at_k_ci95
         )
+
+
+def learner_failed_everywhere(outcomes: list[GroupOutcome]) -> bool:
+    """Whether the learner failed on every group it studied, in every pass: a pass that answered with no proposal
+    found nothing, which is not a failure."""
+    studied = [o for o in outcomes if o.used]
+    return bool(studied) and all(o.failures and not o.proposed and not o.answered for o in studied)
 
 
 def gate(mean_diff: float, size_before: int, size_after: int, v: ValidationConfig) -> tuple[bool, str]:

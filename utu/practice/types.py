@@ -43,6 +43,7 @@ class GroupOutcome(BaseModel):
     failures: list[LearnerFailure] = []
     # The summarised attempts (stage 1) the proposals came from, so the learner can compare them again.
     studied: list[tuple[GroupAttempt, str]] = Field(default=[], exclude=True)
+    answered: bool = Field(default=False, exclude=True)  # a pass of stages 2-3 got valid replies (maybe no proposal)
 
 
 class StageUsage(BaseModel):
