@@ -34,14 +34,16 @@ EVAL = ["--config_name", "local/portions"]  # held-out questions 200-211, K=2
 DEMO_LEARNER = "qwen2.5-coder-1.5b"
 PRACTICE = "local_portions"  # configs/practice/: one step of 8 questions, gated on 8 others
 NOTHING_KEPT = (
-    "Every proposal was refused, by the screening (junk: ...) or because it lowered the agent's score on the "
-    "validation questions: the enhanced agent would be the baseline agent itself, so nothing was measured. The small "
+    "Every proposal was refused, by the screening (junk: ...) or because it did not raise the agent's score on the "
+    "validation questions enough, also when the learner looked again: the enhanced agent would be the baseline agent "
+    "itself, so nothing was measured. The small "
     "learner often ends so (docs/results.md); a capable learner is one .env away (README, Using a real API)."
 )
 HONEST_NOTE = """**What to expect from small models.** The task is sized for the embedded Qwen2.5-Coder-0.5B agent: the
 division is easy, so what decides the reward is a habit, converting the amount into the portion's unit before
 dividing, which the agent follows only some of the time and which one sentence of advice much improves; the learner is
-Qwen2.5-Coder-1.5B, and the update is kept only if Mean@2 on 8 validation questions rises. 12 held-out
+Qwen2.5-Coder-1.5B, and the update is kept only if Mean@2 on 8 validation questions rises by more than 0.1 (when
+every proposal is refused, the learner looks at the same attempts once more). 12 held-out
 questions at K=2 show only a large effect: read the paired difference with its confidence interval
 (`benchmarks/learning_gain.py --task portions` measures it on 60). On GSM8K
 no library helps this agent (its errors are reasoning slips; docs/results.md). Point the same commands at a
