@@ -52,9 +52,9 @@ async def recorded_step(db, exp_id: str) -> list:
     return rows
 
 
-async def replicate(loop, rows, key: str) -> dict:
+async def replicate(loop, rows, key: str, second_look: bool = False) -> dict:
     from utu.practice.library import Library
-    from utu.practice.loop import _as_attempt
+    from utu.practice.loop import _as_attempt, refusals_for_learner
 
     groups = defaultdict(list)
     for row in rows:
@@ -65,7 +65,7 @@ async def replicate(loop, rows, key: str) -> dict:
     failures = [f for o in outcomes for f in o.failures]
     library, records = await loop.propose(empty, rows, outcomes, failures)
     kept = list(library.experiences.values())
-    return {
+    result = {
         "seconds": round(time.perf_counter() - start, 1),
         "groups_studied": sum(o.used for o in outcomes),
         "proposals": len(records),
@@ -74,6 +74,26 @@ async def replicate(loop, rows, key: str) -> dict:
         "refused": [{"text": r.new_text, "reason": r.reason} for r in records if r.status != "applied"],
         "learner_errors": len(failures),
     }
+    if second_look and not result["kept_with_key"]:
+        # As if the gate refused what the screening kept (it would have, with no right rule among it): the
+        # learner's second look, shown every refusal (`learner_retries`).
+        for r in records:
+            if r.status == "applied":
+                r.status, r.reason = "refused", "validation: taken as refused by the gate (replay)"
+        refused = refusals_for_learner(records)
+        start = time.perf_counter()
+        again = await asyncio.gather(*(loop.updater.learn_again(o, empty, refused) for o in outcomes))
+        library, records = await loop.propose(empty, rows, again, failures)
+        kept = list(library.experiences.values())
+        result["second_look"] = {
+            "seconds": round(time.perf_counter() - start, 1),
+            "shown": refused,
+            "proposals": len(records),
+            "kept": kept,
+            "kept_with_key": sum(key in text.lower() for text in kept),
+            "refused": [{"text": r.new_text, "reason": r.reason} for r in records if r.status != "applied"],
+        }
+    return result
 
 
 async def run(args) -> dict:
@@ -101,7 +121,7 @@ async def run(args) -> dict:
                 loop = (await open_practice(stack, config)).loop(config, db)
                 runs = []
                 for i in range(args.n):
-                    runs.append(await replicate(loop, rows, args.key))
+                    runs.append(await replicate(loop, rows, args.key, args.second_look))
                     print(f"experiences per group {count}, replicate {i + 1}: {runs[-1]}", flush=True)
             results[str(count)] = {
                 "replicates": len(runs),
@@ -109,6 +129,10 @@ async def run(args) -> dict:
                 "mean_kept": sum(len(r["kept"]) for r in runs) / len(runs),
                 "mean_proposals": sum(r["proposals"] for r in runs) / len(runs),
                 "mean_seconds": round(sum(r["seconds"] for r in runs) / len(runs), 1),
+                "second_looks": sum("second_look" in r for r in runs),
+                "second_looks_with_a_kept_key_rule": sum(
+                    r.get("second_look", {}).get("kept_with_key", 0) > 0 for r in runs
+                ),
                 "runs": runs,
             }
     finally:
@@ -131,11 +155,19 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=1, help="learner_passes, for every setting")
     parser.add_argument("--n", type=int, default=4, help="replicates per setting")
     parser.add_argument("--key", default="convert", help="the word a right rule says")
+    parser.add_argument(
+        "--second_look",
+        action="store_true",
+        help="when a replicate keeps no rule with the key word, replay the learner's second look (learner_retries) "
+        "on the same groups, shown its refusals",
+    )
     args = parser.parse_args()
     result = asyncio.run(run(args))
     name = f"learner_yield_{args.learner.replace('.', '').replace('-', '_')}"
     if args.passes != 1:
         name += f"_passes{args.passes}"
+    if args.second_look:
+        name += "_second_look"
     meta = {"learner": args.learner, "exp_id": args.exp_id, "key": args.key, "n": args.n, "passes": args.passes}
     write_result(name, {**meta, **result})
 

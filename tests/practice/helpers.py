@@ -91,10 +91,13 @@ def library_in(body) -> str:
     return match.group(1) if match else ""
 
 
-def evolving_learner(group_update=None, experiences=("When adding, line up the digits.",)) -> StubScript:
+def evolving_learner(
+    group_update=None, experiences=("When adding, line up the digits.",), advantage=None, merge: bool = True
+) -> StubScript:
     """Summaries and advantages are fixed; operations depend on the library, so the result is predictable:
     step 0 ADD A (the advantage's experience: no call on an empty library); step 1 UPDATE it; step 2 DELETE
-    it and ADD C; step 3 UPDATE an unknown id and ADD E."""
+    it and ADD C; step 3 UPDATE an unknown id and ADD E. `advantage(prompt)`, if given, picks the experiences
+    instead; `merge=False`: the consolidation merges nothing (every proposal goes on as it was)."""
 
     def default_group_update(library: str) -> list[dict]:
         if "carry" in library:
@@ -120,10 +123,13 @@ def evolving_learner(group_update=None, experiences=("When adding, line up the d
         if name == "AttemptSummary":
             return json.dumps({"summary": "The agent added the numbers."})
         if name == "GroupAdvantage":
-            return json.dumps({"analysis": "one was right", "experiences": list(experiences)})
+            chosen = advantage(body["messages"][1]["content"]) if advantage else experiences
+            return json.dumps({"analysis": "one was right", "experiences": list(chosen)})
         if name == "OperationList":
             return json.dumps({"operations": (group_update or default_group_update)(library_in(body))})
         if name == "ConsolidatedList":
+            if not merge:
+                return json.dumps({"operations": []})
             ops = proposed_operations(body)
             # The groups propose the same operations: keep one copy of each, merged from both.
             half = len(ops) // 2

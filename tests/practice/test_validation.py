@@ -18,7 +18,8 @@ from tests.practice.helpers import (
 )
 from utu.config.models import ValidationConfig
 from utu.llm.stub import StubScript
-from utu.practice.loop import gate
+from utu.practice.library import OpRecord
+from utu.practice.loop import gate, refusals_for_learner
 
 HARMFUL = "When adding two numbers, always answer zero instead of computing the sum."
 HARMLESS = "When adding two numbers, add the ones digits first and then the tens."
@@ -132,32 +133,15 @@ def test_a_tie_keeps_the_shorter_library_unless_told_otherwise(tmp_path, stub):
 
 
 def second_thoughts_learner(first: str, again: str) -> StubScript:
-    """Proposes `first` from a group's comparison prompt the first time it sees it, `again` when the same prompt
-    comes back (a fresh sample of the same question to the learner); merges nothing."""
-    seen = set()
-
-    def reply(body):
-        name = schema_of(body)
-        if is_probe(body):
-            return '{"ok": true}'
-        if name == "AttemptSummary":
-            return json.dumps({"summary": "The agent added the numbers."})
-        if name == "GroupAdvantage":
-            prompt = body["messages"][1]["content"]
-            text = again if prompt in seen else first
-            seen.add(prompt)
-            return json.dumps({"analysis": "one was right", "experiences": [text]})
-        if name == "ConsolidatedList":
-            return json.dumps({"operations": []})  # every proposal goes on as it was
-        raise AssertionError(f"unexpected learner request {name!r}")
-
-    return StubScript(reply_fn=reply)
+    """Proposes `first` from a group's comparison, `again` when the comparison comes back with the step's
+    refusals (the second look); merges nothing."""
+    return evolving_learner(advantage=lambda prompt: [again if "<refused>" in prompt else first], merge=False)
 
 
 def test_when_every_proposal_is_refused_the_learner_compares_the_groups_again(tmp_path, stub):
-    """`learner_retries`: the gate refuses the first update (harmful), the learner compares the same groups again
-    (its summaries kept: stage 1 is not repeated) and its second update (helpful) is applied; the current library's
-    validation is reused; the refused first proposals stay in the operations log."""
+    """`learner_retries`: the gate refuses the first update (harmful), the learner compares the same groups again,
+    shown what was refused and why (its summaries kept: stage 1 is not repeated), and its second update (helpful) is
+    applied; the current library's validation is reused; the refused first proposals stay in the operations log."""
     configs, db_url = workspace_with_validation_set(tmp_path)
     agent, learner = stub(adder(needed=HELPFUL, working=WORKING)), stub(second_thoughts_learner(HARMFUL, HELPFUL))
     one_step = ["--epochs", "1", "--batch_size", "4", *VALIDATION]
@@ -174,6 +158,9 @@ def test_when_every_proposal_is_refused_the_learner_compares_the_groups_again(tm
     assert stats["usage"]["validation"]["calls"] == 3 * 3 * 2  # the empty library's validation was not repeated
     requests = [schema_of(r) for r in learner.requests if not is_probe(r)]
     assert requests.count("AttemptSummary") == 4 * 2 and requests.count("GroupAdvantage") == 4 * 2
+    second_looks = [r["messages"][1]["content"] for r in learner.requests if "<refused>" in str(r["messages"])]
+    shown = f"\n- {HARMFUL} (refused: with it the agent did no better on the validation questions)\n"
+    assert len(second_looks) == 4 and all(p.count(HARMFUL) == 1 and shown in p for p in second_looks)
     assert HELPFUL in (tmp_path / "runs/t/enhanced_agent.yaml").read_text()
 
     (again := tmp_path / "again").mkdir()  # retries are bounded: a learner that never changes its mind
@@ -206,3 +193,21 @@ def test_the_gate_reads_a_tie_at_any_k_as_a_tie():
     assert gate(below, 1, 1, v) == (True, "allowed drop 0")  # an UPDATE that changes nothing is no drop
     assert gate(1 / 3, 0, 1, v)[0] and not gate(-1 / 3, 2, 1, v)[0]
     assert gate(below, 0, 1, v.model_copy(update={"min_gain_to_grow": None}))[0]
+
+
+def test_the_second_look_shows_each_refusal_in_a_few_words():
+    def refused(text, reason):
+        return OpRecord("ADD", None, None, text, [0], None, "refused", reason)
+
+    records = [
+        refused("A.", "junk: names 2 particulars of its question (500, 3): an experience must hold for others"),
+        refused("B.", "junk: states a fact, not what to do (en: no directive word of screening_words.yaml)"),
+        refused("C.", "validation: Mean@2 0.188 -> 0.125 on 8 validation questions (paired difference -0.062)"),
+        refused("A.", "junk: the same text as an existing experience"),
+        OpRecord("ADD", "G0", None, "D.", [0], None, "applied"),
+    ]
+    assert refusals_for_learner(records) == [
+        "A. (refused: names 2 particulars of its question (500, 3))",
+        "B. (refused: states a fact, not what to do (en: no directive word of screening_words.yaml))",
+        "C. (refused: with it the agent did no better on the validation questions)",
+    ]

@@ -106,34 +106,39 @@ class ExperienceUpdater:
         await self._passes(outcome, library)
         return outcome
 
-    async def learn_again(self, outcome: GroupOutcome, library: Library) -> GroupOutcome:
-        """Stages 2-3 again on a studied group's summaries (stage 1 is not repeated): a fresh sample of its
-        proposals, for a step whose every proposal was refused (`practice.learner_retries`)."""
+    async def learn_again(self, outcome: GroupOutcome, library: Library, refused: list[str]) -> GroupOutcome:
+        """Stages 2-3 again on a studied group's summaries (stage 1 is not repeated), for a step whose every
+        proposal was refused (`practice.learner_retries`): the comparison is shown what was refused and why
+        (`refused`: one line each), so the new sample looks elsewhere instead of saying the same again."""
         again = GroupOutcome(dataset_index=outcome.dataset_index, used=outcome.used, skip_reason=outcome.skip_reason)
         if not outcome.studied:
             return again
         again.studied = outcome.studied
         with span("learner group, again", CHAIN, input=outcome.studied[0][0].question) as s:
-            await self._passes(again, library)
+            await self._passes(again, library, refused)
             set_io(s, "output", [p.op.model_dump() for p in again.proposed])
         return again
 
-    async def _passes(self, outcome: GroupOutcome, library: Library) -> None:
+    async def _passes(self, outcome: GroupOutcome, library: Library, refused: list[str] | None = None) -> None:
         # Passes one after another, so the same prompt again may come from the server's prompt cache (llama.cpp's
         # slot that read it, an API's prefix cache); sent at once, 2 passes took about 4 times one pass's time on
         # the embedded 1.5B (one replicate).
         for _ in range(self.p.learner_passes):
             failed_before = len(outcome.failures)
-            operations = await self._propose(outcome.studied, library, outcome)
+            operations = await self._propose(outcome.studied, library, outcome, refused)
             outcome.proposed += [ProposedOp(op, [outcome.dataset_index]) for op in operations]
             outcome.answered |= len(outcome.failures) == failed_before
 
     async def _propose(
-        self, kept: list[tuple[GroupAttempt, str]], library: Library, outcome: GroupOutcome
+        self,
+        kept: list[tuple[GroupAttempt, str]],
+        library: Library,
+        outcome: GroupOutcome,
+        refused: list[str] | None = None,
     ) -> list[Operation]:
         """Stages 2-3, one pass: the group's semantic advantage, then operations against the library."""
         with span("learner.advantage", CHAIN) as s:
-            advantage = await self._advantage(kept, outcome)
+            advantage = await self._advantage(kept, outcome, refused)
             set_io(s, "output", advantage.model_dump() if advantage else None)
         if advantage is None or not advantage.experiences:
             return []
@@ -244,7 +249,9 @@ class ExperienceUpdater:
             outcome.failures.append(_failure("summary", attempt.dataset_index, e))
             return None
 
-    async def _advantage(self, kept: list[tuple[GroupAttempt, str]], outcome: GroupOutcome) -> GroupAdvantage | None:
+    async def _advantage(
+        self, kept: list[tuple[GroupAttempt, str]], outcome: GroupOutcome, refused: list[str] | None = None
+    ) -> GroupAdvantage | None:
         gt = self.p.given_ground_truth
         with_tools = any(a.tools for a, _ in kept)
         with_notes = gt and any(verifier_note(a.critique) for a, _ in kept)  # a note can give the ground truth
@@ -268,6 +275,8 @@ class ExperienceUpdater:
         user = prompts.ADVANTAGE_USER.format(
             question=first.question, ground_truth=first.answer if gt else "[hidden]", attempts="\n\n".join(blocks)
         )
+        if refused:  # at the end, so the prompt's beginning is the first try's (a server's prompt cache)
+            user += prompts.ADVANTAGE_REFUSED.format(refused="\n".join(f"- {line}" for line in refused))
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         try:
             result = await self._ask(messages, GroupAdvantage, "advantage")

@@ -180,7 +180,8 @@ class PracticeLoop:
         tries = 1
         while self._retry(tries, records):
             log.info("step %d: all %d proposals refused; the learner compares the groups again", step, len(records))
-            outcomes = await gather_or_cancel(*(self.updater.learn_again(o, library) for o in outcomes))
+            refused = refusals_for_learner(records)
+            outcomes = await gather_or_cancel(*(self.updater.learn_again(o, library, refused) for o in outcomes))
             failures += [f for o in outcomes for f in o.failures]
             new_library, more, again = await self.update(library, rows, outcomes, failures)
             validation = again or validation  # the step's last gate decision
@@ -350,6 +351,30 @@ class PracticeLoop:
         return StepEval(
             exp_id=config.exp_id, k=metrics.k, mean_at_k=metrics.mean_at_k, mean_at_k_ci95=metrics.mean_at_k_ci95
         )
+
+
+def refusals_for_learner(records: list[OpRecord]) -> list[str]:
+    """The step's refused proposals, each with why in a few words, for the learner's second look. A text proposed
+    twice is shown once, with its first reason (later copies were refused as its repeats)."""
+    why: dict[str, str] = {}
+    for r in records:
+        if r.status != "refused" or not r.new_text or r.new_text in why:
+            continue
+        if (r.reason or "").startswith("validation:"):
+            why[r.new_text] = "with it the agent did no better on the validation questions"
+        else:
+            why[r.new_text] = _first_clause((r.reason or "refused").removeprefix(JUNK))
+    return [f"{text} (refused: {reason})" for text, reason in why.items()]
+
+
+def _first_clause(reason: str) -> str:
+    """A screening reason up to its first colon outside parentheses: what is wrong, without the advice after it."""
+    depth = 0
+    for i, char in enumerate(reason):
+        depth += (char == "(") - (char == ")")
+        if char == ":" and depth == 0:
+            return reason[:i]
+    return reason
 
 
 def learner_failed_everywhere(outcomes: list[GroupOutcome]) -> bool:

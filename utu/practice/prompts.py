@@ -60,6 +60,14 @@ ADVANTAGE_USER = """<question>
 <attempts>
 {attempts}
 </attempts>"""
+# Added on a second look (`learner_retries`): what this step's first proposals became.
+ADVANTAGE_REFUSED = """
+<refused>
+Experiences already proposed from this practice step were refused, each for the reason given:
+{refused}
+Do not propose any of them again, or one that says the same: compare the attempts again and find what else the
+better ones did differently.
+</refused>"""
 
 GROUP_UPDATE_SYSTEM = """You maintain a short library of experiences for an AI agent.
 The agent's objective: {agent_objective}
