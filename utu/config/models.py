@@ -448,8 +448,8 @@ class PracticeArguments(StrictModel):
     learner_retries: int = knob(
         0,
         "When the learner proposed changes in a step and every one was refused (by the screening or the validation "
-        "gate), it compares the step's groups again (stages 2-5, a fresh sample at its temperature; the summaries "
-        "are kept) and the new proposals face the screening and the gate again, up to this many times. Each retry "
+        "gate), it compares the step's groups again, shown each refused text and why (stages 2-5; the summaries are "
+        "kept), and the new proposals face the screening and the gate again, up to this many times. Each retry "
         "shows the gate's validation questions one more update; the held-out evaluation stays the judge.",
         ge=0,
     )
