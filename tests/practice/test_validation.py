@@ -159,7 +159,7 @@ def test_when_every_proposal_is_refused_the_learner_compares_the_groups_again(tm
     requests = [schema_of(r) for r in learner.requests if not is_probe(r)]
     assert requests.count("AttemptSummary") == 4 * 2 and requests.count("GroupAdvantage") == 4 * 2
     second_looks = [r["messages"][1]["content"] for r in learner.requests if "<refused>" in str(r["messages"])]
-    shown = f"\n- {HARMFUL} (refused: with it the agent did no better on the validation questions)\n"
+    shown = f"\n- {HARMFUL} (refused: the update it was part of did not raise the agent's score on the validation"
     assert len(second_looks) == 4 and all(p.count(HARMFUL) == 1 and shown in p for p in second_looks)
     assert HELPFUL in (tmp_path / "runs/t/enhanced_agent.yaml").read_text()
 
@@ -171,6 +171,21 @@ def test_when_every_proposal_is_refused_the_learner_compares_the_groups_again(tm
     (stats,) = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps")]
     assert stats["learner_tries"] == 3 and not stats["validation"]["accepted"]
     assert query(db_url, "SELECT COUNT(*) FROM experience_operations WHERE status = 'refused'") == [(12,)]
+
+
+def test_a_learner_that_proposes_nothing_is_not_asked_again(tmp_path, stub):
+    """The second look is for a step whose proposals were all refused: none when the learner proposed nothing, and
+    no third when the second proposed nothing."""
+    one_step = ["--epochs", "1", "--batch_size", "4", *VALIDATION, "--learner_retries", "3"]
+    for name, first in (("silent", []), ("then_silent", [HARMFUL])):
+        (where := tmp_path / name).mkdir()
+        configs, db_url = workspace_with_validation_set(where)
+        learner = stub(evolving_learner(advantage=lambda prompt, first=first: [] if "<refused>" in prompt else first))
+        result = run_practice(where, configs, db_url, stub(adder()), learner, *one_step)
+        assert result.returncode == 2 and "practice learned nothing" in result.stderr
+        (stats,) = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps")]
+        asked = [schema_of(r) for r in learner.requests if not is_probe(r)].count("GroupAdvantage")
+        assert (stats["learner_tries"], asked) == ((1, 4) if not first else (2, 8)), name
 
 
 def test_export_step_names_a_missing_step_in_one_line(tmp_path, stub):
@@ -199,15 +214,20 @@ def test_the_second_look_shows_each_refusal_in_a_few_words():
     def refused(text, reason):
         return OpRecord("ADD", None, None, text, [0], None, "refused", reason)
 
+    particulars = "names 2 particulars of its question (500, 3): an experience must hold for other questions"
     records = [
-        refused("A.", "junk: names 2 particulars of its question (500, 3): an experience must hold for others"),
+        refused("A.", f"junk: {particulars} (at most 1; practice.screening.max_particulars)"),
         refused("B.", "junk: states a fact, not what to do (en: no directive word of screening_words.yaml)"),
         refused("C.", "validation: Mean@2 0.188 -> 0.125 on 8 validation questions (paired difference -0.062)"),
         refused("A.", "junk: the same text as an existing experience"),
+        refused("E.", "junk: gives its question's answer ('12')"),
+        refused("F.", "junk: 3 sentences: an experience is at most 2"),
         OpRecord("ADD", "G0", None, "D.", [0], None, "applied"),
     ]
     assert refusals_for_learner(records) == [
-        "A. (refused: names 2 particulars of its question (500, 3))",
-        "B. (refused: states a fact, not what to do (en: no directive word of screening_words.yaml))",
-        "C. (refused: with it the agent did no better on the validation questions)",
+        f"A. (refused: {particulars})",  # the knob that sets the limit is for the user
+        "B. (refused: states a fact, not what to do)",
+        "C. (refused: the update it was part of did not raise the agent's score on the validation questions enough)",
+        "E. (refused: gives its question's answer)",  # not the answer: a learner may practise without it
+        "F. (refused: 3 sentences: an experience is at most 2)",
     ]

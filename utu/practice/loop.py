@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import re
 import statistics
 import time
 from collections import defaultdict
@@ -25,7 +26,7 @@ from utu.config.models import DataConfig, ScreeningConfig, TrainingFreeGRPOConfi
 from utu.db.attempts import AttemptWriter
 from utu.db.engine import Database
 from utu.db.models import EvaluationSample
-from utu.errors import RunFailed
+from utu.errors import BudgetExhausted, RunFailed
 from utu.eval.attempt import needs_rollout, run_attempt
 from utu.eval.metrics import ScoredAttempt, compare, compute_metrics, mean_and_pass, tool_stats
 from utu.eval.outcome import RERUN, check_attempts
@@ -34,7 +35,7 @@ from utu.llm.usage import Usage, UsageTracker
 from utu.practice.data_manager import PracticeData
 from utu.practice.experience_updater import ExperienceUpdater
 from utu.practice.library import JUNK, Library, OpRecord, Screen, StoryCheck, apply_operations
-from utu.practice.screening import Question, Source, screen, tells_its_story
+from utu.practice.screening import ANSWER_REFUSED, Question, Source, screen, tells_its_story
 from utu.practice.store import EVAL_PREFIX, VALIDATION_INFIX, PracticeStore
 from utu.practice.types import (
     GroupAttempt,
@@ -177,17 +178,21 @@ class PracticeLoop:
         failures: list[LearnerFailure] = [f for o in outcomes for f in o.failures]
         await self._check_step(step, rows, outcomes, failures)
         new_library, records, validation = await self.update(library, rows, outcomes, failures)
-        tries = 1
-        while self._retry(tries, records):
+        tries, latest = 1, records
+        while self._retry(tries, latest):
             log.info("step %d: all %d proposals refused; the learner compares the groups again", step, len(records))
             refused = refusals_for_learner(records)
             outcomes = await gather_or_cancel(*(self.updater.learn_again(o, library, refused) for o in outcomes))
             failures += [f for o in outcomes for f in o.failures]
-            new_library, more, again = await self.update(library, rows, outcomes, failures)
+            try:
+                new_library, latest, again = await self.update(library, rows, outcomes, failures)
+            except BudgetExhausted:  # spent during its validation: the step is saved as the earlier tries left it
+                log.warning("step %d: max_cost reached during the learner's second look; it is not used", step)
+                break
             validation = again or validation  # the step's last gate decision
-            for r in more:
-                r.rationale = f"learner retry {tries}: {r.rationale or ''}".rstrip(": ")
-            records += more
+            for r in latest:
+                r.rationale = f"learner retry {tries}" + (f": {r.rationale}" if r.rationale else "")
+            records += latest
             tries += 1
         stats = StepStats(
             step=step,
@@ -219,10 +224,10 @@ class PracticeLoop:
         )
         return stats, new_library
 
-    def _retry(self, tries: int, records: list[OpRecord]) -> bool:
-        """Whether the learner compares the step's groups again: it proposed changes, every one was refused, and
-        retries and budget are left."""
-        refused = bool(records) and all(r.status == "refused" for r in records)
+    def _retry(self, tries: int, latest: list[OpRecord]) -> bool:
+        """Whether the learner compares the step's groups again: in its latest try it proposed changes and every
+        one was refused, and retries and budget are left."""
+        refused = bool(latest) and all(r.status == "refused" for r in latest)
         return refused and tries <= self.p.learner_retries and not self.usage.over_budget
 
     async def update(
@@ -354,27 +359,27 @@ class PracticeLoop:
 
 
 def refusals_for_learner(records: list[OpRecord]) -> list[str]:
-    """The step's refused proposals, each with why in a few words, for the learner's second look. A text proposed
-    twice is shown once, with its first reason (later copies were refused as its repeats)."""
+    """The step's refused proposals, each with why, for the learner's second look. A text proposed twice is shown
+    once, with its first reason (later copies were refused as its repeats)."""
     why: dict[str, str] = {}
     for r in records:
         if r.status != "refused" or not r.new_text or r.new_text in why:
             continue
-        if (r.reason or "").startswith("validation:"):
-            why[r.new_text] = "with it the agent did no better on the validation questions"
-        else:
-            why[r.new_text] = _first_clause((r.reason or "refused").removeprefix(JUNK))
+        why[r.new_text] = _for_learner(r.reason or "")
     return [f"{text} (refused: {reason})" for text, reason in why.items()]
 
 
-def _first_clause(reason: str) -> str:
-    """A screening reason up to its first colon outside parentheses: what is wrong, without the advice after it."""
-    depth = 0
-    for i, char in enumerate(reason):
-        depth += (char == "(") - (char == ")")
-        if char == ":" and depth == 0:
-            return reason[:i]
-    return reason
+# The config knob or word list a screening reason names: for the user, not the learner.
+_KNOB_NOTE = re.compile(r"\s*\([^()]*(?:practice\.|\.yaml)[^()]*\)")
+
+
+def _for_learner(reason: str) -> str:
+    if reason.startswith("validation:"):  # the gate judges a step's update as a whole
+        return "the update it was part of did not raise the agent's score on the validation questions enough"
+    reason = reason.removeprefix(JUNK)
+    if reason.startswith(ANSWER_REFUSED):
+        return ANSWER_REFUSED  # not the answer itself: a learner practising without the ground truth never sees it
+    return _KNOB_NOTE.sub("", reason) or "refused"
 
 
 def learner_failed_everywhere(outcomes: list[GroupOutcome]) -> bool:

@@ -157,10 +157,13 @@ def _learner_view(text: str, source: Source, config: ScreeningConfig) -> str | N
     return f"speaks of what only the learner saw ({found.group(0)!r}): the agent never sees it" if found else None
 
 
+ANSWER_REFUSED = "gives its question's answer"
+
+
 def _answer(text: str, source: Source, config: ScreeningConfig) -> str | None:
     for question in source.answered:
         if _gives_answer(text, question.answer):
-            return f"gives its question's answer ({question.answer.strip()!r})"
+            return f"{ANSWER_REFUSED} ({question.answer.strip()!r})"
     return None
 
 
