@@ -188,6 +188,28 @@ def test_a_learner_that_proposes_nothing_is_not_asked_again(tmp_path, stub):
         assert (stats["learner_tries"], asked) == ((1, 4) if not first else (2, 8)), name
 
 
+def test_a_second_look_that_reaches_max_cost_is_dropped_and_the_step_saved(tmp_path, stub):
+    """The learner is priced so its first try stays under max_cost and its long second proposals pass it: the
+    second look's validation stops on the budget, and the step is saved as the first try left it."""
+    configs, db_url = workspace_with_validation_set(tmp_path)
+    long_rule = "When adding two numbers, " + "check each digit and the carry again, " * 30 + "then add them."
+    learner = stub(second_thoughts_learner(HARMFUL, long_rule))
+    priced = [
+        "evaluation.agent.model.pricing.input_per_million=1",
+        "practice.learner_model.pricing.output_per_million=1000000",  # $1 per token the learner writes
+        "--max_cost",
+        "600",
+    ]
+    one_step = ["--epochs", "1", "--batch_size", "4", *VALIDATION, "--learner_retries", "1", *priced]
+    result = run_practice(tmp_path, configs, db_url, stub(adder(working=WORKING)), learner, *one_step)
+    said = " ".join(result.stderr.split())  # the log wraps its lines
+    assert "max_cost reached during the learner's second look; it is not used" in said, result.stderr
+    assert result.returncode == 2 and "practice learned nothing" in result.stderr
+    (stats,) = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps")]
+    assert stats["learner_tries"] == 1 and stats["validation"]["reason"].startswith("Mean@2 1.000 -> 0.000")
+    assert {text for (text,) in query(db_url, "SELECT new_text FROM experience_operations")} == {HARMFUL}
+
+
 def test_export_step_names_a_missing_step_in_one_line(tmp_path, stub):
     configs, db_url = workspace_with_validation_set(tmp_path)
     agent = stub(adder())
