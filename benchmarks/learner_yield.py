@@ -64,14 +64,10 @@ async def replicate(loop, rows, key: str, second_look: bool = False) -> dict:
     outcomes = await asyncio.gather(*(loop.updater.learn_from_group(g, empty) for g in groups.values()))
     failures = [f for o in outcomes for f in o.failures]
     library, records = await loop.propose(empty, rows, outcomes, failures)
-    kept = list(library.experiences.values())
     result = {
         "seconds": round(time.perf_counter() - start, 1),
         "groups_studied": sum(o.used for o in outcomes),
-        "proposals": len(records),
-        "kept": kept,
-        "kept_with_key": sum(key in text.lower() for text in kept),
-        "refused": [{"text": r.new_text, "reason": r.reason} for r in records if r.status != "applied"],
+        **what_became(library, records, key),
         "learner_errors": len(failures),
     }
     if second_look and not result["kept_with_key"]:
@@ -80,20 +76,27 @@ async def replicate(loop, rows, key: str, second_look: bool = False) -> dict:
         for r in records:
             if r.status == "applied":
                 r.status, r.reason = "refused", "validation: taken as refused by the gate (replay)"
-        refused = refusals_for_learner(records)
+        refused = refusals_for_learner(records, loop.p.given_ground_truth)
         start = time.perf_counter()
         again = await asyncio.gather(*(loop.updater.learn_again(o, empty, refused) for o in outcomes))
         library, records = await loop.propose(empty, rows, again, failures)
-        kept = list(library.experiences.values())
         result["second_look"] = {
             "seconds": round(time.perf_counter() - start, 1),
             "shown": refused,
-            "proposals": len(records),
-            "kept": kept,
-            "kept_with_key": sum(key in text.lower() for text in kept),
-            "refused": [{"text": r.new_text, "reason": r.reason} for r in records if r.status != "applied"],
+            **what_became(library, records, key),
         }
     return result
+
+
+def what_became(library, records, key: str) -> dict:
+    """A replicate's proposals: how many, the kept ones (and those saying `key`), the refused ones with why."""
+    kept = list(library.experiences.values())
+    return {
+        "proposals": len(records),
+        "kept": kept,
+        "kept_with_key": sum(key in text.lower() for text in kept),
+        "refused": [{"text": r.new_text, "reason": r.reason} for r in records if r.status != "applied"],
+    }
 
 
 async def run(args) -> dict:

@@ -246,10 +246,12 @@ def test_the_second_look_shows_each_refusal_in_a_few_words():
         refused("F.", "junk: 3 sentences: an experience is at most 2"),
         OpRecord("ADD", "G0", None, "D.", [0], None, "applied"),
     ]
-    assert refusals_for_learner(records) == [
+    assert refusals_for_learner(records, answers_shown=True) == [
         f"A. (refused: {particulars})",  # the knob that sets the limit is for the user
         "B. (refused: states a fact, not what to do)",
         "C. (refused: the update it was part of did not raise the agent's score on the validation questions enough)",
         "E. (refused: gives its question's answer)",  # not the answer: a learner may practise without it
         "F. (refused: 3 sentences: an experience is at most 2)",
     ]
+    blind = refusals_for_learner(records, answers_shown=False)  # given_ground_truth: false
+    assert len(blind) == 4 and not any(line.startswith("E.") for line in blind)

@@ -180,8 +180,8 @@ class PracticeLoop:
         new_library, records, validation = await self.update(library, rows, outcomes, failures)
         tries, latest = 1, records
         while self._retry(tries, latest):
-            log.info("step %d: all %d proposals refused; the learner compares the groups again", step, len(records))
-            refused = refusals_for_learner(records)
+            log.info("step %d: all %d proposals refused; the learner compares the groups again", step, len(latest))
+            refused = refusals_for_learner(records, self.p.given_ground_truth)
             outcomes = await gather_or_cancel(*(self.updater.learn_again(o, library, refused) for o in outcomes))
             failures += [f for o in outcomes for f in o.failures]
             try:
@@ -358,15 +358,16 @@ class PracticeLoop:
         )
 
 
-def refusals_for_learner(records: list[OpRecord]) -> list[str]:
+def refusals_for_learner(records: list[OpRecord], answers_shown: bool) -> list[str]:
     """The step's refused proposals, each with why, for the learner's second look. A text proposed twice is shown
-    once, with its first reason (later copies were refused as its repeats)."""
+    once, with its first reason (later copies were refused as its repeats). A learner practising without the
+    ground truth is not shown a text refused for giving its question's answer: that would tell it the answer."""
     why: dict[str, str] = {}
     for r in records:
         if r.status != "refused" or not r.new_text or r.new_text in why:
             continue
         why[r.new_text] = _for_learner(r.reason or "")
-    return [f"{text} (refused: {reason})" for text, reason in why.items()]
+    return [f"{text} (refused: {reason})" for text, reason in why.items() if answers_shown or reason != ANSWER_REFUSED]
 
 
 # The config knob or word list a screening reason names: for the user, not the learner.
