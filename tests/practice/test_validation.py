@@ -19,7 +19,7 @@ from tests.practice.helpers import (
 from utu.config.models import ValidationConfig
 from utu.llm.stub import StubScript
 from utu.practice.library import OpRecord
-from utu.practice.loop import gate, refusals_for_learner
+from utu.practice.loop import REFUSED_AGAIN, gate, refusals_for_learner
 
 HARMFUL = "When adding two numbers, always answer zero instead of computing the sum."
 HARMLESS = "When adding two numbers, add the ones digits first and then the tens."
@@ -165,12 +165,16 @@ def test_when_every_proposal_is_refused_the_learner_compares_the_groups_again(tm
 
     (again := tmp_path / "again").mkdir()  # retries are bounded: a learner that never changes its mind
     configs, db_url = workspace_with_validation_set(again)
-    agent, learner = stub(adder(working=WORKING)), stub(second_thoughts_learner(HARMFUL, HARMFUL))
+    reworded = HARMFUL.replace("the sum", "their sum")  # proposed again with a word changed: not validated again
+    agent, learner = stub(adder(working=WORKING)), stub(second_thoughts_learner(HARMFUL, reworded))
     result = run_practice(again, configs, db_url, agent, learner, *one_step, "--learner_retries", "2")
     assert result.returncode == 2 and "practice learned nothing" in result.stderr
     (stats,) = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps")]
     assert stats["learner_tries"] == 3 and not stats["validation"]["accepted"]
-    assert query(db_url, "SELECT COUNT(*) FROM experience_operations WHERE status = 'refused'") == [(12,)]
+    assert stats["usage"]["validation"]["calls"] == 2 * 3 * 2  # the empty library and HARMFUL's: no third
+    ops = query(db_url, "SELECT new_text, status, reason FROM experience_operations ORDER BY id")
+    assert len(ops) == 12 and all(status == "refused" for _, status, _ in ops)
+    assert all(text == reworded and reason.startswith(f"junk: {REFUSED_AGAIN}") for text, _, reason in ops[4:])
 
 
 def test_a_learner_that_proposes_nothing_is_not_asked_again(tmp_path, stub):

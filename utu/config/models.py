@@ -449,7 +449,8 @@ class PracticeArguments(StrictModel):
         0,
         "When the learner proposed changes in a step and every one was refused (by the screening or the validation "
         "gate), it compares the step's groups again, shown each refused text and why (stages 2-5; the summaries are "
-        "kept), and the new proposals face the screening and the gate again, up to this many times. Each retry "
+        "kept), and the new proposals face the screening and the gate again, up to this many times (one that "
+        "repeats, or nearly, a text refused earlier in the step is refused before validation). Each retry "
         "shows the gate's validation questions one more update; the held-out evaluation stays the judge.",
         ge=0,
     )

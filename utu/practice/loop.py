@@ -18,6 +18,7 @@ import re
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,7 @@ from utu.llm.usage import Usage, UsageTracker
 from utu.practice.data_manager import PracticeData
 from utu.practice.experience_updater import ExperienceUpdater
 from utu.practice.library import JUNK, Library, OpRecord, Screen, StoryCheck, apply_operations
-from utu.practice.screening import ANSWER_REFUSED, Question, Source, screen, tells_its_story
+from utu.practice.screening import ANSWER_REFUSED, Question, Source, screen, similarity, tells_its_story
 from utu.practice.store import EVAL_PREFIX, VALIDATION_INFIX, PracticeStore
 from utu.practice.types import (
     GroupAttempt,
@@ -184,8 +185,9 @@ class PracticeLoop:
             refused = refusals_for_learner(records, self.p.given_ground_truth)
             outcomes = await gather_or_cancel(*(self.updater.learn_again(o, library, refused) for o in outcomes))
             failures += [f for o in outcomes for f in o.failures]
+            refused_texts = [r.new_text for r in records if r.status == "refused" and r.new_text]
             try:
-                new_library, latest, again = await self.update(library, rows, outcomes, failures)
+                new_library, latest, again = await self.update(library, rows, outcomes, failures, refused_texts)
             except BudgetExhausted:  # spent during its validation: the step is saved as the earlier tries left it
                 log.warning("step %d: max_cost reached during the learner's second look; it is not used", step)
                 break
@@ -236,10 +238,12 @@ class PracticeLoop:
         rows: list[EvaluationSample],
         outcomes: list[GroupOutcome],
         failures: list[LearnerFailure],
+        refused_before: Sequence[str] = (),
     ) -> tuple[Library, list[OpRecord], StepValidation | None]:
         """The step's update from the groups' outcomes: proposed, screened and, if the library changed, validated;
-        a refused update leaves `library` as it was. Its records say what became of each proposal."""
-        new_library, records = await self.propose(library, rows, outcomes, failures)
+        a refused update leaves `library` as it was. Its records say what became of each proposal.
+        `refused_before`: texts refused in an earlier try of the step, refused again before validation."""
+        new_library, records = await self.propose(library, rows, outcomes, failures, refused_before)
         validation = None
         if self.p.validation and new_library.experiences != library.experiences:
             validation = await self.validate(library, new_library)
@@ -256,12 +260,15 @@ class PracticeLoop:
         rows: list[EvaluationSample],
         outcomes: list[GroupOutcome],
         failures: list[LearnerFailure],
+        refused_before: Sequence[str] = (),
     ) -> tuple[Library, list[OpRecord]]:
         """Stages 4 and 5 on the groups' outcomes, then the screening: the step's operations applied to a copy of
         `library` (before validation). Learner failures are appended to `failures`."""
         proposed = await self.updater.consolidate(library, outcomes, failures)
         questions = _step_questions(rows)
-        screen_step, story_check = _screen_against(questions, self.p.screening, self.p.given_ground_truth)
+        screen_step, story_check = _screen_against(
+            questions, self.p.screening, self.p.given_ground_truth, refused_before
+        )
         proposed = await self.updater.restate(proposed, story_check, questions, failures)
         return apply_operations(library, proposed, self.p.max_experiences, screen_step)
 
@@ -383,6 +390,18 @@ def _for_learner(reason: str) -> str:
     return _KNOB_NOTE.sub("", reason) or "refused"
 
 
+def refused_again(text: str, refused_before: list[str], config: ScreeningConfig) -> str | None:
+    """Why a second look's proposal is refused without validation: it is (nearly, when the screening is on) a
+    text refused earlier in its step. The small learner, shown its refusals, has proposed one again word for word."""
+    for earlier in refused_before:
+        if text == earlier or (config.enabled and similarity(text, earlier) >= config.near_duplicate):
+            return f"{REFUSED_AGAIN} ({earlier[:60]!r})"
+    return None
+
+
+REFUSED_AGAIN = "proposed again after its refusal earlier in this step"
+
+
 def learner_failed_everywhere(outcomes: list[GroupOutcome]) -> bool:
     """Whether the learner failed on every group it studied, in every pass: a pass that answered with no proposal
     found nothing, which is not a failure."""
@@ -405,12 +424,12 @@ def _step_questions(rows: list[EvaluationSample]) -> dict[int, Question]:
 
 
 def _screen_against(
-    questions: dict[int, Question], config: ScreeningConfig, answers_shown: bool
+    questions: dict[int, Question], config: ScreeningConfig, answers_shown: bool, refused_before: Sequence[str] = ()
 ) -> tuple[Screen, StoryCheck]:
     """The library's screening of a proposal against its step's questions: none of their particulars, and not
-    the answer of the questions it was learned from (all the step's when a consolidation lost that record);
-    and whether a refusal is only for its question's story, which the learner may restate. `answers_shown`:
-    whether the learner saw the answers; if not, no refusal it reads names one."""
+    the answer of the questions it was learned from (all the step's when a consolidation lost that record), nor
+    a text refused earlier in the step; and whether a refusal is only for its question's story, which the learner
+    may restate. `answers_shown`: whether the learner saw the answers; if not, no refusal it reads names one."""
     step = list(questions.values())
     unanswered = Source([Question(q.text) for q in step])
 
@@ -418,7 +437,7 @@ def _screen_against(
         return Source(step, [questions[i] for i in sources if i in questions] or None)
 
     def check(text: str, sources: list[int], others: list[str]) -> str | None:
-        return screen(text, source(sources), others, config)
+        return screen(text, source(sources), others, config) or refused_again(text, refused_before, config)
 
     def story_check(text: str, sources: list[int]) -> str | None:
         return tells_its_story(text, source(sources) if answers_shown else unanswered, config)
