@@ -177,6 +177,27 @@ def test_when_every_proposal_is_refused_the_learner_compares_the_groups_again(tm
     assert all(text == reworded and reason.startswith(f"junk: {REFUSED_AGAIN}") for text, _, reason in ops[4:])
 
 
+def test_a_second_look_not_shown_the_refusals_is_a_fresh_sample_of_the_same_comparison(tmp_path, stub):
+    """`learner_retry_shows_refusals: false` (the embedded 1.5B copies a refused text it is shown): the second
+    look's prompts are the first try's, and what it proposes faces the gate as before."""
+    configs, db_url = workspace_with_validation_set(tmp_path)
+    asked = []
+
+    def advantage(prompt: str) -> list[str]:
+        asked.append(prompt)
+        return [HARMFUL if len(asked) <= 4 else HELPFUL]
+
+    learner = stub(evolving_learner(advantage=advantage, merge=False))
+    flags = ["--epochs", "1", "--batch_size", "4", *VALIDATION, "--learner_retries", "1"]
+    flags += ["--learner_retry_shows_refusals", "false"]
+    result = run_practice(tmp_path, configs, db_url, stub(adder(needed=HELPFUL, working=WORKING)), learner, *flags)
+    assert result.returncode == 0, result.stderr
+    assert len(asked) == 8 and sorted(asked[4:]) == sorted(asked[:4]) and not any("<refused>" in p for p in asked)
+    (stats,) = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps")]
+    assert stats["learner_tries"] == 2 and stats["validation"]["accepted"]
+    assert HELPFUL in (tmp_path / "runs/t/enhanced_agent.yaml").read_text()
+
+
 def test_a_learner_that_proposes_nothing_is_not_asked_again(tmp_path, stub):
     """The second look is for a step whose proposals were all refused: none when the learner proposed nothing, and
     no third when the second proposed nothing."""

@@ -109,7 +109,8 @@ class ExperienceUpdater:
     async def learn_again(self, outcome: GroupOutcome, library: Library, refused: list[str]) -> GroupOutcome:
         """Stages 2-3 again on a studied group's summaries (stage 1 is not repeated), for a step whose every
         proposal was refused (`practice.learner_retries`): the comparison is shown what was refused and why
-        (`refused`: one line each), so the new sample looks elsewhere instead of saying the same again."""
+        (`refused`: one line each; none: the same prompt, a fresh sample), so the new sample looks elsewhere
+        instead of saying the same again."""
         again = GroupOutcome(dataset_index=outcome.dataset_index, used=outcome.used, skip_reason=outcome.skip_reason)
         if not outcome.studied:
             return again

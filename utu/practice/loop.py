@@ -182,7 +182,8 @@ class PracticeLoop:
         tries, latest = 1, records
         while self._retry(tries, latest):
             log.info("step %d: all %d proposals refused; the learner compares the groups again", step, len(latest))
-            refused = refusals_for_learner(records, self.p.given_ground_truth)
+            shown = self.p.learner_retry_shows_refusals
+            refused = refusals_for_learner(records, self.p.given_ground_truth) if shown else []
             outcomes = await gather_or_cancel(*(self.updater.learn_again(o, library, refused) for o in outcomes))
             failures += [f for o in outcomes for f in o.failures]
             refused_texts = [r.new_text for r in records if r.status == "refused" and r.new_text]

@@ -1,0 +1,143 @@
+"""Does the learner's second look find something new? Replayed on a recorded step whose every proposal was refused.
+
+    python benchmarks/second_look.py [--db_url URL] [--exp_id demo_practice] [--n 3]
+
+`learner_retries` gives a step whose proposals were all refused a second look at the same groups (stages 2-5 on
+the kept summaries). This benchmark takes a recorded practice run whose step 0 did so (by default the one `make
+demo` leaves, when it kept nothing), summarises its groups once, and runs the second look `--n` times each way:
+shown the recorded first try's refusals (`learner_retry_shows_refusals: true`, the default) and not shown them
+(a fresh sample of the same comparison). Each look counts its proposals, those that copy a refused text word for
+word, and what the screening keeps after consolidation and restating (against an empty library, as in the step;
+a repeat of a refused text is refused, as in the step), with the kept ones that say `--key`. Writes
+benchmarks/results/second_look_<learner>.json. By hand only: a look is 1 to 3 minutes for the 1.5B on 2 cores.
+"""
+
+import argparse
+import asyncio
+import os
+import sys
+from collections import defaultdict
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import write_result  # noqa: E402
+from learner_yield import recorded_step, what_became  # noqa: E402
+
+
+async def first_try_records(db, exp_id: str) -> list:
+    """The operation records of step 0's first try (not its second looks)."""
+    from sqlalchemy import select
+
+    from utu.db.models import ExperienceOperation
+    from utu.practice.library import OpRecord
+
+    async with db.sessions() as s:
+        ops = await s.scalars(
+            select(ExperienceOperation)
+            .where(ExperienceOperation.exp_id == exp_id, ExperienceOperation.step == 0)
+            .order_by(ExperienceOperation.id)
+        )
+        return [
+            OpRecord(
+                o.kind,
+                o.experience_id,
+                o.old_text,
+                o.new_text,
+                o.source_questions or [],
+                o.rationale,
+                o.status,
+                o.reason,
+            )
+            for o in ops
+            if not (o.rationale or "").startswith("learner retry")
+        ]
+
+
+async def look(loop, rows, studied, refused_records, shown: bool, key: str) -> dict:
+    from utu.practice.library import Library
+    from utu.practice.loop import refusals_for_learner
+
+    refused = refusals_for_learner(refused_records, loop.p.given_ground_truth) if shown else []
+    refused_texts = [r.new_text for r in refused_records if r.status == "refused" and r.new_text]
+    again = await asyncio.gather(*(loop.updater.learn_again(o, Library(), refused) for o in studied))
+    texts = [p.op.content.strip() for o in again for p in o.proposed if p.op.content]
+    failures = [f for o in again for f in o.failures]
+    library, records = await loop.propose(Library(), rows, again, failures, refused_texts)
+    return {
+        "shown": shown,
+        "texts_proposed": len(texts),
+        "copies_of_a_refused_text": sum(t in refused_texts for t in texts),
+        "proposed_with_key": sum(key in t.lower() for t in texts),
+        **what_became(library, records, key),
+        "learner_errors": len(failures),
+    }
+
+
+async def run(args) -> dict:
+    from utu.db import Database
+    from utu.practice.library import Library
+    from utu.practice.loop import _as_attempt
+    from utu.practice.parts import open_practice
+    from utu.practice.training_free_grpo import load_practice_config
+
+    os.environ["UTU_LEARNER_LOCAL_MODEL"] = args.learner
+    db = Database(args.db_url) if args.db_url else Database()
+    try:
+        rows = await recorded_step(db, args.exp_id)
+        records = await first_try_records(db, args.exp_id)
+        if not records or any(r.status == "applied" for r in records):
+            raise SystemExit(f"error: step 0 of {args.exp_id!r} kept a proposal: its learner had no second look")
+        config = load_practice_config(args.config_name)
+        async with AsyncExitStack() as stack:
+            loop = (await open_practice(stack, config)).loop(config, db)
+            groups = defaultdict(list)
+            for row in rows:
+                groups[row.dataset_index].append(_as_attempt(row))
+            # Stage 1 once, as in the step: with no passes, learn_from_group only summarises.
+            passes, loop.updater.p.learner_passes = loop.updater.p.learner_passes, 0
+            outcomes = [await loop.updater.learn_from_group(g, Library()) for g in groups.values()]
+            loop.updater.p.learner_passes = passes
+            studied = [o for o in outcomes if o.studied]
+            looks = []
+            for i in range(args.n):
+                for shown in (True, False):
+                    looks.append(await look(loop, rows, studied, records, shown, args.key))
+                    print(f"look {i + 1}, shown the refusals: {shown}: {looks[-1]}", flush=True)
+    finally:
+        await db.dispose()
+
+    def summary(shown: bool) -> dict:
+        mine = [x for x in looks if x["shown"] == shown]
+        return {
+            "looks": len(mine),
+            "with_a_kept_key_rule": sum(x["kept_with_key"] > 0 for x in mine),
+            "copies_of_a_refused_text": sum(x["copies_of_a_refused_text"] for x in mine),
+            "texts_proposed": sum(x["texts_proposed"] for x in mine),
+        }
+
+    return {
+        "groups_studied": len(studied),
+        "first_try_refused": [{"text": r.new_text, "reason": r.reason} for r in records],
+        "shown": summary(True),
+        "not_shown": summary(False),
+        "looks": looks,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db_url", default=None, help="the recorded run's database (default: the project's)")
+    parser.add_argument("--exp_id", default="demo_practice", help="the recorded practice run")
+    parser.add_argument("--config_name", default="local_portions")
+    parser.add_argument("--learner", default="qwen2.5-coder-1.5b")
+    parser.add_argument("--n", type=int, default=3, help="second looks each way")
+    parser.add_argument("--key", default="convert", help="the word a right rule says")
+    args = parser.parse_args()
+    result = asyncio.run(run(args))
+    name = f"second_look_{args.learner.replace('.', '').replace('-', '_')}"
+    write_result(name, {"learner": args.learner, "exp_id": args.exp_id, "key": args.key, "n": args.n, **result})
+
+
+if __name__ == "__main__":
+    main()
