@@ -54,7 +54,7 @@ async def recorded_step(db, exp_id: str) -> list:
 
 async def replicate(loop, rows, key: str, second_look: bool = False) -> dict:
     from utu.practice.library import Library
-    from utu.practice.loop import _as_attempt, refusals_for_learner
+    from utu.practice.loop import _as_attempt, refusals_for_learner, refused_for_what_they_say
 
     groups = defaultdict(list)
     for row in rows:
@@ -72,20 +72,30 @@ async def replicate(loop, rows, key: str, second_look: bool = False) -> dict:
     }
     if second_look and not result["kept_with_key"]:
         # As if the gate refused what the screening kept (it would have, with no right rule among it): the
-        # learner's second look, shown every refusal (`learner_retries`).
+        # learner's second look (`learner_retries`), shown every refusal unless the config says not to.
         for r in records:
             if r.status == "applied":
                 r.status, r.reason = "refused", "validation: taken as refused by the gate (replay)"
-        refused = refusals_for_learner(records, loop.p.given_ground_truth)
+        shown = loop.p.learner_retry_shows_refusals
+        refused = refusals_for_learner(records, loop.p.given_ground_truth) if shown else []
         start = time.perf_counter()
         again = await asyncio.gather(*(loop.updater.learn_again(o, empty, refused) for o in outcomes))
-        library, records = await loop.propose(empty, rows, again, failures)
+        library, records = await loop.propose(empty, rows, again, failures, refused_for_what_they_say(records))
         result["second_look"] = {
             "seconds": round(time.perf_counter() - start, 1),
             "shown": refused,
             **what_became(library, records, key),
         }
     return result
+
+
+def same_data_set(rows, config, args) -> None:
+    """Refuse to replay a recorded run with a config that practises on another data set."""
+    if {r.dataset for r in rows} != {config.data.practice_dataset_name}:
+        raise SystemExit(
+            f"error: {args.exp_id!r} practised on {sorted({r.dataset for r in rows})}, "
+            f"--config_name {args.config_name!r} on {config.data.practice_dataset_name!r}"
+        )
 
 
 def what_became(library, records, key: str) -> dict:
@@ -113,11 +123,7 @@ async def run(args) -> dict:
         recorded = await PracticeStore(db, args.exp_id).snapshot(0)
         for count in args.experiences:
             config = load_practice_config(args.config_name)
-            if {r.dataset for r in rows} != {config.data.practice_dataset_name}:
-                raise SystemExit(
-                    f"error: {args.exp_id!r} practised on {sorted({r.dataset for r in rows})}, "
-                    f"--config_name {args.config_name!r} on {config.data.practice_dataset_name!r}"
-                )
+            same_data_set(rows, config, args)
             config.practice.num_experiences_per_query = count
             config.practice.learner_passes = args.passes
             async with AsyncExitStack() as stack:
@@ -162,7 +168,7 @@ def main() -> None:
         "--second_look",
         action="store_true",
         help="when a replicate keeps no rule with the key word, replay the learner's second look (learner_retries) "
-        "on the same groups, shown its refusals",
+        "on the same groups, shown its refusals unless the config sets learner_retry_shows_refusals: false",
     )
     args = parser.parse_args()
     result = asyncio.run(run(args))

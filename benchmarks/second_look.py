@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import write_result  # noqa: E402
-from learner_yield import recorded_step, what_became  # noqa: E402
+from learner_yield import recorded_step, same_data_set, what_became  # noqa: E402
 
 
 async def first_try_records(db, exp_id: str) -> list:
@@ -56,18 +56,19 @@ async def first_try_records(db, exp_id: str) -> list:
 
 async def look(loop, rows, studied, refused_records, shown: bool, key: str) -> dict:
     from utu.practice.library import Library
-    from utu.practice.loop import refusals_for_learner
+    from utu.practice.loop import REFUSED_AGAIN, refusals_for_learner, refused_for_what_they_say
 
     refused = refusals_for_learner(refused_records, loop.p.given_ground_truth) if shown else []
-    refused_texts = [r.new_text for r in refused_records if r.status == "refused" and r.new_text]
+    refused_texts = {r.new_text for r in refused_records if r.status == "refused" and r.new_text}
     again = await asyncio.gather(*(loop.updater.learn_again(o, Library(), refused) for o in studied))
     texts = [p.op.content.strip() for o in again for p in o.proposed if p.op.content]
     failures = [f for o in again for f in o.failures]
-    library, records = await loop.propose(Library(), rows, again, failures, refused_texts)
+    library, records = await loop.propose(Library(), rows, again, failures, refused_for_what_they_say(refused_records))
     return {
         "shown": shown,
         "texts_proposed": len(texts),
         "copies_of_a_refused_text": sum(t in refused_texts for t in texts),
+        "refused_as_repeats": sum(REFUSED_AGAIN in (r.reason or "") for r in records),
         "proposed_with_key": sum(key in t.lower() for t in texts),
         **what_became(library, records, key),
         "learner_errors": len(failures),
@@ -76,7 +77,6 @@ async def look(loop, rows, studied, refused_records, shown: bool, key: str) -> d
 
 async def run(args) -> dict:
     from utu.db import Database
-    from utu.practice.library import Library
     from utu.practice.loop import _as_attempt
     from utu.practice.parts import open_practice
     from utu.practice.training_free_grpo import load_practice_config
@@ -86,18 +86,18 @@ async def run(args) -> dict:
     try:
         rows = await recorded_step(db, args.exp_id)
         records = await first_try_records(db, args.exp_id)
-        if not records or any(r.status == "applied" for r in records):
+        if not records:
+            raise SystemExit(f"error: step 0 of {args.exp_id!r} proposed nothing: its learner had no second look")
+        if any(r.status == "applied" for r in records):
             raise SystemExit(f"error: step 0 of {args.exp_id!r} kept a proposal: its learner had no second look")
         config = load_practice_config(args.config_name)
+        same_data_set(rows, config, args)
         async with AsyncExitStack() as stack:
             loop = (await open_practice(stack, config)).loop(config, db)
             groups = defaultdict(list)
             for row in rows:
                 groups[row.dataset_index].append(_as_attempt(row))
-            # Stage 1 once, as in the step: with no passes, learn_from_group only summarises.
-            passes, loop.updater.p.learner_passes = loop.updater.p.learner_passes, 0
-            outcomes = [await loop.updater.learn_from_group(g, Library()) for g in groups.values()]
-            loop.updater.p.learner_passes = passes
+            outcomes = [await loop.updater.study(g) for g in groups.values()]  # stage 1 once, as in the step
             studied = [o for o in outcomes if o.studied]
             looks = []
             for i in range(args.n):

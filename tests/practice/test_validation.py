@@ -19,7 +19,7 @@ from tests.practice.helpers import (
 from utu.config.models import ValidationConfig
 from utu.llm.stub import StubScript
 from utu.practice.library import OpRecord
-from utu.practice.loop import REFUSED_AGAIN, gate, refusals_for_learner
+from utu.practice.loop import REFUSED_AGAIN, gate, refusals_for_learner, refused_for_what_they_say
 
 HARMFUL = "When adding two numbers, always answer zero instead of computing the sum."
 HARMLESS = "When adding two numbers, add the ones digits first and then the tens."
@@ -198,6 +198,24 @@ def test_a_second_look_not_shown_the_refusals_is_a_fresh_sample_of_the_same_comp
     assert HELPFUL in (tmp_path / "runs/t/enhanced_agent.yaml").read_text()
 
 
+def test_a_good_rule_refused_with_a_bad_one_may_come_back_alone(tmp_path, stub):
+    """The gate judges an update as a whole: a rule it refused beside a harmful one is no repeat when the second
+    look proposes it alone."""
+    configs, db_url = workspace_with_validation_set(tmp_path)
+    learner = stub(
+        evolving_learner(
+            advantage=lambda prompt: [HELPFUL] if "<refused>" in prompt else [HARMFUL, HELPFUL], merge=False
+        )
+    )
+    flags = ["--epochs", "1", "--batch_size", "4", *VALIDATION, "--learner_retries", "1"]
+    result = run_practice(tmp_path, configs, db_url, stub(adder(needed=HELPFUL, working=WORKING)), learner, *flags)
+    assert result.returncode == 0, result.stderr
+    (stats,) = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps")]
+    assert stats["learner_tries"] == 2 and stats["validation"]["accepted"]
+    applied = query(db_url, "SELECT new_text, rationale FROM experience_operations WHERE status = 'applied'")
+    assert len(applied) == 1 and applied[0][0] == HELPFUL and applied[0][1].startswith("learner retry 1")
+
+
 def test_a_learner_that_proposes_nothing_is_not_asked_again(tmp_path, stub):
     """The second look is for a step whose proposals were all refused: none when the learner proposed nothing, and
     no third when the second proposed nothing."""
@@ -269,6 +287,7 @@ def test_the_second_look_shows_each_refusal_in_a_few_words():
         refused("A.", "junk: the same text as an existing experience"),
         refused("E.", "junk: gives its question's answer ('12')"),
         refused("F.", "junk: 3 sentences: an experience is at most 2"),
+        refused("H.", f"junk: {REFUSED_AGAIN} ('E.')"),
         OpRecord("ADD", "G0", None, "D.", [0], None, "applied"),
     ]
     assert refusals_for_learner(records, answers_shown=True) == [
@@ -277,6 +296,23 @@ def test_the_second_look_shows_each_refusal_in_a_few_words():
         "C. (refused: the update it was part of did not raise the agent's score on the validation questions enough)",
         "E. (refused: gives its question's answer)",  # not the answer: a learner may practise without it
         "F. (refused: 3 sentences: an experience is at most 2)",
+        f"H. (refused: {REFUSED_AGAIN})",  # not the text it repeats, which may be one not shown
     ]
     blind = refusals_for_learner(records, answers_shown=False)  # given_ground_truth: false
-    assert len(blind) == 4 and not any(line.startswith("E.") for line in blind)
+    assert len(blind) == 5 and not any("E." in line for line in blind)
+
+
+def test_a_second_look_may_not_repeat_what_was_refused_for_what_it_says():
+    def refused(text, reason):
+        return OpRecord("ADD", None, None, text, [0], None, "refused", reason)
+
+    gate_refused = "validation: Mean@2 0.188 -> 0.125 on 8 validation questions (paired difference -0.062)"
+    one_try = [
+        refused("A.", "junk: states a fact, not what to do"),
+        refused("B.", "junk: the same condition and much the same strategy as an existing experience: update that"),
+        refused("C.", "library full (max_experiences=6)"),
+        refused("D.", gate_refused),
+    ]
+    assert refused_for_what_they_say(one_try) == ["A.", "D."]  # D. was the update's only text
+    bundled = [*one_try, refused("E.", gate_refused)]  # the gate judged D. and E. together: either may be good
+    assert refused_for_what_they_say(bundled) == ["A."]

@@ -450,17 +450,17 @@ class PracticeArguments(StrictModel):
         "When the learner proposed changes in a step and every one was refused (by the screening or the validation "
         "gate), it compares the step's groups again (stages 2-5; the summaries are kept), shown each refused text "
         "and why unless `learner_retry_shows_refusals` is false, and the new proposals face the screening and the "
-        "gate again, up to this many times (one that repeats, or nearly, a text refused earlier in the step is "
-        "refused before validation). Each retry shows the gate's validation questions one more update; the "
-        "held-out evaluation stays the judge.",
+        "gate again, up to this many times (one that repeats, or nearly, a text refused earlier in the step for "
+        "what it says is refused before validation). Each retry shows the gate's validation questions one more "
+        "update; the held-out evaluation stays the judge.",
         ge=0,
     )
     learner_retry_shows_refusals: bool = knob(
         True,
         "On a second look (`learner_retries`), show the learner each refused text and why, so it looks elsewhere. "
-        "false: the second look is a fresh sample of the same comparison. The embedded 1.5B, shown them, copied the "
-        "first refused text in every group of every second look (benchmarks/second_look.py); a repeat is refused "
-        "before validation either way.",
+        "false: the second look is a fresh sample of the same comparison (a near copy at temperature 0). The "
+        "embedded 1.5B, shown them, copied the first refused text in every group of every second look "
+        "(benchmarks/second_look.py); a repeat is refused before validation either way.",
     )
     restate_refused: bool = knob(
         True,

@@ -90,6 +90,13 @@ class ExperienceUpdater:
             return outcome
 
     async def _learn_from_group(self, attempts: list[GroupAttempt], library: Library) -> GroupOutcome:
+        outcome = await self.study(attempts)
+        if outcome.studied:
+            await self._passes(outcome, library)
+        return outcome
+
+    async def study(self, attempts: list[GroupAttempt]) -> GroupOutcome:
+        """Stage 1 for one question's group: skipped (and why), or its judged attempts summarised (`studied`)."""
         index = attempts[0].dataset_index
         reason = self.skip_reason(attempts)
         if reason:
@@ -98,19 +105,16 @@ class ExperienceUpdater:
         judged = [a for a in attempts if a.reward is not None]
         with span("learner.summary", CHAIN, **{"attempts": len(judged)}):
             summaries = await asyncio.gather(*(self._summarise(a, outcome) for a in judged))
-        kept = [(a, s) for a, s in zip(judged, summaries, strict=True) if s is not None]
-        if not kept:
+        outcome.studied = [(a, s) for a, s in zip(judged, summaries, strict=True) if s is not None]
+        if not outcome.studied:
             outcome.skip_reason = "no attempt could be summarised"
-            return outcome
-        outcome.studied = kept
-        await self._passes(outcome, library)
         return outcome
 
     async def learn_again(self, outcome: GroupOutcome, library: Library, refused: list[str]) -> GroupOutcome:
         """Stages 2-3 again on a studied group's summaries (stage 1 is not repeated), for a step whose every
-        proposal was refused (`practice.learner_retries`): the comparison is shown what was refused and why
-        (`refused`: one line each; none: the same prompt, a fresh sample), so the new sample looks elsewhere
-        instead of saying the same again."""
+        proposal was refused (`practice.learner_retries`). With `refused` (one line each: a text and why), the
+        comparison is shown them, so the new sample looks elsewhere; without, its prompt is the first try's, a
+        fresh sample (a near copy at temperature 0)."""
         again = GroupOutcome(dataset_index=outcome.dataset_index, used=outcome.used, skip_reason=outcome.skip_reason)
         if not outcome.studied:
             return again

@@ -36,7 +36,7 @@ from utu.llm.usage import Usage, UsageTracker
 from utu.practice.data_manager import PracticeData
 from utu.practice.experience_updater import ExperienceUpdater
 from utu.practice.library import JUNK, Library, OpRecord, Screen, StoryCheck, apply_operations
-from utu.practice.screening import ANSWER_REFUSED, Question, Source, screen, similarity, tells_its_story
+from utu.practice.screening import ANSWER_REFUSED, EXISTING, Question, Source, screen, similarity, tells_its_story
 from utu.practice.store import EVAL_PREFIX, VALIDATION_INFIX, PracticeStore
 from utu.practice.types import (
     GroupAttempt,
@@ -179,16 +179,16 @@ class PracticeLoop:
         failures: list[LearnerFailure] = [f for o in outcomes for f in o.failures]
         await self._check_step(step, rows, outcomes, failures)
         new_library, records, validation = await self.update(library, rows, outcomes, failures)
-        tries, latest = 1, records
+        tries, latest, refused_before = 1, records, []
         while self._retry(tries, latest):
             log.info("step %d: all %d proposals refused; the learner compares the groups again", step, len(latest))
             shown = self.p.learner_retry_shows_refusals
-            refused = refusals_for_learner(records, self.p.given_ground_truth) if shown else []
-            outcomes = await gather_or_cancel(*(self.updater.learn_again(o, library, refused) for o in outcomes))
+            refusals_shown = refusals_for_learner(records, self.p.given_ground_truth) if shown else []
+            outcomes = await gather_or_cancel(*(self.updater.learn_again(o, library, refusals_shown) for o in outcomes))
             failures += [f for o in outcomes for f in o.failures]
-            refused_texts = [r.new_text for r in records if r.status == "refused" and r.new_text]
+            refused_before += refused_for_what_they_say(latest)
             try:
-                new_library, latest, again = await self.update(library, rows, outcomes, failures, refused_texts)
+                new_library, latest, again = await self.update(library, rows, outcomes, failures, refused_before)
             except BudgetExhausted:  # spent during its validation: the step is saved as the earlier tries left it
                 log.warning("step %d: max_cost reached during the learner's second look; it is not used", step)
                 break
@@ -388,19 +388,37 @@ def _for_learner(reason: str) -> str:
     reason = reason.removeprefix(JUNK)
     if reason.startswith(ANSWER_REFUSED):
         return ANSWER_REFUSED  # not the answer itself: a learner practising without the ground truth never sees it
+    if reason.startswith(REFUSED_AGAIN):
+        return REFUSED_AGAIN  # not the earlier text it quotes, which may be one not shown (its answer)
     return _KNOB_NOTE.sub("", reason) or "refused"
 
 
-def refused_again(text: str, refused_before: list[str], config: ScreeningConfig) -> str | None:
-    """Why a second look's proposal is refused without validation: it is (nearly, when the screening is on) a
-    text refused earlier in its step. The small learner, shown its refusals, has proposed one again word for word."""
+REFUSED_AGAIN = "proposed again after its refusal earlier in this step"
+
+
+def refused_for_what_they_say(records: list[OpRecord]) -> list[str]:
+    """The texts of one try's update refused for what they say: by the screening (not for repeating what the
+    library or the update already held), or by the gate as the update's only text. Not a text the gate refused
+    with others (it may be the good one of them), nor one refused for the library's state or another operation
+    (library full; a DELETE of the same id), which may pass alone or as an UPDATE."""
+    gated = {r.new_text for r in records if (r.reason or "").startswith("validation:")}
+    said = []
+    for r in records:
+        reason = r.reason or ""
+        for_the_text = reason.startswith(JUNK) and EXISTING not in reason
+        if r.status == "refused" and r.new_text and (for_the_text or (r.new_text in gated and len(gated) == 1)):
+            said.append(r.new_text)
+    return said
+
+
+def refused_again(text: str, refused_before: Sequence[str], config: ScreeningConfig) -> str | None:
+    """Why a second look's proposal is refused without validation: it repeats a text refused earlier in its step
+    for what it says (`refused_for_what_they_say`), word for word or, with the screening on, nearly. The small
+    learner, shown its refusals, has proposed one again word for word; a fresh sample, too, can repeat itself."""
     for earlier in refused_before:
         if text == earlier or (config.enabled and similarity(text, earlier) >= config.near_duplicate):
             return f"{REFUSED_AGAIN} ({earlier[:60]!r})"
     return None
-
-
-REFUSED_AGAIN = "proposed again after its refusal earlier in this step"
 
 
 def learner_failed_everywhere(outcomes: list[GroupOutcome]) -> bool:

@@ -93,7 +93,7 @@ def words() -> dict[str, dict]:
 def screen(text: str, source: Source, others: list[str], config: ScreeningConfig = DEFAULTS) -> str | None:
     """Why `text` may not enter the library, or None. `others`: the experiences it must not repeat."""
     if not config.enabled:
-        return "the same text as an existing experience" if text in others else None
+        return f"the same text as {EXISTING}" if text in others else None
     for check in (_shape, *_TOLD_AS_ITS_QUESTION, _directive):
         reason = check(text, source, config)
         if reason:
@@ -126,6 +126,11 @@ def tells_its_story(text: str, source: Source, config: ScreeningConfig = DEFAULT
                 return None
         return reason
     return None
+
+
+# Named by every refusal for repeating what the library (or the step's update so far) already holds: a refusal
+# for the library's state, not for what the text says.
+EXISTING = "an existing experience"
 
 
 def repeated(text: str, others: list[str], config: ScreeningConfig = DEFAULTS) -> str | None:
@@ -387,14 +392,14 @@ def _names_of(text: str, question: Question) -> list[tuple[str, int]]:
 
 def _repeats(text: str, other: str, config: ScreeningConfig) -> str | None:
     if similarity(text, other) >= config.near_duplicate:
-        return "near-duplicate of an existing experience"
+        return f"near-duplicate of {EXISTING}"
     (condition, strategy), (other_condition, other_strategy) = split(text), split(other)
     if condition and _tokens(condition) == _tokens(other_condition):
         if similarity(strategy, other_strategy) >= config.same_condition_overlap:
-            return "the same condition and much the same strategy as an existing experience: update that one instead"
+            return f"the same condition and much the same strategy as {EXISTING}: update that one instead"
     ours, theirs = _doing_words(strategy), _doing_words(other_strategy)
     if ours and theirs and SequenceMatcher(None, ours, theirs).ratio() >= config.near_duplicate:
-        return "the same strategy as an existing experience: update that one (widen its condition) instead"
+        return f"the same strategy as {EXISTING}: update that one (widen its condition) instead"
     return None
 
 

@@ -95,7 +95,9 @@ class StepStats(BaseModel):
     library_size: int
     operations: dict[str, int]  # applied, by kind: ADD, UPDATE, DELETE
     operations_refused: int
-    operations_junk: int = 0  # of the refused: proposals the screening found to be junk (utu.practice.screening)
+    # of the refused: proposals the screening found to be junk (utu.practice.screening), a second look's repeat of
+    # a text refused earlier in the step among them
+    operations_junk: int = 0
     learner_errors: int
     learner_tries: int = 1  # 1 + the retries after every proposal was refused (`practice.learner_retries`)
     usage: dict[str, StageUsage]  # by stage tag
