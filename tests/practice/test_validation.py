@@ -316,3 +316,5 @@ def test_a_second_look_may_not_repeat_what_was_refused_for_what_it_says():
     assert refused_for_what_they_say(one_try) == ["A.", "D."]  # D. was the update's only text
     bundled = [*one_try, refused("E.", gate_refused)]  # the gate judged D. and E. together: either may be good
     assert refused_for_what_they_say(bundled) == ["A."]
+    deleted = OpRecord("DELETE", "G0", "Old.", None, [0], None, "refused", gate_refused)  # D. came with a DELETE
+    assert refused_for_what_they_say([*one_try, deleted]) == ["A."]

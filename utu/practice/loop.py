@@ -401,12 +401,12 @@ def refused_for_what_they_say(records: list[OpRecord]) -> list[str]:
     library or the update already held), or by the gate as the update's only text. Not a text the gate refused
     with others (it may be the good one of them), nor one refused for the library's state or another operation
     (library full; a DELETE of the same id), which may pass alone or as an UPDATE."""
-    gated = {r.new_text for r in records if (r.reason or "").startswith("validation:")}
+    gated = [r for r in records if (r.reason or "").startswith("validation:")]  # the update's operations
     said = []
     for r in records:
         reason = r.reason or ""
         for_the_text = reason.startswith(JUNK) and EXISTING not in reason
-        if r.status == "refused" and r.new_text and (for_the_text or (r.new_text in gated and len(gated) == 1)):
+        if r.status == "refused" and r.new_text and (for_the_text or gated == [r]):
             said.append(r.new_text)
     return said
 
