@@ -154,16 +154,22 @@ async def run(args) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def replay_arguments(description: str) -> argparse.ArgumentParser:
+    """The arguments of a benchmark that replays the learner on a recorded practice run."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--db_url", default=None, help="the recorded run's database (default: the project's)")
     parser.add_argument("--exp_id", default="demo_practice", help="the recorded practice run")
     parser.add_argument("--config_name", default="local_portions")
     parser.add_argument("--learner", default="qwen2.5-coder-1.5b")
+    parser.add_argument("--key", default="convert", help="the word a right rule says")
+    return parser
+
+
+def main() -> None:
+    parser = replay_arguments(__doc__.splitlines()[0])
     parser.add_argument("--experiences", type=int, nargs="+", default=[1, 2], help="num_experiences_per_query values")
     parser.add_argument("--passes", type=int, default=1, help="learner_passes, for every setting")
     parser.add_argument("--n", type=int, default=4, help="replicates per setting")
-    parser.add_argument("--key", default="convert", help="the word a right rule says")
     parser.add_argument(
         "--second_look",
         action="store_true",

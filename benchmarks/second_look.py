@@ -12,7 +12,6 @@ a repeat of a refused text is refused, as in the step), with the kept ones that 
 benchmarks/results/second_look_<learner>.json. By hand only: a look is 1 to 3 minutes for the 1.5B on 2 cores.
 """
 
-import argparse
 import asyncio
 import os
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import write_result  # noqa: E402
-from learner_yield import recorded_step, same_data_set, what_became  # noqa: E402
+from learner_yield import recorded_step, replay_arguments, same_data_set, what_became  # noqa: E402
 
 
 async def first_try_records(db, exp_id: str) -> list:
@@ -126,13 +125,8 @@ async def run(args) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db_url", default=None, help="the recorded run's database (default: the project's)")
-    parser.add_argument("--exp_id", default="demo_practice", help="the recorded practice run")
-    parser.add_argument("--config_name", default="local_portions")
-    parser.add_argument("--learner", default="qwen2.5-coder-1.5b")
+    parser = replay_arguments(__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=3, help="second looks each way")
-    parser.add_argument("--key", default="convert", help="the word a right rule says")
     args = parser.parse_args()
     result = asyncio.run(run(args))
     name = f"second_look_{args.learner.replace('.', '').replace('-', '_')}"
