@@ -54,7 +54,7 @@ async def recorded_step(db, exp_id: str) -> list:
 
 async def replicate(loop, rows, key: str, second_look: bool = False) -> dict:
     from utu.practice.library import Library
-    from utu.practice.loop import _as_attempt, refusals_for_learner, refused_for_what_they_say
+    from utu.practice.loop import GATE_REFUSED, _as_attempt, refusals_for_learner, refused_for_what_they_say
 
     groups = defaultdict(list)
     for row in rows:
@@ -75,7 +75,7 @@ async def replicate(loop, rows, key: str, second_look: bool = False) -> dict:
         # learner's second look (`learner_retries`), shown every refusal unless the config says not to.
         for r in records:
             if r.status == "applied":
-                r.status, r.reason = "refused", "validation: taken as refused by the gate (replay)"
+                r.status, r.reason = "refused", GATE_REFUSED + "taken as refused by the gate (replay)"
         shown = loop.p.learner_retry_shows_refusals
         refused = refusals_for_learner(records, loop.p.given_ground_truth) if shown else []
         start = time.perf_counter()

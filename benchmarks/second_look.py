@@ -30,6 +30,7 @@ async def first_try_records(db, exp_id: str) -> list:
 
     from utu.db.models import ExperienceOperation
     from utu.practice.library import OpRecord
+    from utu.practice.loop import LEARNER_RETRY
 
     async with db.sessions() as s:
         ops = await s.scalars(
@@ -49,7 +50,7 @@ async def first_try_records(db, exp_id: str) -> list:
                 o.reason,
             )
             for o in ops
-            if not (o.rationale or "").startswith("learner retry")
+            if not (o.rationale or "").startswith(LEARNER_RETRY)
         ]
 
 

@@ -194,7 +194,7 @@ class PracticeLoop:
                 break
             validation = again or validation  # the step's last gate decision
             for r in latest:
-                r.rationale = f"learner retry {tries}" + (f": {r.rationale}" if r.rationale else "")
+                r.rationale = f"{LEARNER_RETRY} {tries}" + (f": {r.rationale}" if r.rationale else "")
             records += latest
             tries += 1
         stats = StepStats(
@@ -252,7 +252,7 @@ class PracticeLoop:
                 new_library = library
                 for r in records:
                     if r.status == "applied":
-                        r.status, r.reason = "refused", f"validation: {validation.reason}"
+                        r.status, r.reason = "refused", GATE_REFUSED + validation.reason
         return new_library, records, validation
 
     async def propose(
@@ -366,6 +366,11 @@ class PracticeLoop:
         )
 
 
+# The operation log's marks: the rationale of a second look's proposals, the reason of an update the gate refused.
+LEARNER_RETRY = "learner retry"
+GATE_REFUSED = "validation: "
+
+
 def refusals_for_learner(records: list[OpRecord], answers_shown: bool) -> list[str]:
     """The step's refused proposals, each with why, for the learner's second look. A text proposed twice is shown
     once, with its first reason (later copies were refused as its repeats). A learner practising without the
@@ -383,7 +388,7 @@ _KNOB_NOTE = re.compile(r"\s*\([^()]*(?:practice\.|\.yaml)[^()]*\)")
 
 
 def _for_learner(reason: str) -> str:
-    if reason.startswith("validation:"):  # the gate judges a step's update as a whole
+    if reason.startswith(GATE_REFUSED):  # the gate judges a step's update as a whole
         return "the update it was part of did not raise the agent's score on the validation questions enough"
     reason = reason.removeprefix(JUNK)
     if reason.startswith(ANSWER_REFUSED):
@@ -401,7 +406,7 @@ def refused_for_what_they_say(records: list[OpRecord]) -> list[str]:
     library or the update already held), or by the gate as the update's only text. Not a text the gate refused
     with others (it may be the good one of them), nor one refused for the library's state or another operation
     (library full; a DELETE of the same id), which may pass alone or as an UPDATE."""
-    gated = [r for r in records if (r.reason or "").startswith("validation:")]  # the update's operations
+    gated = [r for r in records if (r.reason or "").startswith(GATE_REFUSED)]  # the update's operations
     said = []
     for r in records:
         reason = r.reason or ""
