@@ -165,6 +165,16 @@ def replay_arguments(description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def replay(run, args) -> dict:
+    """Run a replay benchmark; a bad database, config or endpoint ends in one line and exit 1."""
+    from utu.errors import UtuError
+
+    try:
+        return asyncio.run(run(args))
+    except UtuError as e:
+        raise SystemExit(f"error: {e}") from None
+
+
 def main() -> None:
     parser = replay_arguments(__doc__.splitlines()[0])
     parser.add_argument("--experiences", type=int, nargs="+", default=[1, 2], help="num_experiences_per_query values")
@@ -177,7 +187,7 @@ def main() -> None:
         "on the same groups, shown its refusals unless the config sets learner_retry_shows_refusals: false",
     )
     args = parser.parse_args()
-    result = asyncio.run(run(args))
+    result = replay(run, args)
     name = f"learner_yield_{args.learner.replace('.', '').replace('-', '_')}"
     if args.passes != 1:
         name += f"_passes{args.passes}"

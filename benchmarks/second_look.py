@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import write_result  # noqa: E402
-from learner_yield import recorded_step, replay_arguments, same_data_set, what_became  # noqa: E402
+from learner_yield import recorded_step, replay, replay_arguments, same_data_set, what_became  # noqa: E402
 
 
 async def first_try_records(db, exp_id: str) -> list:
@@ -129,7 +129,7 @@ def main() -> None:
     parser = replay_arguments(__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=3, help="second looks each way")
     args = parser.parse_args()
-    result = asyncio.run(run(args))
+    result = replay(run, args)
     name = f"second_look_{args.learner.replace('.', '').replace('-', '_')}"
     write_result(name, {"learner": args.learner, "exp_id": args.exp_id, "key": args.key, "n": args.n, **result})
 
