@@ -26,32 +26,11 @@ from learner_yield import recorded_step, replay, replay_arguments, same_data_set
 
 async def first_try_records(db, exp_id: str) -> list:
     """The operation records of step 0's first try (not its second looks)."""
-    from sqlalchemy import select
-
-    from utu.db.models import ExperienceOperation
-    from utu.practice.library import OpRecord
+    from utu.practice.history import as_record, operations
     from utu.practice.loop import LEARNER_RETRY
 
-    async with db.sessions() as s:
-        ops = await s.scalars(
-            select(ExperienceOperation)
-            .where(ExperienceOperation.exp_id == exp_id, ExperienceOperation.step == 0)
-            .order_by(ExperienceOperation.id)
-        )
-        return [
-            OpRecord(
-                o.kind,
-                o.experience_id,
-                o.old_text,
-                o.new_text,
-                o.source_questions or [],
-                o.rationale,
-                o.status,
-                o.reason,
-            )
-            for o in ops
-            if not (o.rationale or "").startswith(LEARNER_RETRY)
-        ]
+    ops = await operations(db, exp_id, step=0)
+    return [as_record(o) for o in ops if not (o.rationale or "").startswith(LEARNER_RETRY)]
 
 
 async def look(loop, rows, studied, refused_records, shown: bool, key: str) -> dict:

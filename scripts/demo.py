@@ -84,16 +84,12 @@ async def kept_nothing(exp_id: str) -> bool:
 
 
 async def refusals(exp_id: str) -> list[tuple[int, str, str]]:
-    from sqlalchemy import select
-
     from utu.db import Database
-    from utu.db.models import ExperienceOperation
+    from utu.practice.history import operations
 
     db = Database()
     try:
-        async with db.sessions() as s:
-            query = select(ExperienceOperation).where(ExperienceOperation.exp_id == exp_id)
-            rows = list(await s.scalars(query.order_by(ExperienceOperation.id)))
+        rows = await operations(db, exp_id)
         return [(r.step, r.new_text or "", r.reason or "") for r in rows]
     finally:
         await db.dispose()

@@ -10,7 +10,7 @@ from sqlalchemy import select
 
 from utu.db import Database
 from utu.db.models import ExperienceOperation
-from utu.practice.library import Library
+from utu.practice.library import Library, OpRecord
 
 
 @dataclass
@@ -41,14 +41,37 @@ class Diff:
     reasons: dict[str, list[Change]] = field(default_factory=dict)  # id -> the operations between the two
 
 
-async def applied_operations(db: Database, exp_id: str, up_to: int | None = None) -> list[ExperienceOperation]:
-    query = select(ExperienceOperation).where(
-        ExperienceOperation.exp_id == exp_id, ExperienceOperation.status == "applied"
-    )
+async def operations(
+    db: Database, exp_id: str, *, status: str | None = None, step: int | None = None, up_to: int | None = None
+) -> list[ExperienceOperation]:
+    """An experiment's operation log in the order it was written, optionally one status, one step or up to one."""
+    query = select(ExperienceOperation).where(ExperienceOperation.exp_id == exp_id)
+    if status is not None:
+        query = query.where(ExperienceOperation.status == status)
+    if step is not None:
+        query = query.where(ExperienceOperation.step == step)
     if up_to is not None:
         query = query.where(ExperienceOperation.step <= up_to)
     async with db.sessions() as s:
         return list(await s.scalars(query.order_by(ExperienceOperation.step, ExperienceOperation.id)))
+
+
+async def applied_operations(db: Database, exp_id: str, up_to: int | None = None) -> list[ExperienceOperation]:
+    return await operations(db, exp_id, status="applied", up_to=up_to)
+
+
+def as_record(op: ExperienceOperation) -> OpRecord:
+    """A logged operation as the loop's record of it."""
+    return OpRecord(
+        op.kind,
+        op.experience_id,
+        op.old_text,
+        op.new_text,
+        op.source_questions or [],
+        op.rationale,
+        op.status,
+        op.reason,
+    )
 
 
 def provenance(library: Library, operations: list[ExperienceOperation]) -> list[Provenance]:
