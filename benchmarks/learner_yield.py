@@ -165,6 +165,16 @@ def replay_arguments(description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def replay_result_name(benchmark: str, args) -> str:
+    """The result file's name: the benchmark's, then the learner's ("qwen2.5-coder-1.5b" -> "qwen25_coder_15b")."""
+    return f"{benchmark}_{args.learner.replace('.', '').replace('-', '_')}"
+
+
+def replay_meta(args) -> dict:
+    """What a replay benchmark's result records of its arguments."""
+    return {"learner": args.learner, "exp_id": args.exp_id, "key": args.key, "n": args.n}
+
+
 def replay(run, args) -> dict:
     """Run a replay benchmark; a bad database, config or endpoint ends in one line and exit 1."""
     from utu.errors import UtuError
@@ -188,13 +198,12 @@ def main() -> None:
     )
     args = parser.parse_args()
     result = replay(run, args)
-    name = f"learner_yield_{args.learner.replace('.', '').replace('-', '_')}"
+    name = replay_result_name("learner_yield", args)
     if args.passes != 1:
         name += f"_passes{args.passes}"
     if args.second_look:
         name += "_second_look"
-    meta = {"learner": args.learner, "exp_id": args.exp_id, "key": args.key, "n": args.n, "passes": args.passes}
-    write_result(name, {**meta, **result})
+    write_result(name, {**replay_meta(args), "passes": args.passes, **result})
 
 
 if __name__ == "__main__":

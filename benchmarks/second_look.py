@@ -21,7 +21,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import write_result  # noqa: E402
-from learner_yield import recorded_step, replay, replay_arguments, same_data_set, what_became  # noqa: E402
+from learner_yield import (  # noqa: E402
+    recorded_step,
+    replay,
+    replay_arguments,
+    replay_meta,
+    replay_result_name,
+    same_data_set,
+    what_became,
+)
 
 
 async def first_try_records(db, exp_id: str) -> list:
@@ -109,8 +117,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=3, help="second looks each way")
     args = parser.parse_args()
     result = replay(run, args)
-    name = f"second_look_{args.learner.replace('.', '').replace('-', '_')}"
-    write_result(name, {"learner": args.learner, "exp_id": args.exp_id, "key": args.key, "n": args.n, **result})
+    write_result(replay_result_name("second_look", args), {**replay_meta(args), **result})
 
 
 if __name__ == "__main__":
