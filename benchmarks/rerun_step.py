@@ -58,14 +58,14 @@ async def forget_step_learning(db_url: str, exp_id: str) -> None:
 async def what_the_step_did(db_url: str, exp_id: str, key: str) -> dict:
     """Step 0 of the rerun: its tries, the gate's last decision, what it kept and what it refused (with why)."""
     from utu.db import Database
-    from utu.practice.history import operations
+    from utu.practice.history import operation_log
     from utu.practice.loop import LEARNER_RETRY
     from utu.practice.store import PracticeStore
 
     db = Database(db_url)
     try:
         steps = await PracticeStore(db, exp_id).steps()
-        ops = await operations(db, exp_id, step=0)
+        ops = await operation_log(db, exp_id, step=0)
     finally:
         await db.dispose()
     stats = steps[0] if steps else None

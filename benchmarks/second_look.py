@@ -34,10 +34,10 @@ from learner_yield import (  # noqa: E402
 
 async def first_try_records(db, exp_id: str) -> list:
     """The operation records of step 0's first try (not its second looks)."""
-    from utu.practice.history import as_record, operations
+    from utu.practice.history import as_record, operation_log
     from utu.practice.loop import LEARNER_RETRY
 
-    ops = await operations(db, exp_id, step=0)
+    ops = await operation_log(db, exp_id, step=0)
     return [as_record(o) for o in ops if not (o.rationale or "").startswith(LEARNER_RETRY)]
 
 

@@ -85,11 +85,11 @@ async def kept_nothing(exp_id: str) -> bool:
 
 async def refusals(exp_id: str) -> list[tuple[int, str, str]]:
     from utu.db import Database
-    from utu.practice.history import operations
+    from utu.practice.history import operation_log
 
     db = Database()
     try:
-        rows = await operations(db, exp_id)
+        rows = await operation_log(db, exp_id)
         return [(r.step, r.new_text or "", r.reason or "") for r in rows]
     finally:
         await db.dispose()

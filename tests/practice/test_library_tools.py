@@ -161,3 +161,26 @@ def test_merge_combines_libraries_into_a_new_experiment(practised, stub):
     assert [e["text"] for e in kept] == ["When unsure, recompute.", "When done, box it."]  # the copy refused
     again = run("-m", "utu.practice.library", "--db_url", db_url, "merge", "t@3", "t@2", "--to", "tr", "--no_llm")
     assert again.returncode == 2 and "exists already" in again.stderr
+
+
+def test_the_operation_log_reads_back_in_order_and_by_step_or_status(practised):
+    import asyncio
+
+    from utu.db import Database
+    from utu.practice.history import as_record, operation_log
+
+    async def read(**where):
+        db = Database(practised[1])
+        try:
+            return await operation_log(db, "t", **where)
+        finally:
+            await db.dispose()
+
+    log = asyncio.run(read())
+    assert [o.step for o in log] == sorted(o.step for o in log) and {o.step for o in log} == {0, 1, 2, 3}
+    assert [(o.kind, o.status) for o in asyncio.run(read(step=2))] == [("DELETE", "applied"), ("ADD", "applied")]
+    assert [o.step for o in asyncio.run(read(up_to=1))] == [o.step for o in log if o.step <= 1]
+    refused = asyncio.run(read(status="refused"))
+    assert [(o.step, o.new_text) for o in refused] == [(3, "ghost")]
+    record = as_record(log[0])
+    assert (record.kind, record.new_text, record.status) == (log[0].kind, log[0].new_text, log[0].status)

@@ -41,7 +41,7 @@ class Diff:
     reasons: dict[str, list[Change]] = field(default_factory=dict)  # id -> the operations between the two
 
 
-async def operations(
+async def operation_log(
     db: Database, exp_id: str, *, status: str | None = None, step: int | None = None, up_to: int | None = None
 ) -> list[ExperienceOperation]:
     """An experiment's operation log in the order it was written, optionally one status, one step or up to one."""
@@ -57,7 +57,7 @@ async def operations(
 
 
 async def applied_operations(db: Database, exp_id: str, up_to: int | None = None) -> list[ExperienceOperation]:
-    return await operations(db, exp_id, status="applied", up_to=up_to)
+    return await operation_log(db, exp_id, status="applied", up_to=up_to)
 
 
 def as_record(op: ExperienceOperation) -> OpRecord:
