@@ -113,8 +113,9 @@ TASKS = {
 
 async def summarise(db_url: str, ids: dict[str, str], practice_id: str, k: int) -> dict:
     from utu.db import Database
-    from utu.db.models import EvaluationSample, ExperienceOperation
+    from utu.db.models import EvaluationSample
     from utu.eval.metrics import ScoredAttempt, compare, compute_metrics
+    from utu.practice.history import operation_log
     from utu.practice.store import PracticeStore
 
     db = Database(db_url)
@@ -126,7 +127,7 @@ async def summarise(db_url: str, ids: dict[str, str], practice_id: str, k: int) 
         store = PracticeStore(db, practice_id)
         steps = await store.steps()
         library = await store.snapshot(steps[-1].step) if steps else None
-        operations = await exp_rows(db, ExperienceOperation, practice_id)
+        operations = await operation_log(db, practice_id)
     finally:
         await db.dispose()
     metrics = {name: compute_metrics(rows[name], k) for name in rows if rows[name]}
@@ -159,7 +160,7 @@ async def summarise(db_url: str, ids: dict[str, str], practice_id: str, k: int) 
             "reason": op.reason,
             "source_questions": op.source_questions,
         }
-        for op in sorted(operations, key=lambda op: op.id)
+        for op in operations
     ]
     out["steps"] = [s.model_dump(mode="json") for s in steps]
     return out

@@ -2,6 +2,7 @@
 
 Read from the operation log (`experience_operations`): the applied operations of an experiment, in order,
 give each experience its origin (step, source questions, the learner's rationale) and its later updates.
+`operation_log` reads the whole log (refused proposals too, with why) for the demo and the benchmarks.
 """
 
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ async def operation_log(
 
 
 async def applied_operations(db: Database, exp_id: str, up_to: int | None = None) -> list[ExperienceOperation]:
+    """The operations that changed the library, in order (up to step `up_to`)."""
     return await operation_log(db, exp_id, status="applied", up_to=up_to)
 
 
