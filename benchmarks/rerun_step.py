@@ -15,7 +15,6 @@ benchmarks/results/rerun_step_<learner>.json (rename it to keep a run's result b
 """
 
 import os
-import shutil
 import sqlite3
 import sys
 import tempfile
@@ -112,7 +111,7 @@ async def rerun(pristine: Path, args, i: int) -> dict:
     """One rerun of the practice command on a copy of `pristine` (the recording, its step's learning forgotten)."""
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "rerun.db"
-        shutil.copyfile(pristine, copy)
+        consistent_copy(pristine, copy)  # with what the WAL may still hold of the forgetting
         url = f"sqlite:///{copy}"
         command = ["--config_name", args.config_name, "--exp_id", args.exp_id, "--db_url", url]
         env = os.environ | {
