@@ -100,11 +100,15 @@ async def what_the_step_did(db, exp_id: str, key: str) -> dict:
     }
 
 
-async def forget_learning(db, exp_id: str) -> None:
-    """Forget what step 0 learned (operations, snapshot, statistics, learner errors); its attempts stay."""
+async def prepare(db, args) -> dict:
+    """Check the recording and read what its step 0 did, then forget what that step learned (operations, snapshot,
+    statistics, learner errors); its attempts stay."""
     from utu.practice.store import PracticeStore
 
-    await PracticeStore(db, exp_id).reset_from(0)
+    await check_recorded(db, args)
+    recorded = await what_the_step_did(db, args.exp_id, args.key)
+    await PracticeStore(db, args.exp_id).reset_from(0)
+    return recorded
 
 
 async def rerun(pristine: Path, args, i: int) -> dict:
@@ -132,10 +136,7 @@ async def run(args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         pristine = Path(tmp) / "recorded.db"
         consistent_copy(source, pristine)
-        url = f"sqlite:///{pristine}"
-        await with_database(url, lambda db: check_recorded(db, args))
-        recorded = await with_database(url, lambda db: what_the_step_did(db, args.exp_id, args.key))
-        await with_database(url, lambda db: forget_learning(db, args.exp_id))
+        recorded = await with_database(f"sqlite:///{pristine}", lambda db: prepare(db, args))
         runs = []
         for i in range(args.n):
             runs.append(await rerun(pristine, args, i))
