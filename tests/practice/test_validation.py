@@ -24,13 +24,18 @@ from utu.practice.loop import REFUSED_AGAIN, gate, refusals_for_learner, refused
 HARMFUL = "When adding two numbers, always answer zero instead of computing the sum."
 HARMLESS = "When adding two numbers, add the ones digits first and then the tens."
 HELPFUL = "When adding two numbers, write both numbers before you add them."
+ALSO_HELPFUL = "Sum of two numbers: line up their digits by place value, then add column by column."
 VALIDATION = ["--validation_dataset", "ArithVal", "--validation_size", "3", "--validation_pass_k", "2"]
 
 
-def adder(harmful: str = HARMFUL, needed: str | None = None, working: str = "") -> StubScript:
-    """Right on validation questions (only with the `needed` experience in its instructions, if one is named),
-    right then wrong on practice questions (contrast to learn from); always zero once the harmful experience is
-    in its instructions. `working`: written before the answer (long enough, the learner summarises it)."""
+def adder(
+    harmful: str = HARMFUL, needed: str | tuple[str, ...] | None = None, working: str = "", clash: tuple[str, ...] = ()
+) -> StubScript:
+    """Right on validation questions (only with a `needed` experience in its instructions, if any are named),
+    right then wrong on practice questions (contrast to learn from); always zero once the harmful experience, or
+    every one of `clash`, is in its instructions. `working`: written before the answer (long enough, the learner
+    summarises it)."""
+    needed = (needed,) if isinstance(needed, str) else needed
     served = defaultdict(int)
 
     def reply(body):
@@ -38,8 +43,9 @@ def adder(harmful: str = HARMFUL, needed: str | None = None, working: str = "") 
         a, b = map(int, re.search(r"What is (\d+) plus (\d+)", user).groups())
         practice = any(q in user for q in QUESTIONS)
         served[user] += 1
-        lacking = not practice and needed is not None and needed not in system
-        wrong = harmful in system or lacking or (practice and served[user] % 2 == 0)
+        lacking = not practice and needed is not None and not any(n in system for n in needed)
+        clashing = bool(clash) and all(c in system for c in clash)
+        wrong = harmful in system or clashing or lacking or (practice and served[user] % 2 == 0)
         return f"{working}The answer is \\boxed{{{0 if wrong else a + b}}}."
 
     return StubScript(reply_fn=reply)
@@ -216,6 +222,69 @@ def test_a_good_rule_refused_with_a_bad_one_may_come_back_alone(tmp_path, stub):
     assert len(applied) == 1 and applied[0][0] == HELPFUL and applied[0][1].startswith("learner retry 1")
 
 
+def ops_of(db_url: str) -> dict[str, tuple[str, str]]:
+    """Each proposed text's status and reason in the operation log, as first proposed (its copies from other groups
+    are refused as repeats)."""
+    first: dict[str, tuple[str, str]] = {}
+    for text, status, reason in query(db_url, OPS):
+        first.setdefault(text, (status, reason))
+    return first
+
+
+OPS = "SELECT new_text, status, reason FROM experience_operations ORDER BY id"
+
+
+def test_a_refused_update_keeps_the_changes_that_pass_alone(tmp_path, stub):
+    """`validation.one_by_one`: the gate refuses an update whole (a harmful rule beside good ones), then judges
+    each change alone and keeps those that pass, together when together they pass, with no second look."""
+    one_step = ["--epochs", "1", "--batch_size", "4", *VALIDATION, "--learner_retries", "1"]
+    one_step += ["--num_experiences_per_query", "3"]
+    proposals = [HELPFUL, HARMFUL, ALSO_HELPFUL]
+    learner = stub(evolving_learner(advantage=lambda prompt: proposals, merge=False))
+    configs, db_url = workspace_with_validation_set(tmp_path)
+    agent = stub(adder(needed=(HELPFUL, ALSO_HELPFUL), working=WORKING))
+    result = run_practice(tmp_path, configs, db_url, agent, learner, *one_step, "--validation_one_by_one", "3")
+    assert result.returncode == 0, result.stderr
+    ops = ops_of(db_url)
+    assert ops[HELPFUL][0] == ops[ALSO_HELPFUL][0] == "applied"
+    assert ops[HARMFUL] == (
+        "refused",
+        "validation: alone, Mean@2 0.000 -> 0.000 on 3 validation questions "
+        "(paired difference +0.000, 0 -> 1 experiences must gain more than 0)",
+    )
+    (stats,) = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps")]
+    assert stats["learner_tries"] == 1 and stats["validation"]["accepted"]
+    assert stats["validation"]["reason"].startswith("Mean@2 0.000 -> 1.000")  # the two together
+    assert stats["usage"]["validation"]["calls"] == 6 * 3 * 2  # empty, all three, each alone, the two together
+    (library,) = query(db_url, "SELECT experiences FROM experience_snapshots WHERE step = 0")
+    assert sorted(json.loads(library[0]).values()) == sorted([HELPFUL, ALSO_HELPFUL])
+
+    (clashing := tmp_path / "clashing").mkdir()  # each helps alone, together they do not: the first is kept
+    configs, db_url = workspace_with_validation_set(clashing)
+    agent = stub(adder(needed=(HELPFUL, ALSO_HELPFUL), working=WORKING, clash=(HELPFUL, ALSO_HELPFUL)))
+    result = run_practice(clashing, configs, db_url, agent, learner, *one_step, "--validation_one_by_one", "3")
+    assert result.returncode == 0, result.stderr
+    ops = ops_of(db_url)
+    assert ops[HELPFUL][0] == "applied" and ops[ALSO_HELPFUL][0] == "refused"
+    assert ops[ALSO_HELPFUL][1].startswith("validation: passed alone, not with the others: Mean@2 0.000 -> 0.000")
+
+    (bounded := tmp_path / "bounded").mkdir()  # one single validation per step: the harmful rule, proposed first
+    configs, db_url = workspace_with_validation_set(bounded)
+    proposals[:] = [HARMFUL, HELPFUL]
+    agent = stub(adder(needed=HELPFUL, working=WORKING))
+    result = run_practice(bounded, configs, db_url, agent, learner, *one_step, "--validation_one_by_one", "1")
+    assert result.returncode == 0, result.stderr
+    first_try = [(text, reason) for text, _, reason in query(db_url, OPS) if (reason or "").startswith("valid")]
+    assert [(text, reason.split(" Mean@2")[0]) for text, reason in first_try] == [
+        (HARMFUL, "validation: alone,"),
+        (HELPFUL, "validation:"),  # refused with the whole update, not tried alone
+    ]
+    (stats,) = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps")]
+    # The second look proposed both again: HARMFUL refused before validation, HELPFUL then the update's only change.
+    assert stats["learner_tries"] == 2 and stats["validation"]["accepted"]
+    assert stats["usage"]["validation"]["calls"] == 4 * 3 * 2  # empty, both, HARMFUL alone, HELPFUL in the second
+
+
 def test_a_learner_that_proposes_nothing_is_not_asked_again(tmp_path, stub):
     """The second look is for a step whose proposals were all refused: none when the learner proposed nothing, and
     no third when the second proposed nothing."""
@@ -316,5 +385,10 @@ def test_a_second_look_may_not_repeat_what_was_refused_for_what_it_says():
     assert refused_for_what_they_say(one_try) == ["A.", "D."]  # D. was the update's only text
     bundled = [*one_try, refused("E.", gate_refused)]  # the gate judged D. and E. together: either may be good
     assert refused_for_what_they_say(bundled) == ["A."]
+    alone = refused("F.", "validation: alone, Mean@2 0.188 -> 0.188 (paired difference +0.000)")  # one_by_one
+    assert refused_for_what_they_say([*bundled, alone]) == ["A.", "F."]
+    assert refusals_for_learner([alone], answers_shown=True) == [
+        "F. (refused: it did not raise the agent's score on the validation questions enough)"
+    ]
     deleted = OpRecord("DELETE", "G0", "Old.", None, [0], None, "refused", gate_refused)  # D. came with a DELETE
     assert refused_for_what_they_say([*one_try, deleted]) == ["A."]

@@ -335,6 +335,14 @@ class ValidationConfig(StrictModel):
         ge=0,
         lt=1,
     )
+    one_by_one: int | None = knob(
+        None,
+        "When the gate refuses an update that changes several experiences, validate up to this many of its "
+        "changes alone (per step, in the order proposed) and keep those that pass, together if together they "
+        "pass, else the one that gained most: a good rule is not lost beside a bad or trivial one. null: a "
+        "refused update is refused whole.",
+        ge=1,
+    )
 
 
 class ScreeningConfig(StrictModel):

@@ -137,6 +137,18 @@ def _apply_one(
     return record
 
 
+def with_changes(library: Library, changes: list[OpRecord], next_id: int) -> Library:
+    """`library` with some of one update's applied changes (`apply_operations`' records), under the ids that update
+    gave them; `next_id` is the update's, so an id it gave is never given again."""
+    new = Library(dict(library.experiences), max(library.next_id, next_id))
+    for r in changes:
+        if r.kind == "DELETE":
+            del new.experiences[r.experience_id]
+        else:
+            new.experiences[r.experience_id] = r.new_text
+    return new
+
+
 if __name__ == "__main__":  # python -m utu.practice.library show|diff|export|merge|screen (library_command.py)
     from utu.practice.library_command import main
 

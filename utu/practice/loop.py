@@ -35,7 +35,7 @@ from utu.eval.runner import EvalRunner
 from utu.llm.usage import Usage, UsageTracker
 from utu.practice.data_manager import PracticeData
 from utu.practice.experience_updater import ExperienceUpdater
-from utu.practice.library import JUNK, Library, OpRecord, Screen, StoryCheck, apply_operations
+from utu.practice.library import JUNK, Library, OpRecord, Screen, StoryCheck, apply_operations, with_changes
 from utu.practice.screening import ANSWER_REFUSED, EXISTING, Question, Source, screen, similarity, tells_its_story
 from utu.practice.store import EVAL_PREFIX, VALIDATION_INFIX, PracticeStore
 from utu.practice.types import (
@@ -83,6 +83,7 @@ class PracticeLoop:
         self.usage = usage
         self.pipeline = pipeline
         self.initial = initial or Library()  # the library before step 0 (multi-stage practice)
+        self.alone_left = 0  # the step's validations of single changes left (`validation.one_by_one`)
         self.store = PracticeStore(db, config.exp_id)
         self.writer = AttemptWriter(db)
         self.data = PracticeData(
@@ -139,6 +140,7 @@ class PracticeLoop:
         """One step; returns its statistics and the new library (both already saved)."""
         self.usage.check_budget()  # max_cost spent: stop between steps
         start = time.perf_counter()
+        self.alone_left = (self.p.validation.one_by_one or 0) if self.p.validation else 0
         usage_before = self.usage.snapshot()
         rows = await self.data.step_rows(epoch, step, batch)
         groups: dict[int, list[EvaluationSample]] = defaultdict(list)
@@ -242,18 +244,54 @@ class PracticeLoop:
         refused_before: Sequence[str] = (),
     ) -> tuple[Library, list[OpRecord], StepValidation | None]:
         """The step's update from the groups' outcomes: proposed, screened and, if the library changed, validated;
-        a refused update leaves `library` as it was. Its records say what became of each proposal.
-        `refused_before`: texts refused in an earlier try of the step, refused again before validation."""
+        a refused update leaves `library` as it was, or the part of it that passed alone (`one_by_one`). Its records
+        say what became of each proposal. `refused_before`: texts refused in an earlier try of the step, refused
+        again before validation."""
         new_library, records = await self.propose(library, rows, outcomes, failures, refused_before)
         validation = None
         if self.p.validation and new_library.experiences != library.experiences:
             validation = await self.validate(library, new_library)
             if not validation.accepted:
-                new_library = library
-                for r in records:
-                    if r.status == "applied":
-                        r.status, r.reason = "refused", GATE_REFUSED + validation.reason
+                new_library, validation = await self.one_by_one(library, new_library, records, validation)
         return new_library, records, validation
+
+    async def one_by_one(
+        self, current: Library, proposed: Library, records: list[OpRecord], refused: StepValidation
+    ) -> tuple[Library, StepValidation]:
+        """After the gate refused `proposed` whole: its changes validated alone, as many as the step has left of
+        `validation.one_by_one`; those that pass are kept together if together they pass, else the one that
+        gained most. A right rule refused beside trivial ones was lost this way (docs/results.md). Returns the
+        library kept and the validation that decided; marks each record with what became of it."""
+        changes = [r for r in records if r.status == "applied"]
+        tried = changes[: self.alone_left] if len(changes) > 1 else []
+        self.alone_left -= len(tried)
+        passed: list[tuple[OpRecord, StepValidation]] = []
+        for r in changes:
+            if r not in tried:
+                r.status, r.reason = "refused", GATE_REFUSED + refused.reason
+                continue
+            alone = await self.validate(current, with_changes(current, [r], proposed.next_id))
+            if alone.accepted:
+                passed.append((r, alone))
+            else:
+                r.status, r.reason = "refused", GATE_ALONE + alone.reason
+        if not passed:
+            return current, refused
+        kept, decided = [passed[0][0]], passed[0][1]
+        if len(passed) > 1:
+            together = await self.validate(current, with_changes(current, [r for r, _ in passed], proposed.next_id))
+            if together.accepted:
+                kept, decided = [r for r, _ in passed], together
+            else:
+                best, decided = max(passed, key=lambda p: p[1].difference)
+                kept = [best]
+                for r, _ in passed:
+                    if r is not best:
+                        r.status, r.reason = (
+                            "refused",
+                            f"{GATE_REFUSED}passed alone, not with the others: {together.reason}",
+                        )
+        return with_changes(current, kept, proposed.next_id), decided
 
     async def propose(
         self,
@@ -369,6 +407,7 @@ class PracticeLoop:
 # The operation log's marks: the rationale of a second look's proposals, the reason of an update the gate refused.
 LEARNER_RETRY = "learner retry"
 GATE_REFUSED = "validation: "
+GATE_ALONE = GATE_REFUSED + "alone, "  # a change validated on its own (`validation.one_by_one`)
 
 
 def refusals_for_learner(records: list[OpRecord], answers_shown: bool) -> list[str]:
@@ -388,6 +427,8 @@ _KNOB_NOTE = re.compile(r"\s*\([^()]*(?:practice\.|\.yaml)[^()]*\)")
 
 
 def _for_learner(reason: str) -> str:
+    if reason.startswith(GATE_ALONE):
+        return "it did not raise the agent's score on the validation questions enough"
     if reason.startswith(GATE_REFUSED):  # the gate judges a step's update as a whole
         return "the update it was part of did not raise the agent's score on the validation questions enough"
     reason = reason.removeprefix(JUNK)
@@ -403,14 +444,14 @@ REFUSED_AGAIN = "proposed again after its refusal earlier in this step"
 
 def refused_for_what_they_say(records: list[OpRecord]) -> list[str]:
     """The texts of one try's update refused for what they say: by the screening (not for repeating what the
-    library or the update already held), or by the gate as the update's only text. Not a text the gate refused
-    with others (it may be the good one of them), nor one refused for the library's state or another operation
-    (library full; a DELETE of the same id), which may pass alone or as an UPDATE."""
+    library or the update already held), or by the gate as the update's only text or alone. Not a text the gate
+    refused with others (it may be the good one of them), nor one refused for the library's state or another
+    operation (library full; a DELETE of the same id), which may pass alone or as an UPDATE."""
     gated = [r for r in records if (r.reason or "").startswith(GATE_REFUSED)]  # the update's operations
     said = []
     for r in records:
         reason = r.reason or ""
-        for_the_text = reason.startswith(JUNK) and EXISTING not in reason
+        for_the_text = (reason.startswith(JUNK) and EXISTING not in reason) or reason.startswith(GATE_ALONE)
         if r.status == "refused" and r.new_text and (for_the_text or gated == [r]):
             said.append(r.new_text)
     return said
