@@ -11,6 +11,7 @@ from tests.conftest import run_script
 from tests.practice.helpers import (
     PRACTICE,
     QUESTIONS,
+    WORKING,
     agent_script,
     evolving_learner,
     is_probe,
@@ -636,3 +637,39 @@ def test_a_proposal_told_as_its_questions_story_is_restated_and_screened_again(t
     (row,) = query(db_url, "SELECT status, reason, rationale FROM experience_operations WHERE step = 0")
     assert row[0] == "refused" and row[1].startswith("junk: names 3 particulars")
     assert "restated" not in row[2]
+
+
+def test_a_step_with_too_little_contrast_rolls_out_reserve_questions(tmp_path, workspace, stub):
+    """`practice.top_up`: the agent always answers the two practised questions right (no contrast); with
+    `min_groups 1` the step rolls out two questions of the set past `rollout_data_truncate` and learns from them;
+    the rerun reuses the step. Without the top-up it learns nothing; without a truncation it is refused at once."""
+    configs, db_url = workspace
+    easy = list(QUESTIONS)[:2]
+
+    def reply(body):
+        question = next(q for q in QUESTIONS if q in body["messages"][1]["content"])
+        reply.served[question] += 1
+        right = question in easy or reply.served[question] % 2
+        return f"{WORKING}The answer is \\boxed{{{QUESTIONS[question] if right else 0}}}."
+
+    reply.served = dict.fromkeys(QUESTIONS, 0)
+    one_step = ["--epochs", "1", "--rollout_data_truncate", "2"]
+    agent, learner = stub(StubScript(reply_fn=reply)), stub(evolving_learner())
+    result = run_practice(tmp_path, configs, db_url, agent, learner, *one_step, "--top_up_min_groups", "1")
+    assert result.returncode == 0, result.stderr
+    (stats,) = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps")]
+    assert (stats["questions"], stats["questions_added"], stats["groups_used"]) == (4, 2, 2)
+    assert agent.request_count == 4 * 2  # G=2: the batch, then the reserve (practice.top_up.questions is 8)
+    rows = query(db_url, "SELECT DISTINCT dataset_index FROM evaluation_data WHERE owner = 't' AND step = 0")
+    assert sorted(i for (i,) in rows) == [0, 1, 2, 3]
+    (sources,) = query(db_url, "SELECT source_questions FROM experience_operations WHERE status = 'applied'")
+    assert sorted(json.loads(sources[0])) == [2, 3]  # learned from the reserve's groups
+    again = run_practice(tmp_path, configs, db_url, agent, learner, *one_step, "--top_up_min_groups", "1")
+    assert again.returncode == 0 and agent.request_count == 4 * 2  # the saved step is reused
+
+    result = run_practice(tmp_path, configs, db_url, agent, learner, *one_step, "--exp_id", "plain")
+    assert result.returncode == 2 and "none of 2 groups carried contrast" in result.stderr
+
+    result = run_practice(tmp_path, configs, db_url, agent, learner, "--top_up_min_groups", "1")
+    assert result.returncode == 2 and "practice.top_up needs data.rollout_data_truncate" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -345,6 +345,15 @@ class ValidationConfig(StrictModel):
     )
 
 
+class TopUpConfig(StrictModel):
+    """More questions for a step whose groups show too little contrast (all right or all wrong: nothing to
+    compare), like DAPO's dynamic sampling: the extra questions come from the practice set past
+    `data.rollout_data_truncate`, a different slice each step, so they are never practised twice."""
+
+    min_groups: int = knob(description="Groups with contrast a step needs before it stops rolling out.", gt=0)
+    questions: int = knob(8, "Reserve questions rolled out at once when it has fewer (G attempts each).", gt=0)
+
+
 class ScreeningConfig(StrictModel):
     """What the library refuses before validation (utu/practice/screening.py): a proposal's shape, its question's
     particulars, a fact stated instead of what to do, and repeats of the library. Measured on the good and junk
@@ -500,6 +509,11 @@ class PracticeArguments(StrictModel):
     screening: ScreeningConfig = knob(
         ScreeningConfig, "What the library refuses before validation (see ScreeningConfig)."
     )
+    top_up: TopUpConfig | None = knob(
+        None,
+        "When fewer of a step's groups have contrast than `min_groups`, roll out `questions` more of the practice "
+        "set's reserve in the same step (see TopUpConfig); none: a step learns from what its batch gave.",
+    )
     init_library: str | None = knob(
         None,
         "Start from a library learned before: EXP_ID@STEP (STEP: a number, best or last) or a YAML/JSON file "
@@ -537,6 +551,14 @@ class TrainingFreeGRPOConfig(StrictModel):
 
     # Practice's rollouts are the evaluation's attempts: unset, their bounds are the evaluation's (read here,
     # not written into `practice`, so a copied or shared PracticeArguments keeps meaning "unset").
+    @model_validator(mode="after")
+    def _reserve_exists(self) -> "TrainingFreeGRPOConfig":
+        if self.practice.top_up and not self.data.rollout_data_truncate:
+            raise ValueError(
+                "practice.top_up needs data.rollout_data_truncate: its reserve is the practice set past those questions"
+            )
+        return self
+
     @property
     def rollout_concurrency(self) -> int:
         return self.practice.rollout_concurrency or self.evaluation.concurrency

@@ -11,7 +11,14 @@ from utu.cli import refuse_unknown_flags
 from utu.config import TrainingFreeGRPOConfig, load_agent_config
 from utu.config.flags import add_flags, add_place_flags, given
 from utu.config.loader import Composed, compose_config, validate
-from utu.config.models import DataArguments, EvalConfig, PracticeArguments, ScreeningConfig, ValidationConfig
+from utu.config.models import (
+    DataArguments,
+    EvalConfig,
+    PracticeArguments,
+    ScreeningConfig,
+    TopUpConfig,
+    ValidationConfig,
+)
 
 log = logging.getLogger("practice")
 DESCRIPTION = "Training-Free GRPO practice: learn an experience library for an agent, then export the enhanced agent."
@@ -40,6 +47,7 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
         eval_flags=add_flags(parser, EvalConfig, EVAL_FLAGS),
         validation_flags=add_flags(parser, ValidationConfig, prefix="validation_"),
         screening_flags=add_flags(parser, ScreeningConfig, prefix="screening_"),
+        top_up_flags=add_flags(parser, TopUpConfig, prefix="top_up_"),
     )
     parser.add_argument(
         "--export_step",
@@ -86,6 +94,9 @@ def build_config(args: argparse.Namespace, composed: Composed) -> TrainingFreeGR
     if validation:
         config["practice"]["validation"] = (config["practice"].get("validation") or {}) | validation
     config["practice"]["screening"] |= given(args, args.screening_flags, prefix="screening_")
+    top_up = given(args, args.top_up_flags, prefix="top_up_")
+    if top_up:
+        config["practice"]["top_up"] = (config["practice"].get("top_up") or {}) | top_up
     if args.exp_id is not None:
         config["exp_id"] = args.exp_id
     if args.agent_config:

@@ -2,7 +2,8 @@
 
 An epoch takes the first `rollout_data_truncate` questions, shuffles them with a seed derived from the
 epoch (really shuffled: batches differ between epochs), and cuts them into batches of `batch_size`
-questions (the last batch may be smaller). Step numbers run on across epochs. Each attempt is a row with
+questions (the last batch may be smaller). Step numbers run on across epochs. A step may add questions of
+the set past the truncation (`reserve`, for `practice.top_up`). Each attempt is a row with
 exp_id `<exp_id>_epoch_<e>`, its `step` and `owner` = the practice's exp_id, so a resumed run finds exactly
 its step's attempts and no other experiment can read or delete them.
 """
@@ -63,6 +64,11 @@ class PracticeData:
         if self.shuffle:
             random.Random(f"{self.seed}:{epoch}").shuffle(questions)
         return [questions[i : i + self.batch_size] for i in range(0, len(questions), self.batch_size)]
+
+    async def reserve(self, step: int, size: int) -> list[DatasetSample]:
+        """The step's top-up questions (`practice.top_up`): the practice set past `truncate`, `size` a step."""
+        assert self.truncate, "practice.top_up needs data.rollout_data_truncate"
+        return await select_questions(self.db, self.dataset, size, self.truncate + step * size)
 
     async def step_rows(self, epoch: int, step: int, batch: list[DatasetSample]) -> list[EvaluationSample]:
         """The step's G attempts per question, creating those that do not exist yet."""

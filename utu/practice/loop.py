@@ -143,12 +143,77 @@ class PracticeLoop:
         self.alone_left = (self.p.validation.one_by_one or 0) if self.p.validation else 0
         usage_before = self.usage.snapshot()
         rows = await self.data.step_rows(epoch, step, batch)
+        log.info("step %d (epoch %d, batch %d): %d questions x G=%d", step, epoch, b, len(batch), self.p.grpo_n)
+        outcomes = await self.groups(rows, library)
+        top_up, added = self.p.top_up, 0
+        if top_up and sum(o.used for o in outcomes) < top_up.min_groups:
+            reserve = await self.data.reserve(step, top_up.questions)
+            log.info(
+                "step %d: %d of %d groups with contrast (top_up.min_groups %d): %d more questions",
+                *(step, sum(o.used for o in outcomes), len(outcomes), top_up.min_groups, len(reserve)),
+            )
+            extra, added = await self.data.step_rows(epoch, step, reserve), len(reserve)
+            rows, outcomes = rows + extra, outcomes + await self.groups(extra, library)
+        failures: list[LearnerFailure] = [f for o in outcomes for f in o.failures]
+        await self._check_step(step, rows, outcomes, failures)
+        new_library, records, validation = await self.update(library, rows, outcomes, failures)
+        tries, latest, refused_before = 1, records, []
+        while self._retry(tries, latest):
+            log.info("step %d: all %d proposals refused; the learner compares the groups again", step, len(latest))
+            shown = self.p.learner_retry_shows_refusals
+            refusals_shown = refusals_for_learner(records, self.p.given_ground_truth) if shown else []
+            outcomes = await gather_or_cancel(*(self.updater.learn_again(o, library, refusals_shown) for o in outcomes))
+            failures += [f for o in outcomes for f in o.failures]
+            refused_before += refused_for_what_they_say(latest)
+            try:
+                new_library, latest, again = await self.update(library, rows, outcomes, failures, refused_before)
+            except BudgetExhausted:  # spent during its validation: the step is saved as the earlier tries left it
+                log.warning("step %d: max_cost reached during the learner's second look; it is not used", step)
+                break
+            validation = again or validation  # the step's last gate decision
+            for r in latest:
+                r.rationale = f"{LEARNER_RETRY} {tries}" + (f": {r.rationale}" if r.rationale else "")
+            records += latest
+            tries += 1
+        stats = StepStats(
+            step=step,
+            epoch=epoch,
+            batch=b,
+            group_size=self.p.grpo_n,
+            **_rollout_stats(rows),
+            questions_added=added,
+            groups_used=sum(o.used for o in outcomes),
+            groups_skipped=sum(not o.used for o in outcomes),
+            library_size=len(new_library.experiences),
+            operations=_applied(records),
+            operations_refused=sum(r.status == "refused" for r in records),
+            learner_errors=len(failures),
+            learner_tries=tries,
+            operations_junk=sum(r.status == "refused" and (r.reason or "").startswith(JUNK) for r in records),
+            usage=_usage_delta(usage_before, self.usage.snapshot()),
+            wall_time=time.perf_counter() - start,
+            validation=validation,
+        )
+        await self.store.save_step(step, epoch, b, new_library, records, failures, stats)
+        log.info(
+            "step %d: Mean@%d %.3f, library %d (+%d ops), %d learner errors",
+            step,
+            self.p.grpo_n,
+            stats.mean_at_g,
+            len(new_library.experiences),
+            sum(stats.operations.values()),
+            len(failures),
+        )
+        return stats, new_library
+
+    async def groups(self, rows: list[EvaluationSample], library: Library) -> list[GroupOutcome]:
+        """Rolls out and judges the G attempts of each question `rows` hold, not done yet, with `library`; each
+        question's group goes to the learner as soon as it is judged (unless `pipeline` is off)."""
         groups: dict[int, list[EvaluationSample]] = defaultdict(list)
         for row in rows:
             groups[row.dataset_index].append(row)
         slots = asyncio.Semaphore(self.config.rollout_concurrency)
         issued = _IssueCount(sum(map(needs_rollout, rows)))
-        log.info("step %d (epoch %d, batch %d): %d questions x G=%d", step, epoch, b, len(groups), self.p.grpo_n)
 
         async def attempt(row: EvaluationSample) -> None:
             await run_attempt(
@@ -178,56 +243,7 @@ class PracticeLoop:
             outcomes = await gather_or_cancel(
                 *(self.updater.learn_from_group([_as_attempt(r) for r in g], library) for g in groups.values())
             )
-        failures: list[LearnerFailure] = [f for o in outcomes for f in o.failures]
-        await self._check_step(step, rows, outcomes, failures)
-        new_library, records, validation = await self.update(library, rows, outcomes, failures)
-        tries, latest, refused_before = 1, records, []
-        while self._retry(tries, latest):
-            log.info("step %d: all %d proposals refused; the learner compares the groups again", step, len(latest))
-            shown = self.p.learner_retry_shows_refusals
-            refusals_shown = refusals_for_learner(records, self.p.given_ground_truth) if shown else []
-            outcomes = await gather_or_cancel(*(self.updater.learn_again(o, library, refusals_shown) for o in outcomes))
-            failures += [f for o in outcomes for f in o.failures]
-            refused_before += refused_for_what_they_say(latest)
-            try:
-                new_library, latest, again = await self.update(library, rows, outcomes, failures, refused_before)
-            except BudgetExhausted:  # spent during its validation: the step is saved as the earlier tries left it
-                log.warning("step %d: max_cost reached during the learner's second look; it is not used", step)
-                break
-            validation = again or validation  # the step's last gate decision
-            for r in latest:
-                r.rationale = f"{LEARNER_RETRY} {tries}" + (f": {r.rationale}" if r.rationale else "")
-            records += latest
-            tries += 1
-        stats = StepStats(
-            step=step,
-            epoch=epoch,
-            batch=b,
-            group_size=self.p.grpo_n,
-            **_rollout_stats(rows),
-            groups_used=sum(o.used for o in outcomes),
-            groups_skipped=sum(not o.used for o in outcomes),
-            library_size=len(new_library.experiences),
-            operations=_applied(records),
-            operations_refused=sum(r.status == "refused" for r in records),
-            learner_errors=len(failures),
-            learner_tries=tries,
-            operations_junk=sum(r.status == "refused" and (r.reason or "").startswith(JUNK) for r in records),
-            usage=_usage_delta(usage_before, self.usage.snapshot()),
-            wall_time=time.perf_counter() - start,
-            validation=validation,
-        )
-        await self.store.save_step(step, epoch, b, new_library, records, failures, stats)
-        log.info(
-            "step %d: Mean@%d %.3f, library %d (+%d ops), %d learner errors",
-            step,
-            self.p.grpo_n,
-            stats.mean_at_g,
-            len(new_library.experiences),
-            sum(stats.operations.values()),
-            len(failures),
-        )
-        return stats, new_library
+        return outcomes
 
     def _retry(self, tries: int, latest: list[OpRecord]) -> bool:
         """Whether the learner compares the step's groups again: in its latest try it proposed changes and every

@@ -85,6 +85,7 @@ class StepStats(BaseModel):
     batch: int
     group_size: int  # G
     questions: int
+    questions_added: int = 0  # of `questions`, from the reserve (`practice.top_up`)
     attempts: int
     attempts_failed: int
     mean_at_g: float  # Mean@G of the step's rollouts
