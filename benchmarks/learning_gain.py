@@ -118,8 +118,7 @@ async def summarise(db_url: str, ids: dict[str, str], practice_id: str, k: int) 
     from utu.practice.history import operation_log
     from utu.practice.store import PracticeStore
 
-    db = Database(db_url)
-    try:
+    async with Database(db_url) as db:
         rows = {
             name: [ScoredAttempt.from_row(r) for r in await exp_rows(db, EvaluationSample, exp_id)]
             for name, exp_id in ids.items()
@@ -128,8 +127,6 @@ async def summarise(db_url: str, ids: dict[str, str], practice_id: str, k: int) 
         steps = await store.steps()
         library = await store.snapshot(steps[-1].step) if steps else None
         operations = await operation_log(db, practice_id)
-    finally:
-        await db.dispose()
     metrics = {name: compute_metrics(rows[name], k) for name in rows if rows[name]}
     out: dict = {}
     for name, m in metrics.items():

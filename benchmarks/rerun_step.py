@@ -52,16 +52,6 @@ def consistent_copy(source: Path, copy: Path) -> None:
         src.backup(dst)
 
 
-async def with_database(url: str, work):
-    from utu.db import Database
-
-    db = Database(url)
-    try:
-        return await work(db)
-    finally:
-        await db.dispose()
-
-
 async def check_recorded(db, args) -> None:
     """Refuse a recorded run without a fully judged step 0 (a failed attempt would be rolled out afresh), or on
     another data set than the config's (every attempt would be)."""
@@ -113,6 +103,8 @@ async def prepare(db, args) -> dict:
 
 async def rerun(pristine: Path, args, i: int) -> dict:
     """One rerun of the practice command on a copy of `pristine` (the recording, its step's learning forgotten)."""
+    from utu.db import Database
+
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "rerun.db"
         consistent_copy(pristine, copy)  # with what the WAL may still hold of the forgetting
@@ -125,18 +117,22 @@ async def rerun(pristine: Path, args, i: int) -> dict:
         seconds, code = run_timed(
             "scripts/run_training_free_GRPO.py", *command, "--output_dir", str(Path(tmp) / "runs"), env=env
         )
-        did = await with_database(url, lambda db: what_the_step_did(db, args.exp_id, args.key))
+        async with Database(url) as db:
+            did = await what_the_step_did(db, args.exp_id, args.key)
         if code not in (0, 2) or did["learner_tries"] is None:  # 2 with the step saved: practice kept nothing
             raise SystemExit(f"error: rerun {i + 1}'s practice failed (exit {code}); the reruns before it are above")
         return {"seconds": round(seconds, 1), "exit_code": code, **did}
 
 
 async def run(args) -> dict:
+    from utu.db import Database
+
     source = sqlite_file(args.db_url)
     with tempfile.TemporaryDirectory() as tmp:
         pristine = Path(tmp) / "recorded.db"
         consistent_copy(source, pristine)
-        recorded = await with_database(f"sqlite:///{pristine}", lambda db: prepare(db, args))
+        async with Database(f"sqlite:///{pristine}") as db:
+            recorded = await prepare(db, args)
         runs = []
         for i in range(args.n):
             runs.append(await rerun(pristine, args, i))

@@ -69,8 +69,7 @@ async def run(args) -> dict:
     from utu.practice.training_free_grpo import load_practice_config
 
     os.environ["UTU_LEARNER_LOCAL_MODEL"] = args.learner
-    db = Database(args.db_url) if args.db_url else Database()
-    try:
+    async with Database(args.db_url) if args.db_url else Database() as db:
         rows = await recorded_step(db, args.exp_id)
         records = await first_try_records(db, args.exp_id)
         if not records:
@@ -91,8 +90,6 @@ async def run(args) -> dict:
                 for shown in (True, False):
                     looks.append(await look(loop, rows, studied, records, shown, args.key))
                     print(f"look {i + 1}, shown the refusals: {shown}: {looks[-1]}", flush=True)
-    finally:
-        await db.dispose()
 
     def summary(shown: bool) -> dict:
         mine = [x for x in looks if x["shown"] == shown]

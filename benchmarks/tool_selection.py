@@ -47,8 +47,7 @@ async def summarise(db_url: str, exp_ids: dict[str, str], practice: str, k: int)
     from utu.eval.metrics import ScoredAttempt, bootstrap_ci, compare, compute_metrics
     from utu.practice.store import PracticeStore
 
-    db = Database(db_url)
-    try:
+    async with Database(db_url) as db:
         rows = {
             name: [ScoredAttempt.from_row(r) for r in await exp_rows(db, EvaluationSample, exp)]
             for name, exp in exp_ids.items()
@@ -56,8 +55,6 @@ async def summarise(db_url: str, exp_ids: dict[str, str], practice: str, k: int)
         store = PracticeStore(db, practice)
         steps = await store.steps()
         library = await store.snapshot(steps[-1].step) if steps else None
-    finally:
-        await db.dispose()
     out: dict = {"questions": None}
     for name, attempts in rows.items():
         m = compute_metrics(attempts, k)

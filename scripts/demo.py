@@ -75,24 +75,18 @@ async def kept_nothing(exp_id: str) -> bool:
     config = load_practice_config(PRACTICE)
     batches = PracticeData.batch_count(config.data.rollout_data_truncate, config.practice.batch_size)
     planned = config.practice.epochs * batches
-    db = Database()
-    try:
+    async with Database() as db:
         steps = await PracticeStore(db, exp_id).steps()
         return len(steps) == planned and steps[-1].library_size == 0
-    finally:
-        await db.dispose()
 
 
 async def refusals(exp_id: str) -> list[tuple[int, str, str]]:
     from utu.db import Database
     from utu.practice.history import operation_log
 
-    db = Database()
-    try:
+    async with Database() as db:
         rows = await operation_log(db, exp_id)
         return [(r.step, r.new_text or "", r.reason or "") for r in rows]
-    finally:
-        await db.dispose()
 
 
 async def unchanged_comparison(baseline: str) -> str:
@@ -102,11 +96,8 @@ async def unchanged_comparison(baseline: str) -> str:
     from utu.eval.metrics import compute_metrics
     from utu.practice.report import attempts
 
-    db = Database()
-    try:
+    async with Database() as db:
         rows = await attempts(db, baseline)
-    finally:
-        await db.dispose()
     k = max(Counter(r.question for r in rows).values(), default=1)  # attempts per question
     m = compute_metrics(rows, k)
     low, high = m.mean_at_k_ci95
@@ -158,14 +149,11 @@ def main() -> None:
     from utu.practice.report import write_report
 
     async def report() -> Path:
-        db = Database()
-        try:
+        async with Database() as db:
             enhanced = "demo_enhanced" if learned else None
             return await write_report(
                 db, "demo_practice", ROOT / "runs/demo_practice", "demo_baseline", enhanced, HONEST_NOTE
             )
-        finally:
-            await db.dispose()
 
     path = asyncio.run(report())
     console.print(f"report: {path} (with PNG plots beside it)")

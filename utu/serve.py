@@ -206,12 +206,9 @@ async def experiment_agent(args) -> AgentConfig:
     if not path.is_file():
         raise ConfigError(f"{path}: no enhanced agent there; run the practice first (or give --agent_config)")
     config = load_agent_config(str(path))
-    db = Database(args.db_url)
-    try:
+    async with Database(args.db_url) as db:
         step = int(args.step) if args.step.isdigit() else args.step
         library, step = await library_at(db, args.exp_id, step, f"--exp_id {args.exp_id} --step {args.step}")
-    finally:
-        await db.dispose()
     log.info("%s: the library of step %d (%d experiences)", args.exp_id, step, len(library.experiences))
     return config.model_copy(update={"experiences": dict(library.experiences), "name": args.exp_id})
 

@@ -73,11 +73,8 @@ def test_export_writes_what_init_library_reads(practised):
     from utu.practice.initial import initial_library
 
     async def read_back():
-        db = Database(db_url)
-        try:
+        async with Database(db_url) as db:
             return await initial_library(db, str(tmp_path / "lib.yaml"), {})
-        finally:
-            await db.dispose()
 
     start = asyncio.run(read_back())
     assert start.experiences == {"G1": "When unsure, recompute.", "G2": "When done, box it."} and start.next_id == 3
@@ -170,11 +167,8 @@ def test_the_operation_log_reads_back_in_order_and_by_step_or_status(practised):
     from utu.practice.history import as_record, operation_log
 
     async def read(**where):
-        db = Database(practised[1])
-        try:
+        async with Database(practised[1]) as db:
             return await operation_log(db, "t", **where)
-        finally:
-            await db.dispose()
 
     log = asyncio.run(read())
     assert [o.step for o in log] == sorted(o.step for o in log) and {o.step for o in log} == {0, 1, 2, 3}

@@ -208,14 +208,11 @@ async def compare_runs(exp_a: str, exp_b: str, db: Database) -> int:
 
 async def run() -> int:
     args, overrides = parse_args()
-    db = Database(args.db_url)
-    try:
+    async with Database(args.db_url) as db:
         await db.create_tables()
         if args.compare:
             return await compare_runs(*args.compare, db)
         return await evaluate(args, overrides, db)
-    finally:
-        await db.dispose()
 
 
 def main() -> None:

@@ -122,8 +122,7 @@ async def run() -> int:
             ", ".join(HUB_SETS),
             INSTALL,
         )
-    db = Database(args.db_url)
-    try:
+    async with Database(args.db_url) as db:
         await db.create_tables()
         for name in wanted:
             if not args.replace and await dataset_size(db, name):
@@ -132,8 +131,6 @@ async def run() -> int:
             rows = parse_dataset_file(bundled[name], name)[1] if name in bundled else load_from_hub(name, args.hub_dir)
             written = await store_dataset(db, name, rows, "replace" if args.replace else "new")
             log.info("%s: loaded %d rows", name, written)
-    finally:
-        await db.dispose()
     return 0
 
 

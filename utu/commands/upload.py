@@ -52,13 +52,10 @@ async def run() -> int:
     renamed = sorted({row.dataset for row in rows if row.dataset and row.dataset != name})
     if renamed:
         log.info("lines naming data set %s are stored as %r (--dataset_name)", ", ".join(map(repr, renamed)), name)
-    db = Database(args.db_url)
-    try:
+    async with Database(args.db_url) as db:
         await db.create_tables()
         mode = "replace" if args.replace else "append" if args.append else "new"
         written = await store_dataset(db, name, rows, mode)
-    finally:
-        await db.dispose()
     log.info("uploaded %d rows to data set %r in %s", written, name, db.describe())
     return 0
 

@@ -50,7 +50,8 @@ def database_url(url: str | None = None) -> str:
 
 
 class Database:
-    """One engine plus a session factory. Create per run; `await db.dispose()` at the end."""
+    """One engine plus a session factory. Create per run, as `async with Database(url) as db:`, or
+    `await db.dispose()` at the end."""
 
     def __init__(self, url: str | None = None):
         self.url = database_url(url)
@@ -86,6 +87,12 @@ class Database:
 
     async def dispose(self) -> None:
         await self.engine.dispose()
+
+    async def __aenter__(self) -> "Database":
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.dispose()
 
     def describe(self) -> str:
         return make_url(self.url).render_as_string(hide_password=True)

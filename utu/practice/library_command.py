@@ -187,12 +187,9 @@ async def run() -> int:
     args = parse_args()
     if args.command == "screen":  # no database: the file holds all it needs
         return screen_command.run(args)
-    db = Database(args.db_url)
-    try:
+    async with Database(args.db_url) as db:
         await db.create_tables()
         await {"show": show, "diff": compare, "export": export, "merge": combine}[args.command](db, args)
-    finally:
-        await db.dispose()
     return 0
 
 

@@ -182,11 +182,8 @@ async def main() -> int:
     parser.add_argument("--enhanced")
     add_place_flags(parser, "the report (report.md) and its plots")
     args = parser.parse_args()
-    db = Database(args.db_url)
-    try:
+    async with Database(args.db_url) as db:
         path = await write_report(db, args.exp_id, args.output_dir / args.exp_id, args.baseline, args.enhanced)
-    finally:
-        await db.dispose()
     print(f"report written to {path}")
     return 0
 

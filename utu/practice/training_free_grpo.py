@@ -99,9 +99,8 @@ class TrainingFreeGRPO:
         """Every step (reusing what is stored), and the library `export_step` names; nothing written to files."""
         config = self.config
         setup_tracing()
-        db = Database(self.db_url)
         async with contextlib.AsyncExitStack() as resources:
-            resources.push_async_callback(db.dispose)
+            db = await resources.enter_async_context(Database(self.db_url))
             # connected first: a client that fails at once (no llama-server) would otherwise cancel aiosqlite's
             # connect midway, whose thread then reports to a closed event loop (a traceback after the error)
             await db.create_tables()

@@ -86,13 +86,10 @@ async def load_questions(dataset: str | None, file_path: Path | None, db_url: st
         return questions_from_jsonl(file_path)
     from utu.db.dataset_io import ensure_dataset
 
-    db = Database(db_url)
-    try:
+    async with Database(db_url) as db:
         await db.create_tables()
         await ensure_dataset(db, dataset)
         return await questions_from_db(db, dataset)
-    finally:
-        await db.dispose()
 
 
 class GRPOEnv:
