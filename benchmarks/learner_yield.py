@@ -116,9 +116,8 @@ async def run(args) -> dict:
     from utu.practice.training_free_grpo import load_practice_config
 
     os.environ["UTU_LEARNER_LOCAL_MODEL"] = args.learner
-    db = Database(args.db_url) if args.db_url else Database()
     results = {}
-    try:
+    async with Database(args.db_url) as db:
         rows = await recorded_step(db, args.exp_id)
         recorded = await PracticeStore(db, args.exp_id).snapshot(0)
         for count in args.experiences:
@@ -144,8 +143,6 @@ async def run(args) -> dict:
                 ),
                 "runs": runs,
             }
-    finally:
-        await db.dispose()
     return {
         "groups": len({r.dataset_index for r in rows}),
         "attempts": len(rows),

@@ -641,8 +641,9 @@ def test_a_proposal_told_as_its_questions_story_is_restated_and_screened_again(t
 
 def test_a_step_with_too_little_contrast_rolls_out_reserve_questions(tmp_path, workspace, stub):
     """`practice.top_up`: the agent always answers the two practised questions right (no contrast); with
-    `min_groups 1` the step rolls out two questions of the set past `rollout_data_truncate` and learns from them;
-    the rerun reuses the step. Without the top-up it learns nothing; without a truncation it is refused at once."""
+    `min_groups 1` each step (one question each) rolls out one question of the set past `rollout_data_truncate`,
+    a new one each step, and learns from it; the rerun reuses the steps. Without the top-up it learns nothing;
+    without a truncation, or with the validation slice in the reserve, it is refused at once."""
     configs, db_url = workspace
     easy = list(QUESTIONS)[:2]
 
@@ -653,23 +654,31 @@ def test_a_step_with_too_little_contrast_rolls_out_reserve_questions(tmp_path, w
         return f"{WORKING}The answer is \\boxed{{{QUESTIONS[question] if right else 0}}}."
 
     reply.served = dict.fromkeys(QUESTIONS, 0)
-    one_step = ["--epochs", "1", "--rollout_data_truncate", "2"]
+    steps = ["--epochs", "1", "--rollout_data_truncate", "2", "--batch_size", "1"]
+    top_up = ["--top_up_min_groups", "1", "--top_up_questions", "1"]
     agent, learner = stub(StubScript(reply_fn=reply)), stub(evolving_learner())
-    result = run_practice(tmp_path, configs, db_url, agent, learner, *one_step, "--top_up_min_groups", "1")
+    result = run_practice(tmp_path, configs, db_url, agent, learner, *steps, *top_up)
     assert result.returncode == 0, result.stderr
-    (stats,) = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps")]
-    assert (stats["questions"], stats["questions_added"], stats["groups_used"]) == (4, 2, 2)
-    assert agent.request_count == 4 * 2  # G=2: the batch, then the reserve (practice.top_up.questions is 8)
-    rows = query(db_url, "SELECT DISTINCT dataset_index FROM evaluation_data WHERE owner = 't' AND step = 0")
-    assert sorted(i for (i,) in rows) == [0, 1, 2, 3]
-    (sources,) = query(db_url, "SELECT source_questions FROM experience_operations WHERE status = 'applied'")
-    assert sorted(json.loads(sources[0])) == [2, 3]  # learned from the reserve's groups
-    again = run_practice(tmp_path, configs, db_url, agent, learner, *one_step, "--top_up_min_groups", "1")
-    assert again.returncode == 0 and agent.request_count == 4 * 2  # the saved step is reused
+    stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps ORDER BY step")]
+    assert [(s["questions"], s["questions_added"], s["groups_used"]) for s in stats] == [(2, 1, 1)] * 2
+    assert agent.request_count == 2 * 2 * 2  # G=2: each step's question, then its reserve question
+    by_step = "SELECT DISTINCT dataset_index FROM evaluation_data WHERE owner = 't' AND step = ?"
+    step_0, step_1 = ({i for (i,) in query(db_url, by_step, step)} for step in (0, 1))
+    assert 2 in step_0 and 3 in step_1 and (step_0 | step_1) == {0, 1, 2, 3}
+    (sources,) = query(db_url, "SELECT source_questions FROM experience_operations WHERE step = 0")
+    assert json.loads(sources[0]) == [2]  # learned from the reserve's group
+    again = run_practice(tmp_path, configs, db_url, agent, learner, *steps, *top_up)
+    assert again.returncode == 0 and agent.request_count == 2 * 2 * 2  # the saved steps are reused
 
-    result = run_practice(tmp_path, configs, db_url, agent, learner, *one_step, "--exp_id", "plain")
+    result = run_practice(tmp_path, configs, db_url, agent, learner, *steps, "--exp_id", "plain")
     assert result.returncode == 2 and "none of 2 groups carried contrast" in result.stderr
 
-    result = run_practice(tmp_path, configs, db_url, agent, learner, "--top_up_min_groups", "1")
-    assert result.returncode == 2 and "practice.top_up needs data.rollout_data_truncate" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    validation = ["--validation_dataset", "Arith", "--validation_offset", "3", "--validation_size", "1"]
+    calls = agent.request_count
+    for refused, flags, said in (
+        ("untruncated", top_up, "practice.top_up needs data.rollout_data_truncate"),
+        ("validated", [*steps, *top_up, *validation], "practice.validation takes 3-3 of it: move the validation"),
+    ):
+        result = run_practice(tmp_path, configs, db_url, agent, learner, "--exp_id", refused, *flags)
+        assert result.returncode == 2 and said in " ".join(result.stderr.split()), refused
+        assert len(result.stderr.strip().splitlines()) == 1 and agent.request_count == calls

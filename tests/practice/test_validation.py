@@ -255,6 +255,7 @@ def test_a_refused_update_keeps_the_changes_that_pass_alone(tmp_path, stub):
     (stats,) = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps")]
     assert stats["learner_tries"] == 1 and stats["validation"]["accepted"]
     assert stats["validation"]["reason"].startswith("Mean@2 0.000 -> 1.000")  # the two together
+    assert stats["validation"]["reason"].endswith("; kept 2 of 3 additions tried alone; the whole update: +0.000")
     assert stats["usage"]["validation"]["calls"] == 6 * 3 * 2  # empty, all three, each alone, the two together
     (library,) = query(db_url, "SELECT experiences FROM experience_snapshots WHERE step = 0")
     assert sorted(json.loads(library[0]).values()) == sorted([HELPFUL, ALSO_HELPFUL])
@@ -283,6 +284,29 @@ def test_a_refused_update_keeps_the_changes_that_pass_alone(tmp_path, stub):
     # The second look proposed both again: HARMFUL refused before validation, HELPFUL then the update's only change.
     assert stats["learner_tries"] == 2 and stats["validation"]["accepted"]
     assert stats["usage"]["validation"]["calls"] == 4 * 3 * 2  # empty, both, HARMFUL alone, HELPFUL in the second
+
+
+def test_only_additions_are_tried_alone_and_only_as_many_as_the_library_has_room_for(tmp_path, stub):
+    """A refused update that deletes an experience and adds two: alone, the deletion would pass on a tie, so it stays
+    refused with the whole; with `max_experiences` 2 and one experience kept, only the first addition is tried."""
+    configs, db_url = workspace_with_validation_set(tmp_path)
+    (initial := tmp_path / "initial.json").write_text(json.dumps({"G0": HARMLESS}))
+    update = [{"operation": "DELETE", "id": "G0"}] + [{"operation": "ADD", "content": t} for t in (HARMFUL, HELPFUL)]
+    learner = stub(evolving_learner(group_update=lambda library: update, merge=False))
+    flags = ["--epochs", "1", "--batch_size", "4", *VALIDATION, "--validation_one_by_one", "3"]
+    flags += ["--max_experiences", "2", "--init_library", str(initial)]
+    result = run_practice(tmp_path, configs, db_url, stub(adder(needed=HELPFUL, working=WORKING)), learner, *flags)
+    assert result.returncode == 2 and "practice learned nothing" in result.stderr
+    first = query(db_url, "SELECT kind, new_text, reason FROM experience_operations ORDER BY id")[:3]
+    assert [(kind, text, reason.split(" Mean@2")[0]) for kind, text, reason in first] == [
+        ("DELETE", None, "validation:"),
+        ("ADD", HARMFUL, "validation: alone,"),
+        ("ADD", HELPFUL, "validation:"),  # no room for it alone
+    ]
+    (stats,) = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps")]
+    assert stats["usage"]["validation"]["calls"] == 3 * 3 * 2  # the initial library, the update, HARMFUL alone
+    (library,) = query(db_url, "SELECT experiences FROM experience_snapshots WHERE step = 0")
+    assert json.loads(library[0]) == {"G0": HARMLESS}
 
 
 def test_a_learner_that_proposes_nothing_is_not_asked_again(tmp_path, stub):

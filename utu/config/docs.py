@@ -26,6 +26,7 @@ MODELS: dict[str, type[BaseModel]] = {
         models.PracticeArguments,
         models.ValidationConfig,
         models.ScreeningConfig,
+        models.TopUpConfig,
         models.DataArguments,
         models.EvalConfig,
         models.AgentConfig,

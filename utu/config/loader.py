@@ -207,7 +207,8 @@ def validate(data: dict, model: type[M], files: dict[str, Path | str]) -> M:
             key = ".".join(str(p) for p in err["loc"])
             shown = err["type"] != "missing" and not isinstance(err["input"], dict | list)
             got = f" (got {err['input']!r})" if shown else ""
-            lines.append(f"{_file_of(files, key)}: {key}: {err['msg']}{got}")
+            message = err["msg"].removeprefix("Value error, ")  # a validator's own sentence
+            lines.append(f"{_file_of(files, key)}: {key + ': ' if key else ''}{message}{got}")
         raise ConfigError("\n".join(lines)) from e
 
 

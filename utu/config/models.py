@@ -350,8 +350,10 @@ class TopUpConfig(StrictModel):
     compare), like DAPO's dynamic sampling: the extra questions come from the practice set past
     `data.rollout_data_truncate`, a different slice each step, so they are never practised twice."""
 
-    min_groups: int = knob(description="Groups with contrast a step needs before it stops rolling out.", gt=0)
-    questions: int = knob(8, "Reserve questions rolled out at once when it has fewer (G attempts each).", gt=0)
+    min_groups: int = knob(
+        description="Groups with contrast (attempts that differ in reward) a step should have.", gt=0
+    )
+    questions: int = knob(8, "Reserve questions a step with fewer rolls out, once (G attempts each).", gt=0)
 
 
 class ScreeningConfig(StrictModel):
@@ -549,16 +551,18 @@ class TrainingFreeGRPOConfig(StrictModel):
         shapes=False,
     )
 
-    # Practice's rollouts are the evaluation's attempts: unset, their bounds are the evaluation's (read here,
-    # not written into `practice`, so a copied or shared PracticeArguments keeps meaning "unset").
     @model_validator(mode="after")
-    def _reserve_exists(self) -> "TrainingFreeGRPOConfig":
+    def _top_up_can_work(self) -> "TrainingFreeGRPOConfig":
         if self.practice.top_up and not self.data.rollout_data_truncate:
             raise ValueError(
                 "practice.top_up needs data.rollout_data_truncate: its reserve is the practice set past those questions"
             )
+        if self.practice.top_up and self.practice.grpo_n < 2:
+            raise ValueError("practice.top_up needs grpo_n of 2 or more: a group of one attempt has no contrast")
         return self
 
+    # Practice's rollouts are the evaluation's attempts: unset, their bounds are the evaluation's (read here,
+    # not written into `practice`, so a copied or shared PracticeArguments keeps meaning "unset").
     @property
     def rollout_concurrency(self) -> int:
         return self.practice.rollout_concurrency or self.evaluation.concurrency

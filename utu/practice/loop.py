@@ -145,12 +145,12 @@ class PracticeLoop:
         rows = await self.data.step_rows(epoch, step, batch)
         log.info("step %d (epoch %d, batch %d): %d questions x G=%d", step, epoch, b, len(batch), self.p.grpo_n)
         outcomes = await self.groups(rows, library)
-        top_up, added = self.p.top_up, 0
-        if top_up and sum(o.used for o in outcomes) < top_up.min_groups:
+        top_up, added, contrast = self.p.top_up, 0, groups_with_contrast(rows)
+        if top_up and contrast < top_up.min_groups and not self.usage.over_budget:
             reserve = await self.data.reserve(step, top_up.questions)
             log.info(
                 "step %d: %d of %d groups with contrast (top_up.min_groups %d): %d more questions",
-                *(step, sum(o.used for o in outcomes), len(outcomes), top_up.min_groups, len(reserve)),
+                *(step, contrast, len(outcomes), top_up.min_groups, len(reserve)),
             )
             extra, added = await self.data.step_rows(epoch, step, reserve), len(reserve)
             rows, outcomes = rows + extra, outcomes + await self.groups(extra, library)
@@ -274,18 +274,22 @@ class PracticeLoop:
     async def one_by_one(
         self, current: Library, proposed: Library, records: list[OpRecord], refused: StepValidation
     ) -> tuple[Library, StepValidation]:
-        """After the gate refused `proposed` whole: its changes validated alone, as many as the step has left of
-        `validation.one_by_one`; those that pass are kept together if together they pass, else the one that
-        gained most. A right rule refused beside trivial ones was lost this way (docs/results.md). Returns the
-        library kept and the validation that decided; marks each record with what became of it."""
+        """After the gate refused `proposed` whole: the experiences it adds validated alone against `current`, as
+        many as the step has left of `validation.one_by_one` and the library has room for; those that pass are kept
+        together if together they pass, else the one that gained most. Its UPDATEs and DELETEs stay refused with
+        the whole (alone, a rewrite or a deletion passes on a tie). A right rule refused beside trivial ones was
+        lost that way (docs/results.md). Returns the library kept and the validation that decided; marks each
+        record with what became of it."""
         changes = [r for r in records if r.status == "applied"]
-        tried = changes[: self.alone_left] if len(changes) > 1 else []
-        self.alone_left -= len(tried)
-        passed: list[tuple[OpRecord, StepValidation]] = []
+        cap = self.p.max_experiences
+        room = len(changes) if cap is None else cap - len(current.experiences)
+        adds = [r for r in changes if r.kind == "ADD"][: min(self.alone_left, room)] if len(changes) > 1 else []
+        self.alone_left -= len(adds)
         for r in changes:
-            if r not in tried:
+            if not any(r is a for a in adds):
                 r.status, r.reason = "refused", GATE_REFUSED + refused.reason
-                continue
+        passed: list[tuple[OpRecord, StepValidation]] = []
+        for r in adds:
             alone = await self.validate(current, with_changes(current, [r], proposed.next_id))
             if alone.accepted:
                 passed.append((r, alone))
@@ -307,6 +311,8 @@ class PracticeLoop:
                             "refused",
                             f"{GATE_REFUSED}passed alone, not with the others: {together.reason}",
                         )
+        how = f"kept {len(kept)} of {len(adds)} additions tried alone; the whole update: {refused.difference:+.3f}"
+        decided = decided.model_copy(update={"reason": f"{decided.reason}; {how}"})
         return with_changes(current, kept, proposed.next_id), decided
 
     async def propose(
@@ -498,6 +504,15 @@ def gate(mean_diff: float, size_before: int, size_after: int, v: ValidationConfi
         rule = f"{size_before} -> {size_after} experiences must gain more than {v.min_gain_to_grow:g}"
         return difference >= -v.max_drop and difference > v.min_gain_to_grow, rule
     return difference >= -v.max_drop, f"allowed drop {v.max_drop:g}"
+
+
+def groups_with_contrast(rows: list[EvaluationSample]) -> int:
+    """Questions whose judged attempts did not all score the same: the groups a learner can compare."""
+    rewards: dict[int, set] = defaultdict(set)
+    for r in rows:
+        if r.stage == "judged":
+            rewards[r.dataset_index].add(r.reward)
+    return sum(len(seen) > 1 for seen in rewards.values())
 
 
 def _step_questions(rows: list[EvaluationSample]) -> dict[int, Question]:

@@ -23,6 +23,7 @@ from utu.config import TrainingFreeGRPOConfig, config_root, load_config
 from utu.config.models import shaping_dump
 from utu.db import Database
 from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
+from utu.db.models import DatasetSample
 from utu.errors import ConfigError, RunFailed
 from utu.names import inside, writable_folder
 from utu.practice.data_manager import PracticeData
@@ -130,10 +131,38 @@ class TrainingFreeGRPO:
             log.info("starting from a library of %d experiences", len(initial.experiences))
         epoch_ids = [PracticeData.epoch_exp_id_of(config.exp_id, e) for e in range(config.practice.epochs)]
         shaping = shaping_config(config, content_digest(questions)) | {"initial_library": initial.experiences}
+        if config.practice.top_up:
+            steps = config.practice.epochs * PracticeData.batch_count(len(questions), config.practice.batch_size)
+            shaping["data"]["reserve"] = content_digest(await self._reserve(db, steps))
         self._check_export_step(len(questions))
         in_step_evals = (EVAL_PREFIX.format(config.exp_id),) if config.practice.do_eval else ()
         await claim_experiment(resources, db, config.exp_id, "practice", shaping, epoch_ids, self.fresh, in_step_evals)
         return initial
+
+    async def _reserve(self, db: Database, steps: int) -> list[DatasetSample]:
+        """The questions `practice.top_up` may roll out in `steps` steps (PracticeData.reserve), checked: none of
+        the validation questions (whose docs suggest the slice past the practised ones), answers the verifier
+        reads; fewer than the steps may need is said."""
+        config, v = self.config, self.config.practice.validation
+        name, first = config.data.practice_dataset_name, config.data.rollout_data_truncate or 0
+        per_step = config.practice.top_up.questions if config.practice.top_up else 0
+        end = first + steps * per_step
+        if v and v.dataset == name and v.offset < end and first < v.offset + v.size:
+            raise ConfigError(
+                f"practice.top_up's reserve is {name} questions {first}-{end - 1} (rollout_data_truncate {first} + "
+                f"{steps} steps x top_up.questions {per_step}), and practice.validation takes {v.offset}-"
+                f"{v.offset + v.size - 1} of it: move the validation offset past {end - 1}"
+            )
+        reserve = await select_questions(db, name, end - first, first)
+        if len(reserve) < end - first:
+            log.warning(
+                "practice.top_up: %s holds %d reserve questions of the %d its steps may take",
+                name,
+                len(reserve),
+                end - first,
+            )
+        check_answers(self.verify, reserve, name)
+        return reserve
 
     def _check_export_step(self, questions: int) -> None:
         """A step number past the run's last step is refused before any work, not after the whole run."""
