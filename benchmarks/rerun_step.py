@@ -2,19 +2,22 @@
 
     python benchmarks/rerun_step.py --db_url sqlite:///<demo clone>/utu.db [--n 6]
 
-`learner_yield.py` and `second_look.py` replay the learner through benchmark code. This one takes a consistent
-copy of the recorded SQLite database (the recorded file is only read), forgets what its step 0 learned
-(operations, snapshot, statistics: `PracticeStore.reset_from`), keeps its judged attempts, and runs
+`learner_yield.py` and `second_look.py` replay the learner through benchmark code. This one takes a consistent copy
+of the recorded SQLite database (the recorded file is only read), forgets what its step 0 learned (operations,
+snapshot, statistics: `PracticeStore.reset_from`), keeps its judged attempts, and runs
 `scripts/run_training_free_GRPO.py` on a fresh copy of that, as `make demo` does: the learner, the screening, the
-restate stage, the gate and the second look, with no new rollouts. What differs from the live step is that no
+restate stage, the gate and the second look, with no new rollouts but the top-up's (`practice.top_up`: a recorded
+step with too few groups of contrast rolls out its reserve questions anew). The practice config is today's, not the
+recording's: the recorded fingerprint is forgotten with the step. What differs from the live step is that no
 rollouts run beside the learner, and the learner's draw. The empty library's validation attempts, and those of a
-proposed library identical to one the recorded run validated, are reused (as the live loop reuses them). The
-reruns write nothing outside a temporary folder (no runs/, no configs/ export). Writes
-benchmarks/results/rerun_step_<learner>.json (rename it to keep a run's result beside another's). By hand only:
-3 to 7 minutes a rerun for the 1.5B on 2 cores.
+proposed library identical to one the recorded run validated, are reused (as the live loop reuses them). The reruns
+write nothing outside a temporary folder (no runs/, no configs/ export). Writes
+benchmarks/results/rerun_step_<learner>[_<name>].json (`--name`: to keep one recording's result beside another's).
+By hand only: 3 to 7 minutes a rerun for the 1.5B on 2 cores.
 """
 
 import os
+import re
 import sqlite3
 import sys
 import tempfile
@@ -79,6 +82,8 @@ async def what_the_step_did(db, exp_id: str, key: str) -> dict:
     kept = list(library.experiences.values()) if library else []
     return {
         "learner_tries": stats.learner_tries if stats else None,
+        "groups_with_contrast": stats.groups_used if stats else None,
+        "questions_added": stats.questions_added if stats else None,
         "validation": stats.validation.reason if stats and stats.validation else None,
         "kept": kept,
         "kept_with_key": sum(key in text.lower() for text in kept),
@@ -93,11 +98,16 @@ async def what_the_step_did(db, exp_id: str, key: str) -> dict:
 async def prepare(db, args) -> dict:
     """Check the recording and read what its step 0 did, then forget what that step learned (operations, snapshot,
     statistics, learner errors); its attempts stay."""
+    from sqlalchemy import delete
+
+    from utu.db.models import Experiment
     from utu.practice.store import PracticeStore
 
     await check_recorded(db, args)
     recorded = await what_the_step_did(db, args.exp_id, args.key)
     await PracticeStore(db, args.exp_id).reset_from(0)
+    async with db.transaction() as s:  # the rerun runs today's config, and records its own fingerprint
+        await s.execute(delete(Experiment).where(Experiment.exp_id == args.exp_id))
     return recorded
 
 
@@ -149,10 +159,14 @@ async def run(args) -> dict:
 def main() -> None:
     parser = replay_arguments(__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=6, help="reruns (at least 1)")
+    parser.add_argument("--name", default="", help="a suffix for the result file: letters, digits and _")
     args = parser.parse_args()
     if args.n < 1:
         parser.error("--n must be at least 1")
-    write_result(replay_result_name("rerun_step", args), {**replay_meta(args), **replay(run, args)})
+    if not re.fullmatch(r"\w*", args.name, re.ASCII):
+        parser.error("--name: letters, digits and _ only")
+    name = replay_result_name("rerun_step", args) + (f"_{args.name}" if args.name else "")
+    write_result(name, {**replay_meta(args), **replay(run, args)})
 
 
 if __name__ == "__main__":
