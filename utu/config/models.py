@@ -337,10 +337,11 @@ class ValidationConfig(StrictModel):
     )
     one_by_one: int | None = knob(
         None,
-        "When the gate refuses an update that changes several experiences, validate up to this many of its "
-        "changes alone (per step, in the order proposed) and keep those that pass, together if together they "
-        "pass, else the one that gained most: a good rule is not lost beside a bad or trivial one. null: a "
-        "refused update is refused whole.",
+        "When the gate refuses an update that changes several experiences, validate up to this many of the "
+        "experiences it adds alone (per step, in the order proposed, as many as max_experiences has room for) and "
+        "keep those that pass, together if together they pass, else the one that gained most: a good rule is not "
+        "lost beside a bad or trivial one. Its UPDATEs and DELETEs stay refused. null: a refused update is refused "
+        "whole.",
         ge=1,
     )
 

@@ -137,15 +137,13 @@ def _apply_one(
     return record
 
 
-def with_changes(library: Library, changes: list[OpRecord], next_id: int) -> Library:
-    """`library` with some of one update's applied changes (`apply_operations`' records), under the ids that update
+def with_additions(library: Library, additions: list[OpRecord], next_id: int) -> Library:
+    """`library` with some of one update's applied ADDs (`apply_operations`' records), under the ids that update
     gave them; `next_id` is the update's, so an id it gave is never given again."""
     new = Library(dict(library.experiences), max(library.next_id, next_id))
-    for r in changes:
-        if r.kind == "DELETE":
-            del new.experiences[r.experience_id]
-        else:
-            new.experiences[r.experience_id] = r.new_text
+    for r in additions:
+        assert r.kind == "ADD" and r.experience_id and r.new_text, r
+        new.experiences[r.experience_id] = r.new_text
     return new
 
 

@@ -35,7 +35,7 @@ from utu.eval.runner import EvalRunner
 from utu.llm.usage import Usage, UsageTracker
 from utu.practice.data_manager import PracticeData
 from utu.practice.experience_updater import ExperienceUpdater
-from utu.practice.library import JUNK, Library, OpRecord, Screen, StoryCheck, apply_operations, with_changes
+from utu.practice.library import JUNK, Library, OpRecord, Screen, StoryCheck, apply_operations, with_additions
 from utu.practice.screening import ANSWER_REFUSED, EXISTING, Question, Source, screen, similarity, tells_its_story
 from utu.practice.store import EVAL_PREFIX, VALIDATION_INFIX, PracticeStore
 from utu.practice.types import (
@@ -290,7 +290,7 @@ class PracticeLoop:
                 r.status, r.reason = "refused", GATE_REFUSED + refused.reason
         passed: list[tuple[OpRecord, StepValidation]] = []
         for r in adds:
-            alone = await self.validate(current, with_changes(current, [r], proposed.next_id))
+            alone = await self.validate(current, with_additions(current, [r], proposed.next_id))
             if alone.accepted:
                 passed.append((r, alone))
             else:
@@ -299,7 +299,7 @@ class PracticeLoop:
             return current, refused
         kept, decided = [passed[0][0]], passed[0][1]
         if len(passed) > 1:
-            together = await self.validate(current, with_changes(current, [r for r, _ in passed], proposed.next_id))
+            together = await self.validate(current, with_additions(current, [r for r, _ in passed], proposed.next_id))
             if together.accepted:
                 kept, decided = [r for r, _ in passed], together
             else:
@@ -313,7 +313,7 @@ class PracticeLoop:
                         )
         how = f"kept {len(kept)} of {len(adds)} additions tried alone; the whole update: {refused.difference:+.3f}"
         decided = decided.model_copy(update={"reason": f"{decided.reason}; {how}"})
-        return with_changes(current, kept, proposed.next_id), decided
+        return with_additions(current, kept, proposed.next_id), decided
 
     async def propose(
         self,
