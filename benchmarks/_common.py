@@ -1,5 +1,6 @@
 """Helpers shared by the benchmarks: a stub LLM in its own process, and writing results as JSON."""
 
+import argparse
 import json
 import platform
 import re
@@ -30,7 +31,16 @@ def stub_process(*args: str):
         proc.wait(timeout=10)
 
 
+def result_name(name: str) -> str:
+    """A result's name as given on the command line (`--out`, argparse's `type=`): a plain file name, never a path,
+    refused before the benchmark runs."""
+    if not re.fullmatch(r"\w[\w.-]*", name, re.ASCII):
+        raise argparse.ArgumentTypeError(f"{name!r}: letters, digits, '_', '-' and '.' only")
+    return name
+
+
 def write_result(name: str, result: dict) -> Path:
+    """benchmarks/results/<name>.json."""
     RESULTS.mkdir(exist_ok=True)
     result = {
         "benchmark": name,

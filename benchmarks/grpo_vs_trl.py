@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import write_result  # noqa: E402
+from _common import result_name, write_result  # noqa: E402
 
 PROMPTS = ["a", "b", "ab", "ba", "aa", "h", "0", "12"]
 # A system prompt of realistic length (~30 tokens for a real tokenizer, 120 characters here): prompts are not free.
@@ -148,7 +148,7 @@ def main() -> None:
     parser.add_argument("--max_new_tokens", type=int, default=32)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--out", default="grpo_vs_trl", help="result name under benchmarks/results/")
+    parser.add_argument("--out", type=result_name, default="grpo_vs_trl", help="result name under benchmarks/results/")
     parser.add_argument("--child", choices=["ours", "trl"])
     parser.add_argument("--knobs")
     args = parser.parse_args()

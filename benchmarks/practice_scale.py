@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import client_floor, stub_practice, stub_process, transport_floor, write_result  # noqa: E402
+from _common import client_floor, result_name, stub_practice, stub_process, transport_floor, write_result  # noqa: E402
 
 from utu.cli import tune_gc  # noqa: E402
 from utu.db import Database  # noqa: E402
@@ -72,25 +72,26 @@ class TimedDatabase(Database):
 
 
 async def run(url: str, db_url: str, args) -> dict:
-    db = TimedDatabase(db_url)
-    practice, clients = await stub_practice(url, db, "Scale", args.questions, args.group, args.batch, args.concurrency)
-    memory: list[float] = []
-    original = practice.practice_step
+    async with TimedDatabase(db_url) as db:
+        practice, clients = await stub_practice(
+            url, db, "Scale", args.questions, args.group, args.batch, args.concurrency
+        )
+        memory: list[float] = []
+        original = practice.practice_step
 
-    async def step_and_measure(*a, **kw):
-        out = await original(*a, **kw)
-        memory.append(round(rss_mb(), 1))
-        return out
+        async def step_and_measure(*a, **kw):
+            out = await original(*a, **kw)
+            memory.append(round(rss_mb(), 1))
+            return out
 
-    practice.practice_step = step_and_measure
-    cpu0, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-    await practice.run()
-    wall = time.perf_counter() - start
-    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
-    calls = practice.usage.total().calls
-    await clients.aclose()
-    await db.dispose()
+        practice.practice_step = step_and_measure
+        cpu0, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        await practice.run()
+        wall = time.perf_counter() - start
+        cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+        calls = practice.usage.total().calls
+        await clients.aclose()
     ideal = calls * args.latency / args.concurrency
     transport = await transport_floor(url, calls, args.concurrency)
     client_only = await client_floor(url, calls, args.concurrency)
@@ -129,7 +130,9 @@ async def main() -> int:
     parser.add_argument("--latency", type=float, default=0.02)
     parser.add_argument("--concurrency", type=int, default=128)
     parser.add_argument("--db", nargs="+", default=["sqlite", "postgres"])
-    parser.add_argument("--out", default="practice_scale", help="result name: benchmarks/results/<out>.json")
+    parser.add_argument(
+        "--out", type=result_name, default="practice_scale", help="result name: benchmarks/results/<out>.json"
+    )
     args = parser.parse_args()
     tune_gc()  # as the scripts do (utu.cli.run)
     results = {}

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import client_floor, sdk_floor, stub_practice, stub_process, write_result  # noqa: E402
+from _common import client_floor, result_name, sdk_floor, stub_practice, stub_process, write_result  # noqa: E402
 
 from utu.cli import tune_gc  # noqa: E402
 from utu.db import Database  # noqa: E402
@@ -37,15 +37,14 @@ REPLIES = Path(__file__).resolve().parent / "practice_replies.py"
 
 
 async def one_step(base_url: str, args, pipeline: bool, workdir: Path) -> tuple[float, int]:
-    db = Database(f"sqlite:///{workdir / f'bench-{pipeline}-{time.monotonic_ns()}.db'}")
-    practice, clients = await stub_practice(
-        base_url, db, "Bench", args.questions, args.group, args.questions, args.concurrency, pipeline
-    )
-    start = time.perf_counter()
-    await practice.run()
-    elapsed = time.perf_counter() - start
-    await clients.aclose()
-    await db.dispose()
+    async with Database(f"sqlite:///{workdir / f'bench-{pipeline}-{time.monotonic_ns()}.db'}") as db:
+        practice, clients = await stub_practice(
+            base_url, db, "Bench", args.questions, args.group, args.questions, args.concurrency, pipeline
+        )
+        start = time.perf_counter()
+        await practice.run()
+        elapsed = time.perf_counter() - start
+        await clients.aclose()
     return elapsed, practice.usage.total().calls
 
 
@@ -101,7 +100,9 @@ async def main() -> int:
     parser.add_argument("--jitter-latency", type=float, default=0.5, help="median latency of the straggler run")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", default="practice_step", help="result file name under benchmarks/results/")
+    parser.add_argument(
+        "--out", type=result_name, default="practice_step", help="result file name under benchmarks/results/"
+    )
     args = parser.parse_args()
     tune_gc()  # as the scripts do (utu.cli.run)
     scenarios = []
