@@ -23,6 +23,7 @@ from tests.practice.helpers import (
     work_requests,
 )
 from utu.llm.stub import StubScript
+from utu.practice.types import StepStats
 
 # Per step: 4 attempts; learner: 4 summaries, 2 advantages, 2 group updates, 1 consolidation.
 AGENT_PER_STEP, LEARNER_PER_STEP = 4, 9
@@ -661,6 +662,7 @@ def test_a_step_with_too_little_contrast_rolls_out_reserve_questions(tmp_path, w
     assert result.returncode == 0, result.stderr
     stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps ORDER BY step")]
     assert [(s["questions"], s["questions_added"], s["groups_used"]) for s in stats] == [(2, 1, 1)] * 2
+    assert StepStats.model_validate(stats[0]).groups == "1/1 (+1)"  # as the step tables show it
     assert agent.request_count == 2 * 2 * 2  # G=2: each step's question, then its reserve question
     by_step = "SELECT DISTINCT dataset_index FROM evaluation_data WHERE owner = 't' AND step = ?"
     step_0, step_1 = ({i for (i,) in query(db_url, by_step, step)} for step in (0, 1))

@@ -158,12 +158,13 @@ async def write_report(
             f"(95% CI {diff.ci95[0]:+.3f} to {diff.ci95[1]:+.3f}). {meaning(diff.ci95, len(diff.rows))}",
             "",
         ]
-    header = f"| step | epoch | Mean@{g} | groups used/skipped | library | ADD/UPDATE/DELETE | refused | tokens |"
+    groups = "groups used/skipped (+topped up)"
+    header = f"| step | epoch | Mean@{g} | {groups} | library | ADD/UPDATE/DELETE | refused | tokens |"
     lines += ["## Steps", "", header, "|---|---|---|---|---|---|---|---|"]
     for s in steps:
         ops = s.operations
         lines.append(
-            f"| {s.step} | {s.epoch} | {s.mean_at_g:.3f} | {s.groups_used}/{s.groups_skipped} | {s.library_size} | "
+            f"| {s.step} | {s.epoch} | {s.mean_at_g:.3f} | {s.groups} | {s.library_size} | "
             f"{ops['ADD']}/{ops['UPDATE']}/{ops['DELETE']} | {s.operations_refused} | {s.tokens} |"
         )
     lines += tool_lines(steps)

@@ -121,6 +121,13 @@ class StepStats(BaseModel):
     def cost(self) -> float:
         return sum(u.cost for u in self.usage.values())
 
+    @property
+    def groups(self) -> str:
+        """Groups used/skipped, and the questions the top-up added, as the step tables show them."""
+        return f"{self.groups_used}/{self.groups_skipped}" + (
+            f" (+{self.questions_added})" if self.questions_added else ""
+        )
+
     @model_validator(mode="before")
     @classmethod
     def _from_older_rows(cls, data: Any) -> Any:
