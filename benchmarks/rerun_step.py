@@ -17,7 +17,6 @@ By hand only: 3 to 7 minutes a rerun for the 1.5B on 2 cores.
 """
 
 import os
-import re
 import sqlite3
 import sys
 import tempfile
@@ -25,7 +24,7 @@ from contextlib import closing
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import run_timed, write_result  # noqa: E402
+from _common import result_name, run_timed, write_result  # noqa: E402
 from learner_yield import (  # noqa: E402
     recorded_step,
     replay,
@@ -98,16 +97,13 @@ async def what_the_step_did(db, exp_id: str, key: str) -> dict:
 async def prepare(db, args) -> dict:
     """Check the recording and read what its step 0 did, then forget what that step learned (operations, snapshot,
     statistics, learner errors); its attempts stay."""
-    from sqlalchemy import delete
-
-    from utu.db.models import Experiment
+    from utu.db.experiments import forget_experiment
     from utu.practice.store import PracticeStore
 
     await check_recorded(db, args)
     recorded = await what_the_step_did(db, args.exp_id, args.key)
     await PracticeStore(db, args.exp_id).reset_from(0)
-    async with db.transaction() as s:  # the rerun runs today's config, and records its own fingerprint
-        await s.execute(delete(Experiment).where(Experiment.exp_id == args.exp_id))
+    await forget_experiment(db, args.exp_id)  # the rerun runs today's config, and records its own fingerprint
     return recorded
 
 
@@ -159,12 +155,10 @@ async def run(args) -> dict:
 def main() -> None:
     parser = replay_arguments(__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=6, help="reruns (at least 1)")
-    parser.add_argument("--name", default="", help="a suffix for the result file: letters, digits and _")
+    parser.add_argument("--name", type=result_name, help="a suffix for the result file: letters, digits, _, - and .")
     args = parser.parse_args()
     if args.n < 1:
         parser.error("--n must be at least 1")
-    if not re.fullmatch(r"\w*", args.name, re.ASCII):
-        parser.error("--name: letters, digits and _ only")
     name = replay_result_name("rerun_step", args) + (f"_{args.name}" if args.name else "")
     write_result(name, {**replay_meta(args), **replay(run, args)})
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from utu.app import claim_experiment
 from utu.config import TrainingFreeGRPOConfig, config_root, load_config
-from utu.config.models import shaping_dump
+from utu.config.models import TopUpConfig, shaping_dump
 from utu.db import Database
 from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
 from utu.db.models import DatasetSample
@@ -131,21 +131,24 @@ class TrainingFreeGRPO:
             log.info("starting from a library of %d experiences", len(initial.experiences))
         epoch_ids = [PracticeData.epoch_exp_id_of(config.exp_id, e) for e in range(config.practice.epochs)]
         shaping = shaping_config(config, content_digest(questions)) | {"initial_library": initial.experiences}
+        steps = config.practice.epochs * PracticeData.batch_count(len(questions), config.practice.batch_size)
         if config.practice.top_up:
-            steps = config.practice.epochs * PracticeData.batch_count(len(questions), config.practice.batch_size)
-            shaping["data"]["reserve"] = content_digest(await self._reserve(db, steps))
-        self._check_export_step(len(questions))
+            shaping["data"]["reserve"] = content_digest(await self._reserve(db, steps, config.practice.top_up))
+        self._check_export_step(steps)
         in_step_evals = (EVAL_PREFIX.format(config.exp_id),) if config.practice.do_eval else ()
         await claim_experiment(resources, db, config.exp_id, "practice", shaping, epoch_ids, self.fresh, in_step_evals)
         return initial
 
-    async def _reserve(self, db: Database, steps: int) -> list[DatasetSample]:
+    async def _reserve(self, db: Database, steps: int, top_up: TopUpConfig) -> list[DatasetSample]:
         """The questions `practice.top_up` may roll out in `steps` steps (PracticeData.reserve), checked: none of
         the validation questions (whose docs suggest the slice past the practised ones), answers the verifier
         reads; fewer than the steps may need is said."""
         config, v = self.config, self.config.practice.validation
-        name, first = config.data.practice_dataset_name, config.data.rollout_data_truncate or 0
-        per_step = config.practice.top_up.questions if config.practice.top_up else 0
+        name, first, per_step = (
+            config.data.practice_dataset_name,
+            config.data.rollout_data_truncate or 0,
+            top_up.questions,
+        )
         end = first + steps * per_step
         if v and v.dataset == name and v.offset < end and first < v.offset + v.size:
             raise ConfigError(
@@ -164,12 +167,10 @@ class TrainingFreeGRPO:
         check_answers(self.verify, reserve, name)
         return reserve
 
-    def _check_export_step(self, questions: int) -> None:
-        """A step number past the run's last step is refused before any work, not after the whole run."""
+    def _check_export_step(self, steps: int) -> None:
+        """A step number past the run's last step (of `steps`) is refused before any work, not after the whole run."""
         if self.export_step in ("last", "best"):
             return
-        p = self.config.practice
-        steps = p.epochs * PracticeData.batch_count(questions, p.batch_size)
         if not 0 <= int(self.export_step) < steps:
             raise ConfigError(f"--export_step {self.export_step}: this practice has steps 0 to {steps - 1}")
 
