@@ -42,7 +42,7 @@ NOTHING_KEPT = (
 HONEST_NOTE = """**What to expect from small models.** The task is sized for the embedded Qwen2.5-Coder-0.5B agent: the
 division is easy, so what decides the reward is a habit, converting the amount into the portion's unit before
 dividing, which the agent follows only some of the time and which one sentence of advice much improves; the learner is
-Qwen2.5-Coder-1.5B, and the update is kept only if Mean@2 on 8 validation questions rises by more than 0.1 (or the
+Qwen2.5-Coder-1.5B, and the update is kept only if Mean@2 on 8 validation questions rises by more than 0.15 (or the
 rules it adds that do so alone; when every proposal is refused, the learner looks at the same attempts once more;
 when the agent's attempts differ on fewer than 3 questions, it practises on 8 more). 12 held-out
 questions at K=2 show only a large effect: read the paired difference with its confidence interval
