@@ -104,7 +104,10 @@ def test_topical_advice_in_any_form_and_language_passes(text, question):
         ("When you need to add two numbers, use the formula for the sum of two numbers (e.", "parenthesis left open"),
         ("When the order of operations is not followed correctly, the result is incorrect.", "states a fact"),
         ("这道题里她一共送出了四十三个贝壳。", "states a fact"),
-        ("When the number of seashells is given, subtract the seashells left.", "retells its question"),
+        (
+            "When seashells are given away, subtract the seashells left from the seashells found.",
+            "retells its question",
+        ),
         ("When the verifier reads a whole number, give the decimal instead.", "only the learner saw ('the verifier')"),
         ("When the note says extracted 11 and gold 11.33, round to two places.", "only the learner saw"),
         ("When Attempt 2 lost, avoid what it did.", "only the learner saw ('Attempt 2')"),
@@ -112,6 +115,23 @@ def test_topical_advice_in_any_form_and_language_passes(text, question):
 )
 def test_junk_is_refused_with_a_reason(text, reason):
     assert reason.replace("particulars (", "particulars of its question (") in (screen(text, SOURCE, []) or "")
+
+
+def test_the_object_counted_is_retold_within_one_clause_not_across_title_and_strategy():
+    """The 1.5B's right rule in a demo (3f6df62), restated and still refused while the object was counted over the
+    whole text: a title that names the topic and a strategy that names it once more is topical advice."""
+    question = Source(
+        [Question("Diego pours 5 litres of juice into cups of 500 millilitres each. How many cups does Diego fill?")]
+    )
+    right = (
+        "Dividing a given amount of juice into cups of a specific size: first convert the volume of juice from litres "
+        "to milliliters, and then divide the total volume by the volume of each cup to find the number of cups."
+    )
+    assert screen(right, question, []) is None
+    # a trivial rule told so passes too: the validation gate judges it
+    assert screen("When the number of seashells is given, subtract the seashells left.", SOURCE, []) is None
+    retold = "Juice into cups: the number of cups is the number of cups Diego fills."
+    assert "says 'cups' 2 times in one clause" in (screen(retold, question, []) or "")
 
 
 def test_a_decimal_answer_is_given_away_rounded_too():

@@ -381,9 +381,9 @@ class ScreeningConfig(StrictModel):
     )
     object_repeats: int = knob(
         2,
-        "A word said this many times in an experience and in its question is the object "
-        "that question counts, retold ('the number of peaches ... the number of peaches'); "
-        "0: off.",
+        "A word said this many times in one part of an experience (its condition or title, "
+        "or its strategy) and in its question is the object that question counts, retold "
+        "('the number of peaches ... the number of peaches'); 0: off.",
         ge=0,
     )
     require_directive: bool = knob(

@@ -174,17 +174,22 @@ def _answer(text: str, source: Source, config: ScreeningConfig) -> str | None:
 
 def _story(text: str, source: Source, config: ScreeningConfig) -> str | None:
     tokens = _tokens(text)
+    # Counted in the condition (or title) and the strategy apart: a title that names the topic and a strategy
+    # that names it once more is topical advice ("Dividing juice into cups: ... divide by the volume of each cup
+    # to find the number of cups."); a retelling repeats its object within one clause.
+    parts = [_tokens(part) for part in split(text)]
     for question in source.questions:
         theirs = _tokens(question.text)
         copied = _copied_run(tokens, theirs, config.copy_words)
         if copied:
             return f"copies its question ({copied!r})"
-        repeated_object = _repeated_object(tokens, theirs, config.object_repeats)
-        if repeated_object:
-            return (
-                f"retells its question: says {repeated_object!r} {tokens.count(repeated_object)} times, as its "
-                "question does (practice.screening.object_repeats)"
-            )
+        for part in parts:
+            repeated_object = _repeated_object(part, theirs, config.object_repeats)
+            if repeated_object:
+                return (
+                    f"retells its question: says {repeated_object!r} {part.count(repeated_object)} times in one "
+                    "clause, as its question does (practice.screening.object_repeats)"
+                )
         found = _numbers_of(text, question) + _names_of(text, question)  # (what, how many particulars)
         count = sum(weight for _, weight in found)
         if count > config.max_particulars:
@@ -293,9 +298,9 @@ def _copied_run(tokens: list[str], question: list[str], run_words: int) -> str |
 
 
 def _repeated_object(tokens: list[str], theirs: list[str], repeats: int) -> str | None:
-    """A word the text and its question (`theirs`, tokens) each say `repeats` times or more, other than a generic
-    one: the object that question counts, retold ("the initial number of peaches ... the final number of
-    peaches")."""
+    """A word a part of the text (`tokens`) and its question (`theirs`) each say `repeats` times or more, other
+    than a generic one: the object that question counts, retold ("the initial number of peaches ... the final
+    number of peaches")."""
     if not repeats:
         return None
     generic = _generic_words()
