@@ -176,19 +176,24 @@ def _story(text: str, source: Source, config: ScreeningConfig) -> str | None:
     tokens = _tokens(text)
     # Counted in the condition (or title) and the strategy apart: a title that names the topic and a strategy
     # that names it once more is topical advice ("Dividing juice into cups: ... divide by the volume of each cup
-    # to find the number of cups."); a retelling repeats its object within one clause.
-    parts = [_tokens(part) for part in split(text)]
+    # to find the number of cups."), and so, the price of it, is a trivial rule that names the object once in each
+    # ("When puppies are given away, subtract the puppies given ..."), which the validation gate judges.
+    condition, strategy = split(text)
+    parts = [
+        (f" in its {name}" if condition else "", _tokens(part))
+        for name, part in (("condition", condition), ("strategy", strategy))
+    ]
     for question in source.questions:
         theirs = _tokens(question.text)
         copied = _copied_run(tokens, theirs, config.copy_words)
         if copied:
             return f"copies its question ({copied!r})"
-        for part in parts:
+        for where, part in parts:
             repeated_object = _repeated_object(part, theirs, config.object_repeats)
             if repeated_object:
                 return (
-                    f"retells its question: says {repeated_object!r} {part.count(repeated_object)} times in one "
-                    "clause, as its question does (practice.screening.object_repeats)"
+                    f"retells its question: says {repeated_object!r} {part.count(repeated_object)} times{where}, as "
+                    "its question does (practice.screening.object_repeats)"
                 )
         found = _numbers_of(text, question) + _names_of(text, question)  # (what, how many particulars)
         count = sum(weight for _, weight in found)
@@ -298,9 +303,9 @@ def _copied_run(tokens: list[str], question: list[str], run_words: int) -> str |
 
 
 def _repeated_object(tokens: list[str], theirs: list[str], repeats: int) -> str | None:
-    """A word a part of the text (`tokens`) and its question (`theirs`) each say `repeats` times or more, other
-    than a generic one: the object that question counts, retold ("the initial number of peaches ... the final
-    number of peaches")."""
+    """A word a part of the text (`tokens`: its condition or title, or its strategy) and its question (`theirs`)
+    each say `repeats` times or more, other than a generic one: the object that question counts, retold ("the
+    initial number of peaches ... the final number of peaches")."""
     if not repeats:
         return None
     generic = _generic_words()
