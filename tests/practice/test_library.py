@@ -104,6 +104,28 @@ async def test_consolidation_merges_but_never_drops_a_proposal(stub, claimed):
     assert [(p.op.content, p.source_questions) for p in out] == [(texts[0], [0, 1]), (texts[2], [2])]
 
 
+async def test_a_consolidated_copy_without_merged_from_covers_what_it_copies(stub):
+    """Seen in a demo (130ea09): the 1.5B returned five of the step's proposals word for word with no merged_from;
+    each text then went to the screening twice, once with no question of its own."""
+    import json
+
+    from tests.conftest import client_for
+    from utu.config.models import PracticeArguments
+    from utu.llm.stub import StubScript
+    from utu.practice.experience_updater import ExperienceUpdater
+    from utu.practice.library import Operation, ProposedOp
+    from utu.practice.types import GroupOutcome
+
+    texts = ["When adding, carry the tens.", "When dividing, check the remainder."]
+    copied = {"operations": [{"operation": "ADD", "content": texts[1]}]}
+    server = stub(StubScript(replies=['{"ok": true}', json.dumps(copied)]))
+    updater = ExperienceUpdater(client_for(server), PracticeArguments())
+    proposals = [ProposedOp(Operation(operation="ADD", content=t), [i]) for i, t in enumerate(texts)]
+    groups = [GroupOutcome(dataset_index=i, used=True, proposed=[p]) for i, p in enumerate(proposals)]
+    out = await updater.consolidate(Library(), groups, [])
+    assert [(p.op.content, p.source_questions) for p in out] == [(texts[1], [1]), (texts[0], [0])]
+
+
 async def test_a_failed_restatement_leaves_the_proposal_as_it_was(stub):
     from tests.conftest import client_for
     from utu.config.models import PracticeArguments

@@ -176,6 +176,8 @@ class ExperienceUpdater:
         for op in result.operations:
             operation = op.to_operation()
             merged = {i for i in op.merged_from if 0 <= i < len(proposed) and _merged_into(proposed[i], operation)}
+            if not merged:  # the 1.5B copied a step's proposals with no merged_from: a copy covers what it copies
+                merged = {i for i, p in enumerate(proposed) if _same_change(p.op, operation)}
             covered |= merged
             out.append(ProposedOp(operation, sorted({q for i in merged for q in proposed[i].source_questions})))
         # Consolidation merges; it does not get to drop: a proposal it merged into nothing, or into a text
@@ -350,6 +352,10 @@ def tool_usage(log: list[dict[str, Any]]) -> str:
         outcome = f"{len(failed)} failed: {failed[0][:120]}" if failed else "ok"
         parts.append(f"{tool} x{len(errors)} ({outcome})")
     return "; ".join(parts)
+
+
+def _same_change(a: Operation, b: Operation) -> bool:
+    return (a.operation, a.id, a.content) == (b.operation, b.id, b.content)
 
 
 def _merged_into(source: ProposedOp, merged: Operation) -> bool:
