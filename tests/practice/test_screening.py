@@ -259,6 +259,8 @@ def test_only_a_strategy_told_as_its_question_is_sent_back_to_be_restated():
         ("When the verifier reads a whole number, give the decimal instead.", "learner saw"),  # the learner's view
         ("When dividing, the verifier should convert the amount to the portion's unit first.", "learner saw"),  # actor
         ("Unit conversion: The Verifier must first convert the amount to the portion's unit.", "learner saw"),
+        # a worked example that says what to do (the 1.5B's second look in a demo, 699f6dc)
+        ("When Joan gave shells away, first count the shells she found (70), then subtract those left (43).", "answer"),
     ):
         assert tells_its_story(told, SOURCE) == screen(told, SOURCE, [])
         assert why in tells_its_story(told, SOURCE), told
@@ -275,6 +277,7 @@ def test_only_a_strategy_told_as_its_question_is_sent_back_to_be_restated():
         "When unsure, the verifier should accept any number.",  # the grader's own job: advice about the verifier
         "Unit conversion: the verifier should round the answer up.",
         "When the verifier reads a whole number, answer 43.",  # the answer in the strategy, whatever the condition
+        "When asked, box 43 right away and stop.",  # the answer and hardly more
         "Always answer 43.",  # no condition to drop
     ):
         assert screen(final, SOURCE, []), final

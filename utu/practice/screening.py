@@ -104,14 +104,17 @@ def screen(text: str, source: Source, others: list[str], config: ScreeningConfig
 def tells_its_story(text: str, source: Source, config: ScreeningConfig = DEFAULTS) -> str | None:
     """Why `text` is refused, if it is a strategy refused only for details of its own question around it; else
     None. The details: its words copied, the object it counts retold, its names or numbers; and, in the condition
-    only, its answer or what only the learner saw (the verifier's note). Such a proposal may hold a good strategy
+    only, what only the learner saw (the verifier's note), and its answer, in the strategy too when the strategy
+    says more than its answer (a worked example that says what to do). Such a proposal may hold a good strategy
     told as its question ("When Lena cuts her 5 m rope into 20 cm pieces, convert the metres to centimetres
     first"; "When the verifier extracts 0 grams and gold 30 grams, the strategy is to convert the kilograms to
     grams before dividing"), which the learner can restate for any question of its kind; so may a strategy told
     with the verifier as the one who does it ("..., the verifier should convert the kilograms to grams before
-    dividing"). Final: a text of the wrong shape, a story that states a fact ("..., the number of pieces is 0.";
-    restated, it became a strategy made up), and a strategy that is the answer or is about the verifier ("When
-    asked, always answer 12."; "When unsure, write what the verifier expects.")."""
+    dividing"); so may a worked example that says what to do ("..., the strategy is to first convert the juice
+    from litres to millilitres (2000 millilitres), then divide by the volume of one cup (100 millilitres) to find
+    the number of cups Maria fills (20)."). Final: a text of the wrong shape, a story that states a fact ("...,
+    the number of pieces is 0."; restated, it became a strategy made up), and a strategy that is the answer or is
+    about the verifier ("When asked, always answer 12."; "When unsure, write what the verifier expects.")."""
     if not config.enabled or _shape(text, source, config) or _directive(text, source, config):
         return None
     for check in _TOLD_AS_ITS_QUESTION:
@@ -121,8 +124,10 @@ def tells_its_story(text: str, source: Source, config: ScreeningConfig = DEFAULT
         if check in _IN_THE_CONDITION_ONLY:
             condition, strategy = (part.strip() for part in split(text))
             strategy = _VERIFIER_AS_ACTOR.sub("", strategy)
-            in_strategy = any(c(strategy, source, config) for c in _IN_THE_CONDITION_ONLY)
-            if not condition or in_strategy or _directive(strategy, source, config):
+            answer_only = _answer(strategy, source, config) and not _more_than_numbers(strategy)
+            if not condition or answer_only or _learner_view(strategy, source, config):
+                return None
+            if _directive(strategy, source, config):
                 return None
         return reason
     return None
@@ -204,6 +209,16 @@ def _story(text: str, source: Source, config: ScreeningConfig) -> str | None:
                 f"(at most {config.max_particulars}; practice.screening.max_particulars)"
             )
     return None
+
+
+# A strategy that gives its answer and says this many words besides its numbers and its frame says what to do as
+# well: "first convert the juice from litres to millilitres (2000 millilitres), then divide ... (20)" is a worked
+# example a restatement can keep; "always answer 12" is not.
+_MORE_THAN_NUMBERS = 6
+
+
+def _more_than_numbers(strategy: str) -> bool:
+    return len(_doing_words(_NUMBER.sub(" ", strategy))) >= _MORE_THAN_NUMBERS
 
 
 # What a text may carry of its own question as the learner saw it, in the order `screen` checks them: a
