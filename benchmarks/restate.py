@@ -6,10 +6,11 @@ Practice sends back to the learner a proposal the screening refused only for its
 (utu.practice.screening.tells_its_story). The cases are proposals the 1.5B wrote in `make demo` on Portions: a
 strategy told as its question, one told with the verifier as its actor, a worked example that states the right
 answer (the screening keeps it final: it is here for comparison; `sent_back` says what practice itself would send
-back), and one that says what to do beside its numbers and answer (sent back). A restatement keeps the strategy when it passes the screening again and says the key word: a
-Portions rule that does not say to convert is the trivial "divide the total by the portion". One proposal per
-kind, at the learner's temperature (0.3): a few samples of each, not a measure of every proposal. Writes
-benchmarks/results/restate_<learner>.json. By hand only (about 10 minutes on 2 cores for the defaults).
+back), and one that says what to do beside its numbers and answer (sent back). A restatement keeps the strategy when
+it passes the screening again and says the key word: a Portions rule that does not say to convert is the trivial
+"divide the total by the portion". One proposal per kind, at the learner's temperature (0.3): a few samples of each,
+not a measure of every proposal. Writes benchmarks/results/restate_<learner>.json (restate_<learner>_<name>.json
+with `--name`). By hand only (about 10 minutes on 2 cores for the defaults).
 """
 
 import argparse

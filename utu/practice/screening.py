@@ -125,9 +125,12 @@ def tells_its_story(text: str, source: Source, config: ScreeningConfig = DEFAULT
             condition, strategy = (part.strip() for part in split(text))
             strategy = _VERIFIER_AS_ACTOR.sub("", strategy)
             answer_only = _answer(strategy, source, config) and not _more_than_numbers(strategy)
-            if not condition or answer_only or _learner_view(strategy, source, config):
-                return None
-            if _directive(strategy, source, config):
+            if (
+                not condition
+                or answer_only
+                or _learner_view(strategy, source, config)
+                or _directive(strategy, source, config)
+            ):
                 return None
         return reason
     return None
