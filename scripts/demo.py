@@ -69,13 +69,11 @@ def run(title: str, *args: str, learned_nothing_ok: bool = False) -> bool:
 async def kept_nothing(exp_id: str) -> bool:
     """Whether practice ran all its steps and every proposal was refused (by the screening or the gate)."""
     from utu.db import Database
-    from utu.practice.data_manager import PracticeData
     from utu.practice.store import PracticeStore
-    from utu.practice.training_free_grpo import load_practice_config
+    from utu.practice.training_free_grpo import load_practice_config, planned_steps
 
     config = load_practice_config(PRACTICE)
-    batches = PracticeData.batch_count(config.data.rollout_data_truncate, config.practice.batch_size)
-    planned = config.practice.epochs * batches
+    planned = planned_steps(config, config.data.rollout_data_truncate)
     async with Database() as db:
         steps = await PracticeStore(db, exp_id).steps()
         return len(steps) == planned and steps[-1].library_size == 0

@@ -282,9 +282,8 @@ class PracticeLoop:
         record with what became of it."""
         changes = [r for r in records if r.status == "applied"]
         cap = self.p.max_experiences
-        room = (
-            len(changes) if cap is None else max(0, cap - len(current.experiences))
-        )  # (an initial library may be over)
+        # no room when an initial library is already over the cap
+        room = len(changes) if cap is None else max(0, cap - len(current.experiences))
         adds = [r for r in changes if r.kind == "ADD"][: min(self.alone_left, room)] if len(changes) > 1 else []
         self.alone_left -= len(adds)
         for r in changes:

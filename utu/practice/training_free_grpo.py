@@ -57,6 +57,11 @@ def load_practice_config(name: str, overrides: list[str] | None = None) -> Train
     return load_config("practice", name, TrainingFreeGRPOConfig, overrides)
 
 
+def planned_steps(config: TrainingFreeGRPOConfig, questions: int) -> int:
+    """The steps a practice of `questions` practice questions runs, over all its epochs."""
+    return config.practice.epochs * PracticeData.batch_count(questions, config.practice.batch_size)
+
+
 class TrainingFreeGRPO:
     """One practice run. `config`: a `TrainingFreeGRPOConfig` or the name of a practice config."""
 
@@ -131,7 +136,7 @@ class TrainingFreeGRPO:
             log.info("starting from a library of %d experiences", len(initial.experiences))
         epoch_ids = [PracticeData.epoch_exp_id_of(config.exp_id, e) for e in range(config.practice.epochs)]
         shaping = shaping_config(config, content_digest(questions)) | {"initial_library": initial.experiences}
-        steps = config.practice.epochs * PracticeData.batch_count(len(questions), config.practice.batch_size)
+        steps = planned_steps(config, len(questions))
         if config.practice.top_up:
             shaping["data"]["reserve"] = content_digest(await self._reserve(db, steps, config.practice.top_up))
         self._check_export_step(steps)
