@@ -249,3 +249,25 @@ def test_a_venv_reached_through_a_symlink_runs_code(tmp_path):
     result = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "'output': '42" in result.stdout, result.stdout
+
+
+def test_a_venv_made_in_the_project_folder_shows_no_project_file(tmp_path):
+    """`python -m venv .` in a project with `.env` and `utu.db`: the box once listed both and printed the key,
+    because the venv's whole folder was bound."""
+    (tmp_path / ".env").write_text("UTU_LLM_API_KEY=sk-project-secret-0123456789\n")
+    (tmp_path / "utu.db").write_bytes(b"SQLite format 3\0")
+    subprocess.run([sys.base_prefix + "/bin/python3", "-m", "venv", "--without-pip", str(tmp_path)], check=True)
+    here = [p for p in sys.path if p]  # this venv's packages and checkout, for the process that makes the box
+    box_code = (
+        f"import os, sys\nprint(sorted(os.listdir({str(tmp_path)!r})), sys.prefix)\n"
+        f"print(open({str(tmp_path / '.env')!r}).read())"
+    )
+    code = (
+        f"import sys; sys.path[:0] = {here!r}\n"
+        f"import asyncio, utu.tools.python_executor as p\nprint(asyncio.run(p.run_python({box_code!r})))"
+    )
+    result = subprocess.run([str(tmp_path / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    shown = eval(result.stdout)  # noqa: S307 - our own print of a dict
+    assert f"['bin', 'lib', 'pyvenv.cfg'] {os.path.realpath(tmp_path)}\n" in shown["output"], shown
+    assert "sk-project-secret" not in result.stdout and "No such file" in shown["output"], shown

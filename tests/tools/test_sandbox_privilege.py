@@ -26,35 +26,30 @@ TEST_UID = 4242  # a host user with no name and no files: what a careful admin w
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="root runs both modes; as a user this file has no root")
 
 
-async def in_box(mode: str, code: str, **limits) -> dict:
-    """`code`'s result from a box made by this (root) process, or by a process running as TEST_UID."""
+async def in_box(mode: str, code: str, cgroups: list[Path] = (), **limits) -> dict:
+    """`code`'s result from a box made by this (root) process, or by a process running as TEST_UID (that process
+    first joins `cgroups`, as a user in a delegated cgroup would be)."""
     if mode == "root":
         return await run_python(code, **limits)
     snippet = (
         "import asyncio, json\nfrom utu.tools.python_executor import run_python\n"
         f"print(json.dumps(asyncio.run(run_python({code!r}, **{limits!r}))))"
     )
+    return json.loads((await as_user(snippet, cgroups)).strip().splitlines()[-1])
+
+
+async def as_user(snippet: str, cgroups: list[Path] = ()) -> str:
+    """What `snippet` prints, run with this checkout's Python as TEST_UID, in `cgroups`."""
     paths = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, sys.executable, CHECKOUT)}
     stage = tempfile.mkdtemp(prefix="as-user-")
-    argv = [
-        "unshare",
-        "--mount",
-        "--propagation",
-        "private",
-        "--",
-        sys.executable,
-        "-I",
-        str(AS_USER),
-        str(TEST_UID),
-        stage,
-        snippet,
-        *sorted(paths),
-    ]
+    join = [f"echo $$ > {g / 'cgroup.procs'}" for g in cgroups]
+    argv = ["/bin/sh", "-c", "\n".join([*join, 'exec "$@"']), "sh", "unshare", "--mount", "--propagation", "private"]
+    argv += ["--", sys.executable, "-I", str(AS_USER), str(TEST_UID), stage, snippet, *sorted(paths)]
     proc = await asyncio.create_subprocess_exec(*argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = await proc.communicate()
     shutil.rmtree(stage, ignore_errors=True)  # its binds lived in the child's mount namespace only
     assert proc.returncode == 0, err.decode()[-2000:]
-    return json.loads(out.decode().strip().splitlines()[-1])
+    return out.decode()
 
 
 MODES = ["root", "user"]
@@ -240,3 +235,115 @@ def test_what_a_killed_run_left_is_swept(tmp_path):
         group.mkdir()
     sandbox._sweep_leftovers.__wrapped__()
     assert not staged.exists() and not [g for g in groups if g.exists()]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_anonymous_files_are_refused(mode):
+    """Without a memory cgroup, 200 memfds of 10 MB held 2,000 MB past memory_mb=256: no limit counts them."""
+    code = (
+        "import os\n"
+        "try:\n"
+        "    os.memfd_create('x')\n"
+        "    print('created')\n"
+        "except OSError as e:\n"
+        "    print('refused', e.errno)\n"
+    )
+    result = await in_box(mode, code)
+    assert result["output"].strip() == "refused 1", result  # EPERM
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_empty_files_stop_at_the_inode_cap(mode):
+    """Empty files use no tmpfs space but about 1 KB of kernel memory each: with disk_mb=8 they once grew the
+    kernel's unreclaimable memory by 2.3 GB in 20 s."""
+    code = (
+        "import os\nn = {}\n"
+        "for folder in ('/tmp', '/sandbox', '/dev/shm'):\n"
+        "    n[folder] = 0\n"
+        "    try:\n"
+        "        for i in range(100000):\n"
+        "            os.close(os.open(f'{folder}/e{i}', os.O_CREAT | os.O_WRONLY))\n"
+        "            n[folder] += 1\n"
+        "    except OSError as e:\n"
+        "        n[folder] = (n[folder], e.errno)\n"
+        "print(n)\n"
+    )
+    result = await in_box(mode, code, disk_mb=8, timeout=60)
+    cap = 8 * sandbox.INODES_PER_MB
+    for folder, (count, error) in eval(result["output"]).items():  # noqa: S307 - our own print
+        assert cap - 10 < count < cap and error == 28, (folder, result)  # ENOSPC
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_one_allocation_past_the_limit_fails(mode):
+    result = await in_box(mode, "x = bytearray(8 * 1024**3)\nprint('allocated')", memory_mb=256)
+    assert not result["success"] and "memory" in result["error"].lower(), result
+
+
+async def test_a_user_is_told_at_start_which_bounds_hold():
+    snippet = (
+        "from utu.tools import sandbox\n"
+        "print(sandbox.memory_cgroup_available())\n"
+        "print(sandbox.memory_bounds(256, 8, 16))\n"
+    )
+    available, line = (await as_user(snippet)).strip().splitlines()
+    assert available == "False", line  # this host delegates no cgroup to TEST_UID
+    assert "no memory cgroup" in line and "4096 MB at most" in line and "memfd_create refused" in line, line
+    assert sandbox.memory_cgroup_available() and "held by a memory cgroup" in sandbox.memory_bounds(256, 8, 16)
+
+
+async def test_a_cgroup_delegated_to_the_user_holds_its_box():
+    """A user who is not root, in a cgroup handed to it (chown, as systemd's Delegate= does), gets each box its
+    own memory cgroup: four processes of 140 to 260 MB (each under memory_mb=300, together past the call's cap
+    of memory_mb + 3 disk_mb + 256) are held as one: the largest is killed."""
+    delegated = []
+    for controller in ("memory", "pids"):
+        root = sandbox._controller_dir(controller)
+        if root is None:
+            pytest.skip("this host lets no process make cgroups")
+        group = root / f"utu-delegated-{uuid.uuid4().hex[:8]}"
+        group.mkdir()
+        delegated.append(group)
+        for path in [group, *group.iterdir()]:
+            os.chown(path, TEST_UID, TEST_UID)
+    code = (
+        "import os, time\n"
+        "r, w = os.pipe()\n"
+        "for _ in range(3):\n"
+        "    if os.fork() == 0:\n"
+        "        hold = b'x' * (140 * 1024 * 1024)\n"
+        "        os.write(w, b'.')\n"
+        "        time.sleep(30)\n"
+        "for _ in range(3):\n"
+        "    os.read(r, 1)\n"
+        "hold = b'y' * (260 * 1024 * 1024)\n"  # the largest process: the one the OOM killer picks
+        "print('survived')\n"
+    )
+    try:
+        result = await in_box("user", code, cgroups=delegated, memory_mb=300, disk_mb=8, timeout=60)
+        assert not result["success"] and "out-of-memory" in result["error"], result
+        assert not [g for group in delegated for g in group.glob("utu-sandbox-*")]  # each call's group removed
+    finally:
+        for group in delegated:
+            sandbox.kill_cgroup(group)
+
+
+def test_as_pid_1_the_boxes_leave_no_zombie(tmp_path):
+    """In a container without an init, utu is PID 1 and inherits each box's inner bwrap: 20 calls left 20
+    zombies (on a long eval, the machine runs out of pids)."""
+    script = tmp_path / "pid1.py"
+    script.write_text(
+        "import asyncio, os\nfrom utu.tools.python_executor import run_python\n"
+        "async def main():\n"
+        "    for _ in range(10):\n"
+        "        assert (await run_python('print(1)'))['output'] == '1\\n'\n"
+        "    zombies = [p for p in os.listdir('/proc') if p.isdigit() and open(f'/proc/{p}/stat').read()"
+        ".rsplit(')', 1)[1].split()[0] == 'Z']\n"
+        "    print(os.getpid(), len(zombies))\n"
+        "asyncio.run(main())\n"
+    )
+    argv = ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, str(script)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    pid, zombies = done.stdout.split()
+    assert pid == "1" and int(zombies) <= 1, done.stdout  # the last call's, reaped by the next

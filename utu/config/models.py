@@ -186,7 +186,9 @@ class ToolkitConfig(StrictModel):
         "python_executor: bwrap (no network, no host files, own PID namespace) or none (UNSAFE: the code runs as "
         "you, with your files and network).",
     )
-    max_processes: int = knob(64, "python_executor: processes one call may run (needs cgroups).", gt=0)
+    max_processes: int = knob(
+        64, "python_executor: processes one call may run (held as a whole by a cgroup where one can be made).", gt=0
+    )
     disk_mb: int = knob(
         64,
         "python_executor: size of each of its writable folders (its working directory, /tmp, /dev/shm), in MB.",

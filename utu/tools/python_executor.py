@@ -9,6 +9,8 @@ the pipe. Concurrent calls share nothing.
 
 import asyncio
 import contextlib
+import functools
+import logging
 import os
 import shutil
 import signal
@@ -18,7 +20,18 @@ from typing import Any, Literal
 
 from utu.config.models import ToolkitConfig
 from utu.tools.base import as_text, function_schema
-from utu.tools.sandbox import CODE_PATH_IN_BOX, Box, box_python, call_cgroup, launcher, open_box, require_bwrap
+from utu.tools.sandbox import (
+    CODE_PATH_IN_BOX,
+    Box,
+    box_python,
+    call_cgroup,
+    launcher,
+    memory_bounds,
+    memory_cgroup_available,
+    open_box,
+    reap_orphans,
+    require_bwrap,
+)
 
 # Runs first in the child: set hard limits, then execute the user's code as __main__.
 _BOOTSTRAP = """
@@ -27,6 +40,7 @@ path, mem, cpu, fsize, nproc = sys.argv[1], *(int(x) for x in sys.argv[2:6])
 resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
 resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
 resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))  # each descriptor can pin kernel memory (socket buffers)
 try:
     resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 except (ValueError, OSError):
@@ -39,6 +53,8 @@ SAFE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ")
 MAX_FILE_BYTES = 16 * 1024 * 1024
 MAX_CAPTURE_BYTES = 1024 * 1024  # more output than this is drained and dropped, never held in memory
 DRAIN_SECONDS = 2.0  # after the program ended and its processes were killed, to read what is left
+_running: set[int] = set()  # the launchers this process waits for: never reaped by reap_orphans
+log = logging.getLogger(__name__)
 
 
 def sandbox_env(workdir: str) -> dict[str, str]:
@@ -79,7 +95,7 @@ async def run_python(
         with open(code_path, "w", encoding="utf-8") as f:
             f.write(code)
         with call_cgroup(max_processes, memory_cap) as groups:
-            box = Box(launcher([g / "cgroup.procs" for g in groups], [], None), cgroups=groups)
+            box = Box(launcher([g / "cgroup.procs" for g in groups], []), cgroups=groups)
             argv = [*box.argv, sys.executable, "-I", "-c", _BOOTSTRAP, code_path, *limits]
             return await _run(argv, workdir, sandbox_env(workdir), timeout, max_output_chars, box)
     finally:
@@ -97,6 +113,7 @@ async def _run(argv: list[str], cwd, env, timeout: float, max_output_chars: int,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
+    _running.add(proc.pid)
     captured = bytearray()
     dropped = [0]
     reader = asyncio.create_task(_read_capped(proc.stdout, captured, dropped))
@@ -108,6 +125,8 @@ async def _run(argv: list[str], cwd, env, timeout: float, max_output_chars: int,
     finally:
         _kill_group(proc.pid)  # the program and anything it left in its session
         await proc.wait()
+        _running.discard(proc.pid)
+        reap_orphans(_running)
     # A child that escaped the session may still hold the pipe until its cgroup is killed: stop waiting.
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(asyncio.shield(reader), DRAIN_SECONDS)
@@ -152,10 +171,18 @@ def _describe_exit(code: int, output: str, out_of_memory: bool) -> str:
     return f"exit code {code}: {last}"
 
 
+@functools.cache
+def _say_once(bounds: str) -> None:
+    """The box's memory bounds, said at start and once per process (toolkits are built per agent run): a warning
+    where no memory cgroup holds a box as a whole."""
+    log.log(logging.INFO if memory_cgroup_available() else logging.WARNING, bounds)
+
+
 class PythonExecutorToolkit:
     def __init__(self, config: ToolkitConfig):
         if config.sandbox == "bwrap":
             require_bwrap()  # at start, in one line, not at the first tool call
+            _say_once(memory_bounds(config.memory_mb, config.disk_mb, config.max_processes))
         self.config = config
 
     def schemas(self) -> list[dict[str, Any]]:

@@ -12,13 +12,16 @@ With `sandbox: bwrap` (the default) the code runs under `bwrap` (Debian package 
 - no network at all (its own network namespace, not even loopback);
 - its own PID namespace, so it sees and can signal only its own processes, and when its main process
   ends every process it started is killed (the namespace's init exits);
-- a read-only view of only the Python it runs on (the interpreter's prefix, the venv's packages and
-  /usr); no checkout, `.env`, database, HOME or /tmp of the host; `/` and `/dev` read-only;
+- a read-only view of only what the Python it runs on needs (its binary, pyvenv.cfg, standard library,
+  site-packages, libpython, and /usr); no checkout, `.env`, database, HOME or /tmp of the host; `/` and `/dev`
+  read-only;
 - an empty environment but PATH/HOME/LANG, uid and gid 65534 inside;
-- writable only /sandbox (also HOME), /tmp and /dev/shm: size-capped tmpfs (`disk_mb` each), gone after the call.
-Where this process may create cgroups (root on a cgroup v1 or v2 host, as here), each call also gets a
-cgroup capping its processes (`max_processes`) and its memory, killed as a whole after the call.
-Per-process limits (address space, CPU time, file size) are set inside by the bootstrap.
+- writable only /sandbox (also HOME), /tmp and /dev/shm: tmpfs capped in size (`disk_mb` each) and in files
+  (`INODES_PER_MB` per MB), mounted by the launcher, gone after the call.
+Where this process may create cgroups (root, or a user in a delegated cgroup), each call also gets a cgroup
+capping its processes (`max_processes`) and its memory, killed as a whole after the call. Without one, memory is
+bounded per process only, and `memory_bounds` says so at start. Per-process limits (address space, CPU time,
+file size, open files) are set inside by the bootstrap.
 
 `sandbox: none` runs the code as a plain child process (CPU/memory/file-size limits, empty environment,
 temporary directory, still in its own cgroup where possible). It can read and write whatever the user
@@ -33,6 +36,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 import uuid
@@ -51,6 +55,8 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 BOX_DIR = "/sandbox"  # the code's working directory and HOME; not a prefix of any folder bound into the box
 CODE_PATH_IN_BOX = "/code/main.py"
 BOX_HOST_UID = 65534  # "nobody": the host user a root caller's boxes run as
+WRITABLE = {"/tmp": "tmp", BOX_DIR: "home", "/dev/shm": "shm"}  # box path -> its tmpfs in the staging folder
+INODES_PER_MB = 256  # files (and folders) per MB of disk_mb on each writable tmpfs: about 1 KB of kernel memory each
 LAUNCHER_PROCESSES = 3  # the launcher's `mount`, bwrap and its init: counted in the cgroup, not in max_processes
 # Syscalls a Python snippet never needs and a box escape often does; each fails with EPERM.
 SECCOMP_DENIED = (
@@ -102,6 +108,8 @@ SECCOMP_DENIED = (
     "io_uring_setup",
     "io_uring_enter",
     "io_uring_register",
+    "memfd_create",  # anonymous files are in no tmpfs and no address space: only a memory cgroup would count them
+    "memfd_secret",
 )
 AF_VSOCK = 40  # sockets to the hypervisor: not in the box's network namespace, so refused by the filter
 # clone() with any of these flags makes a namespace: refused. clone3 hides its flags in memory a filter cannot
@@ -149,8 +157,8 @@ def bwrap_problem() -> str | None:
     if probe.returncode != 0:
         why = probe.stderr.decode(errors="replace").strip()[:200]
         if os.geteuid() == 0:  # the box runs as nobody: the Python it runs must be readable by others
-            roots = ", ".join(_python_roots())
-            why += f" (as root, the box runs as uid {BOX_HOST_UID}: {roots} must be readable by it)"
+            paths = ", ".join(python_paths())
+            why += f" (as root, the box runs as uid {BOX_HOST_UID}: {paths} must be readable by it)"
         return f"bwrap cannot create a sandbox here: {why}"
     return None
 
@@ -195,16 +203,25 @@ def box_python() -> str:
     return os.path.join(os.path.realpath(sys.prefix), os.path.relpath(sys.executable, sys.prefix))
 
 
-def _python_roots() -> list[str]:
-    """The folders the interpreter needs: its own prefix and the venv's (read-only)."""
-    roots = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}
-    return sorted(r for r in roots if not r.startswith("/usr/"))
+def python_paths() -> list[str]:
+    """What the interpreter needs, each bound read-only at its own path: its binary (as the venv names it), the venv's
+    pyvenv.cfg, the standard library, site-packages and libpython. Never a whole prefix: a venv made in a project
+    folder (`python -m venv .`) would show the project's `.env` and database to the box."""
+    wanted = {box_python(), os.path.realpath(getattr(sys, "_base_executable", sys.executable))}
+    wanted |= {os.path.realpath(sysconfig.get_path(key)) for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    if sys.prefix != sys.base_prefix:
+        wanted.add(os.path.join(os.path.realpath(sys.prefix), "pyvenv.cfg"))
+    shared = sysconfig.get_config_var("INSTSONAME") if sysconfig.get_config_var("Py_ENABLE_SHARED") else None
+    if shared:
+        wanted.add(os.path.realpath(os.path.join(sysconfig.get_config_var("LIBDIR"), shared)))
+    wanted = {p for p in wanted if os.path.exists(p) and not p.startswith("/usr/")}
+    # a path inside another one is bound with it (the base Python's site-packages inside its standard library)
+    return sorted(p for p in wanted if not any(p.startswith(other + "/") for other in wanted))
 
 
-def bwrap_args(disk_mb: int, code_fd: int, seccomp_fd: int, binds: dict[str, str]) -> list[str]:
-    """bwrap's options: namespaces, `binds` (box path -> host path) read-only, the code, the
-    filter, size-capped /tmp, BOX_DIR and /dev/shm, and everything else (/proc, so /proc/sys too) read-only."""
-    size = str(disk_mb * 1024 * 1024)
+def bwrap_args(code_fd: int, seccomp_fd: int, binds: dict[str, str], stage: str) -> list[str]:
+    """bwrap's options: namespaces, `binds` (box path -> host path) read-only, the code, the filter, the writable
+    folders (the launcher's size- and inode-capped tmpfs under `stage`), and everything else read-only."""
     # each bwrap option on one line with its values: they are read together
     # fmt: off
     argv = [
@@ -220,18 +237,11 @@ def bwrap_args(disk_mb: int, code_fd: int, seccomp_fd: int, binds: dict[str, str
         "--hostname", "sandbox",
         "--proc", "/proc",
         "--dev", "/dev",
-        "--size", size,
-        "--tmpfs", "/dev/shm",
         "--ro-bind", "/usr", "/usr",
         "--symlink", "usr/lib", "/lib",
         "--symlink", "usr/lib64", "/lib64",
         "--symlink", "usr/bin", "/bin",
         "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
-        "--size", size,
-        "--tmpfs", "/tmp",
-        "--size", size,
-        "--tmpfs", BOX_DIR,
-        "--chdir", BOX_DIR,
         "--setenv", "HOME", BOX_DIR,
         "--setenv", "TMPDIR", "/tmp",
         "--setenv", "PATH", "/usr/bin:/bin",
@@ -240,8 +250,11 @@ def bwrap_args(disk_mb: int, code_fd: int, seccomp_fd: int, binds: dict[str, str
         "--setenv", "MPLBACKEND", "Agg",
     ]
     # fmt: on
+    for box_path, name in WRITABLE.items():
+        argv += ["--bind", f"{stage}/{name}", box_path]
     for box_path, host_path in binds.items():
         argv += ["--ro-bind", host_path, box_path]
+    argv += ["--chdir", BOX_DIR]
     argv += ["--ro-bind-data", str(code_fd), CODE_PATH_IN_BOX, "--add-seccomp-fd", str(seccomp_fd)]
     return [*argv, "--remount-ro", "/", "--remount-ro", "/dev", "--remount-ro", "/proc"]
 
@@ -249,15 +262,15 @@ def bwrap_args(disk_mb: int, code_fd: int, seccomp_fd: int, binds: dict[str, str
 @contextlib.contextmanager
 def open_box(code: str, command: list[str], *, disk_mb: int, max_processes: int, memory_bytes: int) -> Iterator[Box]:
     """Everything one call's box needs to run `command` (which finds the code at CODE_PATH_IN_BOX), removed again
-    on exit: the code, the filter and bwrap's options as anonymous files (so the staging folders do not show in
-    the box's /proc/1/cmdline), its cgroups, and (as root) the folder where the Python it needs is bound."""
+    on exit: the code, the filter and bwrap's options as anonymous files (so the staging folder does not show in
+    the box's /proc/1/cmdline), its cgroups, and the staging folder where the launcher mounts its writable tmpfs
+    (and, as root, binds the Python it needs)."""
     _sweep_leftovers()
     fds = [_memfd("main.py", code.encode("utf-8", errors="replace")), _memfd("seccomp", seccomp_program())]
     try:
-        with call_cgroup(max_processes, memory_bytes) as groups, _staged_python() as (binds, mounts):
-            procs = [g / "cgroup.procs" for g in groups]
-            prefix = launcher(procs, mounts, drop_to=BOX_HOST_UID if os.geteuid() == 0 else None)
-            options = bwrap_args(disk_mb, fds[0], fds[1], binds)
+        with call_cgroup(max_processes, memory_bytes) as groups, _staged(disk_mb) as (stage, binds, mounts):
+            prefix = launcher([g / "cgroup.procs" for g in groups], mounts, as_root=os.geteuid() == 0)
+            options = bwrap_args(fds[0], fds[1], binds, stage)
             fds.append(_memfd("bwrap-args", b"".join(a.encode() + b"\0" for a in options)))
             yield Box([*prefix, "bwrap", "--args", str(fds[2]), "--", *command], tuple(fds), groups, bwrap=True)
     finally:
@@ -266,30 +279,55 @@ def open_box(code: str, command: list[str], *, disk_mb: int, max_processes: int,
 
 
 @contextlib.contextmanager
-def _staged_python() -> Iterator[tuple[dict[str, str], list[tuple[str, str]]]]:
-    """(bwrap's binds, the launcher's mounts). As root, each Python root is bound onto an empty folder under
-    /tmp that `nobody` can reach (the root may sit under /root, mode 0700); otherwise bound as it is."""
-    roots = _python_roots()
-    if os.geteuid() != 0:
-        yield {root: root for root in roots}, []
-        return
+def _staged(disk_mb: int) -> Iterator[tuple[str, dict[str, str], list[str]]]:
+    """(the staging folder, bwrap's read-only binds, the launcher's mount commands). The launcher mounts a tmpfs
+    capped in size and inodes for each writable folder of the box (bwrap caps only the size: empty files then
+    grew the kernel's unreclaimable memory by gigabytes). As root, each Python path is also bound onto an entry of
+    the staging folder that `nobody` can reach (the path may sit under /root, mode 0700)."""
     stage = tempfile.mkdtemp(prefix=f"utu-box-{os.getpid()}-", dir="/tmp")
     try:
         os.chmod(stage, 0o711)
+        owner = f",uid={BOX_HOST_UID},gid={BOX_HOST_UID}" if os.geteuid() == 0 else ""  # else the user's own
+        options = f"size={disk_mb * 1024 * 1024},nr_inodes={disk_mb * INODES_PER_MB},mode=0700{owner}"
         mounts = []
-        for i, root in enumerate(roots):
-            os.mkdir(f"{stage}/{i}", 0o755)
-            mounts.append((root, f"{stage}/{i}"))
-        yield {root: point for root, point in mounts}, mounts
+        for name in WRITABLE.values():
+            os.mkdir(f"{stage}/{name}", 0o755)
+            mounts.append(f"mount -t tmpfs -o {options} tmpfs {shlex.quote(f'{stage}/{name}')}")
+        paths = python_paths()
+        if os.geteuid() != 0:
+            yield stage, {path: path for path in paths}, mounts
+            return
+        binds = {}
+        for i, path in enumerate(paths):
+            point = f"{stage}/python{i}"
+            os.mkdir(point, 0o755) if os.path.isdir(path) else open(point, "x").close()
+            mounts.append(f"mount --bind {shlex.quote(path)} {shlex.quote(point)}")
+            binds[path] = point
+        yield stage, binds, mounts
     finally:
-        shutil.rmtree(stage, ignore_errors=True)  # the binds live only in the call's mount namespace
+        shutil.rmtree(stage, ignore_errors=True)  # its mounts live only in the call's mount namespace
+
+
+def reap_orphans(running: set[int]) -> None:
+    """As PID 1 (a container without an init) this process inherits each box's inner bwrap, whose parent exits
+    first; nobody else would reap it. Reap those zombies, and none of the children (`running`) asyncio waits for."""
+    if os.getpid() != 1:
+        return
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, ChildProcessError):
+            text = stat.read_text()  # "pid (name) state ppid ...": the name may hold spaces and parentheses
+            name, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :]
+            state, ppid = rest.split()[:2]
+            pid = int(stat.parent.name)
+            if state == "Z" and ppid == "1" and name == "bwrap" and pid not in running:
+                os.waitpid(pid, os.WNOHANG)
 
 
 @functools.cache
 def _sweep_leftovers() -> None:
     """Once per process: remove the cgroups and staging folders of boxes whose process was killed (kill -9
     leaves them), recognised by the dead pid in their names."""
-    groups = [*CGROUP_ROOT.glob("utu-sandbox-*"), *CGROUP_ROOT.glob("*/utu-sandbox-*")]
+    groups = [g for c in ("pids", "memory") if (d := _controller_dir(c)) for g in d.glob("utu-sandbox-*")]
     for path in [*groups, *Path("/tmp").glob("utu-box-*")]:
         pid = (path.name.split("-") + ["", "", ""])[2]  # utu-sandbox-<pid>-<hex>, utu-box-<pid>-<random>
         if not pid.isdigit() or Path(f"/proc/{pid}").exists():
@@ -300,22 +338,26 @@ def _sweep_leftovers() -> None:
             kill_cgroup(path, wait_seconds=0)
 
 
-def launcher(procs_files: list[Path], mounts: list[tuple[str, str]], drop_to: int | None) -> list[str]:
+def launcher(procs_files: list[Path], mounts: list[str], as_root: bool | None = None) -> list[str]:
     """The command that starts bwrap: it joins the call's cgroups (so nothing the code starts escapes the
-    limits), makes `mounts` in a mount namespace of its own, and drops root before bwrap runs."""
-    lines = [f"echo $$ > {shlex.quote(str(p))}" for p in procs_files]
-    lines += [f"mount --bind {shlex.quote(src)} {shlex.quote(point)}" for src, point in mounts]
-    if drop_to is not None:
-        lines.append(
-            f"exec setpriv --reuid={drop_to} --regid={drop_to} --clear-groups --inh-caps=-all"
+    limits), then, with `mounts`, runs them in a mount namespace of its own and starts bwrap from there: as root it
+    then drops to `nobody`; as a user the namespace is a user namespace of the user's own (mounting needs one), in
+    which bwrap nests the box's."""
+    command: list[str] = []
+    if procs_files:
+        lines = [f"echo $$ > {shlex.quote(str(p))}" for p in procs_files]
+        command = ["/bin/sh", "-c", "set -e\n" + "\n".join([*lines, 'exec "$@"']), "sh"]
+    if not mounts:
+        return command
+    namespace = ["--mount"] if as_root else ["--user", "--map-root-user", "--mount"]
+    last = 'exec "$@"'
+    if as_root:
+        last = (
+            f"exec setpriv --reuid={BOX_HOST_UID} --regid={BOX_HOST_UID} --clear-groups --inh-caps=-all"
             ' --bounding-set=-all --no-new-privs -- "$@"'
         )
-    elif lines:
-        lines.append('exec "$@"')
-    else:
-        return []
-    shell = ["/bin/sh", "-c", "set -e\n" + "\n".join(lines), "sh"]
-    return ["unshare", "--mount", "--propagation", "private", "--", *shell] if mounts else shell
+    script = "set -e\n" + "\n".join([*mounts, last])
+    return [*command, "unshare", *namespace, "--propagation", "private", "--", "/bin/sh", "-c", script, "sh"]
 
 
 @contextlib.contextmanager
@@ -369,15 +411,58 @@ def kill_cgroup(group: Path, wait_seconds: float = 5.0) -> None:
 
 @functools.cache
 def _controller_dir(controller: str) -> Path | None:
-    """Where to make a cgroup for `controller`: cgroup v1's own hierarchy, else a writable v2 one."""
+    """Where to make a cgroup for `controller`: the root of its hierarchy (cgroup v1's own, else v2's) when this
+    process may write there (root), else the nearest cgroup on this process's own path that it may write to: one
+    delegated to the user (systemd's `user@UID.service`, or a folder an admin handed over with chown)."""
     v1 = CGROUP_ROOT / controller
-    if (v1 / "cgroup.procs").exists() and os.access(v1, os.W_OK):
-        return v1
+    if (v1 / "cgroup.procs").exists():
+        return _writable_on_own_path(v1, _own_cgroup(controller))
     for v2 in (CGROUP_ROOT, CGROUP_ROOT / "unified"):
-        try:
-            enabled = (v2 / "cgroup.subtree_control").read_text().split()
-        except OSError:
-            continue
-        if controller in enabled and os.access(v2, os.W_OK):
-            return v2
+        if (v2 / "cgroup.subtree_control").exists():
+            found = _writable_on_own_path(v2, _own_cgroup(""), controller)
+            if found is not None:
+                return found
     return None
+
+
+def _own_cgroup(controller: str) -> str:
+    """This process's cgroup in the hierarchy of `controller` ("" for cgroup v2's), from /proc/self/cgroup."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, names, path = line.split(":", 2)
+            if controller in names.split(",") or (not controller and not names):
+                return path
+    return "/"
+
+
+def _writable_on_own_path(root: Path, own: str, v2_controller: str | None = None) -> Path | None:
+    """The hierarchy's root if writable, else the deepest writable folder from `own` up (on v2, one whose
+    subtree_control enables `v2_controller`: only there do its children get the limit)."""
+    parts = Path(own).relative_to("/").parts
+    for folder in [root, *(root.joinpath(*parts[:n]) for n in range(len(parts), 0, -1))]:
+        if v2_controller is not None:
+            try:
+                if v2_controller not in (folder / "cgroup.subtree_control").read_text().split():
+                    continue
+            except OSError:
+                continue
+        if os.access(folder, os.W_OK):
+            return folder
+    return None
+
+
+def memory_cgroup_available() -> bool:
+    return _controller_dir("memory") is not None
+
+
+def memory_bounds(memory_mb: int, disk_mb: int, max_processes: int) -> str:
+    """One line saying how a box's memory is bounded here: by a memory cgroup, or, without one (a user that is not
+    root and has no delegated cgroup), only by per-process limits, which several processes add up."""
+    disk = f"3 tmpfs of {disk_mb} MB and {disk_mb * INODES_PER_MB} files each; memfd_create refused"
+    if memory_cgroup_available():
+        return f"python_executor: each box is held by a memory cgroup ({memory_mb} MB plus its {disk})"
+    return (
+        f"python_executor: no memory cgroup can be made here (not root, none delegated): a box is bounded per process"
+        f" ({memory_mb} MB of address space, up to {max_processes} processes: {memory_mb * max_processes} MB at"
+        f" most) and on disk ({disk}); run as root or delegate a cgroup for one bound over all of its processes"
+    )
