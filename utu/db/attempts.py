@@ -14,6 +14,13 @@ _table = EvaluationSample.__table__
 _UPDATE_BY_ID = _table.update().where(_table.c.id == bindparam("row_id"))
 
 
+JUDGED = "response"  # the reply the verifier judges: masked of the known secrets only (utu/tracing/redact.py)
+
+
+def _masked(values: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
+    return {k: redactor.value(v, formats=k != JUDGED) for k, v in values.items()}
+
+
 class AttemptWriter:
     def __init__(self, db: Database):
         self.db = db
@@ -47,7 +54,7 @@ class AttemptWriter:
 
     async def _commit(self, batch: list[tuple[EvaluationSample, dict[str, Any], asyncio.Future]]) -> None:
         redactor = Redactor()  # reads the secrets once per batch
-        batch = [(row, {k: redactor.value(v) for k, v in values.items()}, done) for row, values, done in batch]
+        batch = [(row, _masked(values, redactor), done) for row, values, done in batch]
         by_row: dict[int, dict[str, Any]] = {}  # one row saved twice in a batch: the later values win
         for row, values, _ in batch:
             by_row.setdefault(row.id, {}).update(values)

@@ -9,6 +9,7 @@ from typing import Any
 from utu.agents.agent import Agent, AgentResult
 from utu.db.attempts import AttemptWriter
 from utu.errors import EndpointError, LLMError
+from utu.tracing.redact import Redactor
 from utu.tracing.setup import trace_url
 from utu.tracing.spans import AGENT, EVALUATOR, set_attributes, set_io, span, trace_id_of
 from utu.verify import Verdict, Verifier
@@ -120,6 +121,8 @@ async def run_attempt(
                     agent, row.raw_question, timeout=timeout, retries=retries, experiences=experiences, **settings
                 )
             values = outcome.row_values()
+            if values.get("response"):  # judged as it will be stored, so a judgement redone from the row agrees
+                values["response"] = Redactor().secrets_only(values["response"])
             for key, value in values.items():
                 setattr(row, key, value)
         if judge and needs_judging(row):

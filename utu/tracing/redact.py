@@ -4,10 +4,14 @@ The secrets are the values of environment variables named like keys (`*_API_KEY`
 `*PASSWORD*`) plus any key registered at run time (e.g. an api_key written in a YAML config). A value
 shorter than `MIN_SECRET_LENGTH` characters, or made only of digits, is never matched as free text: a
 local server's `UTU_LLM_API_KEY=12345678` must not turn an answer `\\boxed{12345678}` into `[REDACTED]`.
-Every text field utu stores is masked the same way (attempts' trajectories and replies, library snapshots,
-operations, learner errors); so are span attributes and log lines. What the model is asked is never masked:
-an attempt row keeps its question and answer as the data set has them, and the model and the verifier get
-exactly those.
+Every text field utu stores (attempts' trajectories, library snapshots, operations, learner errors), span
+attributes and log lines are masked of those values and of well-formed keys (`KEY_FORMATS`: an Authorization
+header's bearer token, provider key formats such as `sk-...`, `ghp_...`, `AKIA...`), never by a loose pattern.
+
+A reply that is judged (`response`) is masked of the known secrets' values only, and judged as stored: live or
+after a resume, from `--step judge` or in one run, the verifier sees the same text, which is the reply the model
+gave unless it quoted one of your keys. What the model is asked is never masked: an attempt row keeps its question
+and answer as the data set has them, and the model and the verifier get exactly those.
 """
 
 import json
@@ -18,11 +22,19 @@ from typing import Any
 
 MASK = "[REDACTED]"
 _SECRET_NAME = re.compile(r"(_API_KEY|_TOKEN|_SECRET|PASSWORD)$|^(OPENAI_API_KEY|PHOENIX_API_KEY)$", re.IGNORECASE)
-# A bearer token is a header's value, or a long run of letters and digits: never a word ("a ring bearer delivered")
-# nor a number.
-_BEARER = re.compile(
-    r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?bearer\s+)[A-Za-z0-9._\-~+/=]{8,}"
-    r"|(bearer\s+)(?=[A-Za-z._\-~+/=]*[0-9])(?=[0-9._\-~+/=]*[A-Za-z])[A-Za-z0-9._\-~+/=]{16,}"
+_TOKEN = r"[A-Za-z0-9._\-~+/=]"
+# Keys in the shape their issuers give them, and a token in an Authorization header; never a word after "bearer"
+# in prose ("a ring bearer delivered") nor any text that merely looks random.
+KEY_FORMATS = re.compile(
+    rf"(?i:(authorization[\"']?\s*[:=]\s*[\"']?bearer\s+)){_TOKEN}{{8,}}"
+    r"|(?<![A-Za-z0-9])(?:"
+    r"sk-(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{20,}"  # OpenAI, Anthropic (sk-ant-), DeepSeek and others
+    r"|gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,}"  # GitHub
+    r"|hf_[A-Za-z0-9]{30,}"  # Hugging Face
+    r"|AKIA[0-9A-Z]{16}"  # AWS access key id
+    r"|AIza[0-9A-Za-z_-]{35}"  # Google
+    r"|xox[abposr]-[A-Za-z0-9-]{10,}"  # Slack
+    r")(?![A-Za-z0-9])"
 )
 MIN_SECRET_LENGTH = 16
 _extra: set[str] = set()
@@ -44,7 +56,7 @@ def secrets() -> list[str]:
 
 
 class Redactor:
-    """Masks a fixed set of secrets (longest first, one regex pass) and Bearer tokens. Build one per batch of
+    """Masks a fixed set of secrets (longest first, one regex pass) and well-formed keys. Build one per batch of
     texts: reading the environment for every string was most of the cost of exporting spans."""
 
     def __init__(self, known: list[str] | None = None):
@@ -52,17 +64,20 @@ class Redactor:
         self._secrets = re.compile("|".join(re.escape(s) for s in known)) if known else None
 
     def __call__(self, text: str) -> str:
-        if self._secrets is not None:
-            text = self._secrets.sub(MASK, text)
-        return _BEARER.sub(lambda m: (m.group(1) or m.group(2)) + MASK, text)
+        return KEY_FORMATS.sub(lambda m: (m.group(1) or "") + MASK, self.secrets_only(text))
 
-    def value(self, value: Any) -> Any:
-        """Redact strings anywhere inside a JSON-like value (dicts, lists)."""
+    def secrets_only(self, text: str) -> str:
+        """`text` with the known secrets' values masked and nothing else changed: what a judged reply is stored as."""
+        return self._secrets.sub(MASK, text) if self._secrets is not None else text
+
+    def value(self, value: Any, *, formats: bool = True) -> Any:
+        """Redact strings anywhere inside a JSON-like value (dicts, lists); `formats=False`: the known secrets only."""
+        mask = self if formats else self.secrets_only
         if isinstance(value, str):
-            return self(value)
+            return mask(value)
         if isinstance(value, dict | list):
             text = json.dumps(value, ensure_ascii=False)
-            cleaned = self(text)
+            cleaned = mask(text)
             return value if cleaned == text else json.loads(cleaned)
         return value
 
