@@ -203,7 +203,7 @@ def test_nothing_judged_is_no_result_and_a_failure(stub, tmp_path, db):
     server = stub(StubScript(reply_fn=scripted(), fault_fn=lambda body: "http400"))
     result = run_script(*eval_args(db[1]), env=env_for(server), cwd=tmp_path)
     assert result.returncode == 2
-    assert "no result: nothing was judged" in result.stdout
+    assert "95% CI" not in result.stdout  # no table of zeros that reads like a result
     assert "12 of 12 attempts failed" in result.stderr
     assert not list(tmp_path.glob("**/eval_metrics.json"))  # nothing that looks like a result
     with sqlite3.connect(db[0]) as conn:
@@ -221,6 +221,7 @@ def test_empty_replies_everywhere_are_no_result_and_fresh_drops_the_old_one(stub
     server = stub(StubScript(reply_fn=lambda body: ""))
     result = run_script(*eval_args(db[1], "e1", "--fresh"), env=env_for(server), cwd=tmp_path)
     assert result.returncode != 0 and "final reply was empty in all 12 attempts" in result.stderr, result.stderr
+    assert "95% CI" not in result.stdout
     assert not (tmp_path / "runs/e1/eval_metrics.json").exists()  # the earlier result went with --fresh
     compared = run_script(RUN_EVAL, "--compare", "base", "e1", "--db_url", db[1], cwd=tmp_path)
     assert compared.returncode == 2 and "run 'e1' has no result" in compared.stderr, compared.stderr
@@ -284,6 +285,7 @@ def test_a_verifier_that_fails_everywhere_fails_the_run_and_the_rerun_only_judge
     args = [*eval_args(db[1]), f"verify_filename={verify}"]
     failed = run_script(*args, env=env_for(server), cwd=tmp_path)
     assert failed.returncode == 2 and "the verifier failed on all 12 attempts" in failed.stderr, failed.stderr
+    assert "95% CI" not in failed.stdout  # no table of zeros that reads like a result
     assert not (tmp_path / "runs/e1/eval_metrics.json").exists()
     verify.write_text("def verify_func(sample, timeout_score=0, **kw):\n    return {'reward': 1.0}\n")
     fixed = run_script(*args, env=env_for(server), cwd=tmp_path)
@@ -294,10 +296,30 @@ def test_a_verifier_that_fails_everywhere_fails_the_run_and_the_rerun_only_judge
 
 def test_step_rollout_then_judge(stub, tmp_path, db):
     server = stub(StubScript(reply_fn=scripted()))
-    assert run_script(*eval_args(db[1]), "--step", "rollout", env=env_for(server), cwd=tmp_path).returncode == 0
+    rolled = run_script(*eval_args(db[1]), "--step", "rollout", env=env_for(server), cwd=tmp_path)
+    assert rolled.returncode == 0 and "12 of 12 attempts rolled out; judge them with --step judge" in rolled.stdout
     assert {r[2] for r in rows(db[0], "e1")} == {"rollout"}
+    # nothing judged: no metrics that read Mean@K 0.000, no result row
+    assert "Mean@" not in rolled.stdout and "95% CI" not in rolled.stdout
+    assert not (tmp_path / "runs/e1/eval_metrics.json").exists()
+    one_run = run_script(*eval_args(db[1], "one"), env=env_for(server), cwd=tmp_path)
     assert run_script(*eval_args(db[1]), "--step", "judge", env=env_for(server), cwd=tmp_path).returncode == 0
-    assert {r[2] for r in rows(db[0], "e1")} == {"judged"} and server.request_count == 12
+    assert {r[2] for r in rows(db[0], "e1")} == {"judged"} and server.request_count == 24
+    assert run_script(*eval_args(db[1]), env=env_for(server), cwd=tmp_path).returncode == 0  # a rerun: nothing to do
+    with sqlite3.connect(db[0]) as conn:
+        assert conn.execute("SELECT count(*) FROM eval_results WHERE exp_id = 'e1'").fetchone() == (1,)
+    split = json.loads((tmp_path / "runs/e1/eval_metrics.json").read_text())
+    whole = json.loads((tmp_path / "runs/one/eval_metrics.json").read_text())
+    assert one_run.returncode == 0 and split["mean_at_k"] == whole["mean_at_k"] > 0
+
+
+def test_a_practices_own_rows_are_not_compared_with_an_eval(stub, tmp_path, db):
+    server = stub(StubScript(reply_fn=scripted()))
+    assert run_script(*eval_args(db[1], "base"), env=env_for(server), cwd=tmp_path).returncode == 0
+    for internal in ("p1_epoch_0", "p1_eval_step2"):
+        compared = run_script(RUN_EVAL, "--compare", internal, "base", "--db_url", db[1], cwd=tmp_path)
+        assert compared.returncode == 2 and "holds a practice's own attempts" in compared.stderr, compared.stderr
+        assert len(compared.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize(

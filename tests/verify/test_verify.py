@@ -335,3 +335,16 @@ def test_a_data_set_whose_answers_are_no_fractions_is_refused_before_any_work():
     with pytest.raises(ConfigError, match=r"1 of 2 answers cannot be judged .*#1, '0.375' is not a fraction"):
         check_answers(load_verifier("fraction.py"), rows, "Shares")
     check_answers(load_verifier("fraction.py"), rows[:1], "Shares")
+
+
+@pytest.mark.parametrize("exit_call", ["import os; os._exit(0)", "import sys; sys.exit(0)"])
+async def test_a_verify_function_that_exits_is_said_to_have_exited(tmp_path, exit_call):
+    """A worker that exits with status 0 is not seen as dead by the pool: the call waited out its timeout and was
+    reported as "timed out after 30s"."""
+    path = tmp_path / "exits.py"
+    path.write_text(f"def verify_func(sample, timeout_score=0, **kw):\n    {exit_call}\n")
+    verifier = Verifier(load_verifier(str(path)), timeout=30)
+    start = time.perf_counter()
+    verdict = await verifier(SimpleNamespace(response="1", correct_answer="1", raw_question="q"))
+    assert "exited" in verdict.error and "timed out" not in verdict.error, verdict
+    assert time.perf_counter() - start < 25

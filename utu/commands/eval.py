@@ -115,6 +115,12 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
         start = time.perf_counter()
         await runner.run(args.step)
         rows = await runner.rows()
+        # a run that did not do its job shows and leaves no result that looks like one
+        check_attempts(rows, config.max_failed_share, config.exp_id, judged_expected=args.step != "rollout")
+        if args.step == "rollout":  # nothing judged yet: no metrics to show or keep
+            rolled = sum(r.stage in ("rollout", "judged") for r in rows)
+            console.print(f"{config.exp_id}: {rolled} of {len(rows)} attempts rolled out; judge them with --step judge")
+            return 0
         metrics = compute_metrics((ScoredAttempt.from_row(r) for r in rows), config.pass_k)
         metrics = metrics.model_copy(
             update={
@@ -125,9 +131,8 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
             }
         )
         print_metrics(metrics)
-        # a run that did not do its job leaves no result behind that looks like one
-        check_attempts(rows, config.max_failed_share, config.exp_id, judged_expected=args.step != "rollout")
-        async with db.transaction() as s:
+        async with db.transaction() as s:  # one result per exp_id: a judge step or a resume replaces the last
+            await s.execute(delete(EvalResult).where(EvalResult.exp_id == config.exp_id))
             s.add(EvalResult(exp_id=config.exp_id, metrics=metrics.model_dump(mode="json")))
         out.write_text(metrics.model_dump_json(indent=2) + "\n")
         console.print(f"metrics written to {out}")
@@ -140,10 +145,7 @@ def print_metrics(m: EvalMetrics) -> None:
     table.add_column("value", justify="right")
     k = m.k
     low, high = m.mean_at_k_ci95
-    if m.attempts_judged:
-        table.add_row(f"Mean@{k}", f"{m.mean_at_k:.3f}  (95% CI {low:.3f}–{high:.3f})")
-    else:
-        table.add_row(f"Mean@{k}", "no result: nothing was judged")
+    table.add_row(f"Mean@{k}", f"{m.mean_at_k:.3f}  (95% CI {low:.3f}–{high:.3f})")  # shown only once judged
     table.add_row(f"Pass@{k}", f"{m.pass_at_k:.3f}")
     for n, value in m.unbiased_pass_at.items():
         table.add_row(f"pass@{n}", f"{value:.3f}")
@@ -166,6 +168,12 @@ def print_metrics(m: EvalMetrics) -> None:
 async def compare_runs(exp_a: str, exp_b: str, db: Database) -> int:
     if exp_a == exp_b:
         raise ConfigError(f"--compare: both runs are {exp_a!r}; compare a baseline with another run")
+    for exp in (exp_a, exp_b):
+        if PRACTICE_ROW_NAME.search(exp):
+            raise ConfigError(
+                f"--compare: {exp!r} holds a practice's own attempts (its rollouts or in-step evaluation), not an"
+                " eval; evaluate the enhanced agent with run_eval.py --agent_config runs/<exp_id>/enhanced_agent.yaml"
+            )
     async with db.sessions() as s:
         rows = {
             exp: [

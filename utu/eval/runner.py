@@ -115,7 +115,8 @@ class EvalRunner:
             span("eval run", CHAIN, input=c.data.dataset, **{"exp_id": c.exp_id, "pass_k": c.pass_k}),
         ):
             with self._progress() as progress:
-                task = progress.add_task(self._describe(), total=len(todo))
+                describe = (lambda: f"{c.exp_id}: rollouts, not judged") if step == "rollout" else self._describe
+                task = progress.add_task(describe(), total=len(todo))
 
                 async def one(row: EvaluationSample) -> None:
                     async with slots:
@@ -132,7 +133,7 @@ class EvalRunner:
                         )
                     if row.stage == "judged":
                         self._rewards.append(row.reward)
-                    progress.update(task, advance=1, description=self._describe())
+                    progress.update(task, advance=1, description=describe())
 
                 await gather_or_cancel(*(one(row) for row in todo))
             if any(row.stage == "init" for row in todo):  # attempts not started: max_cost was spent

@@ -19,6 +19,7 @@ import importlib
 import importlib.util
 import inspect
 import logging
+import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -116,8 +117,21 @@ def warm_up(func: Callable[..., Any]) -> None:
 
 def _call_loaded(spec: tuple[str, str], fields: dict[str, Any], timeout_score: float, timeout: float) -> Any:
     """In a worker process: the sync verify function `spec` names, called in the worker's main thread (where
-    math-verify's signal-based timeout works). It gets no judge client: that lives in the run's process."""
-    return load_verifier(*spec)(SimpleNamespace(**fields), timeout_score, timeout=timeout, llm=None)
+    math-verify's signal-based timeout works). It gets no judge client: that lives in the run's process.
+    A function that exits (sys.exit, os._exit) fails its judgement with that said: a worker that exits with
+    status 0 is not seen as dead by the pool, and the call was reported as a timeout."""
+    real_exit = os._exit
+    os._exit = _exit_refused
+    try:
+        return load_verifier(*spec)(SimpleNamespace(**fields), timeout_score, timeout=timeout, llm=None)
+    except SystemExit as e:
+        raise RuntimeError(f"the verify function exited (sys.exit({e.code!r})) instead of returning") from None
+    finally:
+        os._exit = real_exit
+
+
+def _exit_refused(code: int) -> None:
+    raise RuntimeError(f"the verify function exited (os._exit({code!r})) instead of returning")
 
 
 def _import_file(path: Path):
