@@ -5,6 +5,7 @@ So it can never be empty, absolute, contain a path separator or `..`, or be too 
 utu adds its own suffixes (`_epoch_0`, `_eval_step12`, `.yaml`). Checked before any work is done.
 """
 
+import contextlib
 import os
 import re
 from pathlib import Path
@@ -27,12 +28,23 @@ def check_name(value: str, what: str) -> str:
 
 
 def writable_folder(folder: Path) -> None:
-    """Make the run's output folder now, before any work: `ConfigError` if it cannot be made or written."""
+    """Check now, before any work, that the run's output folder can be made and written: `ConfigError` if not.
+    Nothing is left behind (a run that fails later leaves no empty folder): the folder is made when its first file
+    is written."""
+    made: list[Path] = []
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        for path in [*reversed(folder.parents), folder]:
+            if not path.exists():
+                path.mkdir()
+                made.append(path)
+        writable = os.access(folder, os.W_OK | os.X_OK)
     except OSError as e:
         raise ConfigError(f"{folder}: cannot create it ({e.strerror}); choose another --output_dir") from None
-    if not os.access(folder, os.W_OK | os.X_OK):
+    finally:
+        for path in reversed(made):
+            with contextlib.suppress(OSError):
+                path.rmdir()
+    if not writable:
         raise ConfigError(f"{folder}: not writable; choose another --output_dir")
 
 

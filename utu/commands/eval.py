@@ -97,8 +97,10 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
     writable_folder(out.parent)
     verify = load_verifier(config.verify_filename, config.verify_func_name)  # a verifier that cannot load fails now
     setup_tracing()
-    await ensure_dataset(db, config.data.dataset)
     async with contextlib.AsyncExitStack() as stack:
+        runner = await build_eval(stack, config, db)  # every client answered its preflight: nothing written before
+        await db.create_tables()
+        await ensure_dataset(db, config.data.dataset)
         questions = await select_questions(db, config.data.dataset, config.data.limit, config.data.offset)
         check_answers(verify, questions, config.data.dataset)
         content = content_digest(questions)
@@ -108,7 +110,6 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
             out.unlink(missing_ok=True)
             async with db.transaction() as s:
                 await s.execute(delete(EvalResult).where(EvalResult.exp_id == config.exp_id))
-        runner = await build_eval(stack, config, db)
         total = await runner.prepare(fresh=args.fresh)
         model = runner.agent.llm.model
         log.info("%s: %d attempts (%s, K=%d) with %s", config.exp_id, total, config.data.dataset, config.pass_k, model)
@@ -134,6 +135,7 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
         async with db.transaction() as s:  # one result per exp_id: a judge step or a resume replaces the last
             await s.execute(delete(EvalResult).where(EvalResult.exp_id == config.exp_id))
             s.add(EvalResult(exp_id=config.exp_id, metrics=metrics.model_dump(mode="json")))
+        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(metrics.model_dump_json(indent=2) + "\n")
         console.print(f"metrics written to {out}")
     return 0
@@ -216,9 +218,9 @@ async def compare_runs(exp_a: str, exp_b: str, db: Database) -> int:
 
 async def run() -> int:
     args, overrides = parse_args()
-    async with Database(args.db_url) as db:
-        await db.create_tables()
+    async with Database(args.db_url) as db:  # (opened by its first use: an eval checks all it can before)
         if args.compare:
+            await db.create_tables()
             return await compare_runs(*args.compare, db)
         return await evaluate(args, overrides, db)
 

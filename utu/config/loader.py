@@ -47,8 +47,9 @@ def find_config(group: str, name: str) -> Path:
     """The YAML file of `group/name` (first in `config_dirs()`); `ConfigError` listing what exists."""
     name = name.removesuffix(".yaml")
     for root in config_dirs():
-        if (root / group / f"{name}.yaml").is_file():
-            return root / group / f"{name}.yaml"
+        path = root / group / f"{name}.yaml"  # a name, never a path out of the group's folder ("/x", "../x")
+        if path.is_file() and (root / group).resolve() in path.resolve().parents:
+            return path
     available = sorted(
         {
             str(p.relative_to(root / group).with_suffix(""))
@@ -57,6 +58,8 @@ def find_config(group: str, name: str) -> Path:
         }
     )
     wanted = config_root() / group / f"{name}.yaml"
+    if Path(name).is_absolute() or ".." in Path(name).parts:
+        wanted = f"{name}: a config name under {group}/, not a path"
     raise ConfigError(f"{wanted}: no such config; available under {group}/: {', '.join(available) or 'none'}")
 
 
@@ -115,6 +118,10 @@ def _compose(group: str, name: str, overrides: list[str] | None) -> tuple[DictCo
         if hint:
             raise ConfigError(f"{primary}: its agent {hint}") from e
         raise ConfigError(f"{primary}: {_one_line(e)}") from e
+    except UnicodeDecodeError as e:  # Hydra reads the primary config or one of its defaults: say which
+        path = next((p for p in [primary, *_yaml_files()] if not _is_utf8(p)), primary)
+        byte = e.object[e.start]
+        raise ConfigError(f"{path}: not UTF-8 text (byte {byte:#04x}); save it as UTF-8") from None
     files = {"": primary}
     for key, option in cfg.hydra.runtime.choices.items():
         if option is None or key.startswith("hydra/"):
@@ -125,6 +132,18 @@ def _compose(group: str, name: str, overrides: list[str] | None) -> tuple[DictCo
     OmegaConf.set_struct(cfg, False)
     del cfg["hydra"]
     return cfg, files
+
+
+def _yaml_files() -> list[Path]:
+    return [p for d in config_dirs() for p in sorted(d.rglob("*.yaml"))]
+
+
+def _is_utf8(path: Path) -> bool:
+    try:
+        path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _add_or_set(override: str) -> str:

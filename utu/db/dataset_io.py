@@ -61,6 +61,9 @@ class DatasetLine(BaseModel):
         return v
 
 
+MAX_META_DEPTH = 64  # levels of nesting a line's metadata may have
+
+
 def parse_dataset_file(
     path: Path, dataset_name: str | None = None, data_format: str = "default", max_line_bytes: int = MAX_LINE_BYTES
 ) -> tuple[str, list[DatasetLine]]:
@@ -148,6 +151,9 @@ def _parse_line(text: str, data_format: str = "default") -> DatasetLine:
     if extra:
         meta = obj.get("meta")
         obj["meta"] = {**extra, **meta} if isinstance(meta, dict) else (meta if meta is not None else extra)
+    depth = _depth(obj.get("meta"))
+    if depth > MAX_META_DEPTH:  # deeper values broke the SQL insert's JSON encoder with a RecursionError
+        raise ValueError(f"field 'meta' (or a key beside the known ones) nests {depth} levels, over {MAX_META_DEPTH}")
     try:
         return DatasetLine.model_validate(obj)
     except ValidationError as e:
@@ -159,6 +165,18 @@ def _parse_line(text: str, data_format: str = "default") -> DatasetLine:
             message = err["msg"].removeprefix("Value error, ").lower()
         got = "" if err["type"] == "missing" else f" (got {obj.get(field)!r})"
         raise ValueError(f"field '{field}': {message}{got}") from None
+
+
+def _depth(value: Any) -> int:
+    """How deep lists and objects nest in `value` (0 for a scalar), counted without recursion."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, level = todo.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is not None:
+            deepest = max(deepest, level)
+            todo += [(child, level + 1) for child in children]
+    return deepest
 
 
 def _from_alpaca(obj: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import os
 import re
+import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -37,16 +38,30 @@ def database_url(url: str | None = None) -> str:
         raise ConfigError(f"database URL {url!r} is not a URL: {URL_HINT}") from None
     except ValueError as e:  # a malformed host or port; the URL is not echoed: it may hold a password
         raise ConfigError(f"the database URL is not a URL ({e}): {URL_HINT}") from None
-    in_memory = parsed.database in (None, "", ":memory:") or parsed.query.get("mode") == "memory"
-    if parsed.drivername.startswith("sqlite") and in_memory:
-        raise ConfigError(f"database URL {url!r} names no file: an in-memory database keeps nothing; {URL_HINT}")
-    if parsed.drivername.startswith("sqlite") and not Path(parsed.database).parent.is_dir():
-        raise ConfigError(f"database URL {url!r}: the folder {Path(parsed.database).parent} does not exist")
+    if parsed.drivername.startswith("sqlite"):
+        _check_sqlite_file(url, parsed.database, parsed.query)
     if parsed.drivername in ("sqlite", "sqlite+pysqlite"):  # the sync drivers of the same file: the async one
         parsed = parsed.set(drivername="sqlite+aiosqlite")
     elif parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg2"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     return parsed.render_as_string(hide_password=False)
+
+
+def _check_sqlite_file(url: str, database: str | None, query) -> None:
+    """A SQLite URL must name a file that is, or can become, a database: not memory in any spelling (`:memory:`,
+    `file::memory:?uri=true`, `mode=memory`), not a device or a folder (`/dev/null` made `/dev/null-journal`)."""
+    path = database or ""
+    if str(query.get("uri", "")).lower() in ("true", "1") and path.startswith("file:"):
+        uri = urllib.parse.urlsplit(path)
+        path = uri.path
+        query = dict(query) | dict(urllib.parse.parse_qsl(uri.query))
+    if path in ("", ":memory:") or query.get("mode") == "memory":
+        raise ConfigError(f"database URL {url!r} names no file: an in-memory database keeps nothing; {URL_HINT}")
+    file = Path(path)
+    if file.exists() and not file.is_file():
+        raise ConfigError(f"database URL {url!r}: {file} is not a regular file; name a database file")
+    if not file.parent.is_dir():
+        raise ConfigError(f"database URL {url!r}: the folder {file.parent} does not exist")
 
 
 class Database:

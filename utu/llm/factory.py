@@ -32,6 +32,7 @@ def make_client(config: ModelConfig, usage: UsageTracker | None = None, env_pref
         )
         config = config.model_copy(update={"model_provider": provider})
     register_secret(provider.api_key)  # a key written in a YAML file is masked like one from the environment
+    check_api_key(provider.api_key, env_prefix)
     if provider.base_url:
         check_base_url(provider.base_url, env_prefix)
         if not provider.model:
@@ -59,6 +60,19 @@ def make_client(config: ModelConfig, usage: UsageTracker | None = None, env_pref
 def from_env(prefix: str, name: str) -> str | None:
     """`<prefix>_<name>` from the environment; empty counts as unset."""
     return os.environ.get(f"{prefix}_{name}", "").strip() or None
+
+
+def check_api_key(key: str | None, env_prefix: str = "UTU_LLM") -> None:
+    """A `ConfigError` in one line, never showing the key, for a key an HTTP header cannot carry (the client
+    failed on it with a 40-line traceback)."""
+    bad = [c for c in key or "" if not 32 < ord(c) < 127]
+    if bad:
+        control = any(ord(c) < 32 or ord(c) == 127 for c in bad)
+        kind = "a control character" if control else "a space or a non-ASCII character"
+        raise ConfigError(
+            f"{env_prefix}_API_KEY (or model_provider.api_key) holds {kind}, which an HTTP header cannot carry:"
+            " copy the key again (a stray newline or quote?)"
+        )
 
 
 def check_base_url(url: str, env_prefix: str = "UTU_LLM") -> None:

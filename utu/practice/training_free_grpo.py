@@ -34,7 +34,6 @@ from utu.practice.loop import PracticeLoop, PracticeResult
 from utu.practice.parts import open_practice
 from utu.practice.store import EVAL_PREFIX
 from utu.practice.types import StepStats
-from utu.tasks import gather_or_cancel
 from utu.tracing import setup_tracing
 from utu.verify import check_answers, load_verifier
 
@@ -106,12 +105,11 @@ class TrainingFreeGRPO:
         config = self.config
         setup_tracing()
         async with contextlib.AsyncExitStack() as resources:
-            db = await resources.enter_async_context(Database(self.db_url))
-            # connected first: a client that fails at once (no llama-server) would otherwise cancel aiosqlite's
-            # connect midway, whose thread then reports to a closed event loop (a traceback after the error)
+            db = await resources.enter_async_context(Database(self.db_url))  # its URL checked, nothing opened
+            # every client answers its preflight call before anything is written: a dead endpoint leaves no trace
+            parts = await open_practice(resources, config)
             await db.create_tables()
-            # the clients connect (a preflight call each) while the data sets are prepared
-            parts, initial = await gather_or_cancel(open_practice(resources, config), self._prepare(resources, db))
+            initial = await self._prepare(resources, db)
             loop = parts.loop(config, db, initial, pipeline=self.pipeline)
             result = await loop.run()
             library = await chosen_library(loop, result, self.export_step)
