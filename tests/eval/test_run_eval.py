@@ -366,14 +366,16 @@ def test_an_agent_file_that_is_not_utf8_is_one_line(stub, tmp_path, db):
 
 def test_max_cost_stops_the_run_with_exit_3_and_loses_no_paid_attempt(stub, tmp_path, db):
     server = stub(StubScript(reply_fn=scripted(), latency=0.05))
-    priced = ["agent.model.pricing.input_per_million=1000000", "--concurrency", "4"]  # $1 per prompt token
-    first = run_script(*eval_args(db[1]), *priced, "--max_cost", "0.001", env=env_for(server), cwd=tmp_path)
+    priced = ["agent.model.pricing.input_per_million=1000", "--concurrency", "4"]  # $0.001 per prompt token
+    first = run_script(*eval_args(db[1]), *priced, "--max_cost", "0.5", env=env_for(server), cwd=tmp_path)
     errors = [line for line in first.stderr.splitlines() if line.startswith("error:")]
     assert first.returncode == 3 and len(errors) == 1, first.stderr
-    assert "of max_cost $0.0010: stopped before the next attempt" in errors[0]
+    assert "of max_cost $0.5000: stopped before the next attempt" in errors[0]
     paid = server.request_count
     judged = sum(r[2] == "judged" for r in rows(db[0], "e1"))
-    assert 1 <= paid <= 4 and judged == paid  # the calls under way finished and were saved; no other started
+    assert 1 <= paid < 12 and judged == paid  # the calls sent finished and were saved; no other started
+    with sqlite3.connect(db[0]) as conn:
+        assert conn.execute("SELECT sum(cost) FROM evaluation_data").fetchone()[0] <= 0.5  # never past the cap
     assert not (tmp_path / "runs/e1/eval_metrics.json").exists()
     rest = run_script(*eval_args(db[1]), *priced, "--max_cost", "1000000", env=env_for(server), cwd=tmp_path)
     assert rest.returncode == 0, rest.stderr

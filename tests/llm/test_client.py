@@ -5,10 +5,10 @@ import json
 import time
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from tests.conftest import client_for, fast_config
-from utu.config import Pricing
+from utu.config import ModelConfig, Pricing
 from utu.errors import BudgetExhausted, EndpointError, LLMError, StructuredOutputError
 from utu.llm import LLMClient, UsageTracker
 from utu.llm.stub import StubScript, count_tokens
@@ -395,13 +395,52 @@ async def test_tokens_per_minute_count_the_prompt_and_the_reply_cap(stub):
     assert time.perf_counter() - start >= 2.9  # the first in the first second's share, then one a second
 
 
-async def test_a_spent_budget_is_said_once_spent(stub):
-    server = stub(StubScript(replies=["ok"]))
-    usage = UsageTracker(max_cost=0.5)
-    client = client_for(server, usage, pricing={"input_per_million": 1e6})  # a dollar per prompt token
-    assert not usage.over_budget
-    await client.chat(USER)
-    assert usage.over_budget
-    with pytest.raises(BudgetExhausted, match=r"of max_cost \$0.5000"):
+async def test_max_cost_is_never_passed_a_request_that_could_pass_it_is_not_sent(stub):
+    """Requests in flight once took a run 18% past max_cost: each now holds its worst case (a token per byte of
+    its prompt, max_tokens of reply) while in flight, and one that could pass the cap is not sent."""
+    server = stub(StubScript(reply_fn=lambda body: "ok " * 5, latency=0.05))
+    usage = UsageTracker(max_cost=0.05)
+    pricing = {"input_per_million": 100.0, "output_per_million": 200.0}
+    client = client_for(server, usage, pricing=pricing, model_settings={"max_tokens": 20})
+
+    async def call() -> bool:
+        try:
+            await client.chat(USER)
+            return True
+        except BudgetExhausted:
+            return False
+
+    sent = await asyncio.gather(*(call() for _ in range(200)))
+    assert 0 < sum(sent) < 200 and server.request_count == sum(sent)
+    assert usage.total().cost <= 0.05 and usage.over_budget
+    with pytest.raises(BudgetExhausted, match=r"of max_cost \$0.0500: stopped"):
         usage.check_budget()
     assert BudgetExhausted.exit_code == 3
+
+
+async def test_a_hanging_endpoint_is_said_once_while_it_is_waited_for(stub, monkeypatch, caplog):
+    """With the default timeout and retries, a hanging endpoint was waited for 15 minutes without a word."""
+    monkeypatch.setattr("utu.llm.client.SLOW_REPLY_SECONDS", 0.2)
+    server = stub(StubScript(replies=["ok"], latency=0.6))
+    client = client_for(server)
+    with caplog.at_level("WARNING", logger="utu.llm.client"):
+        await asyncio.gather(*(client.chat(USER) for _ in range(4)))
+    said = [r.getMessage() for r in caplog.records if "no reply for" in r.getMessage()]
+    assert len(said) == 1 and "still waiting" in said[0], said
+
+
+def test_tokens_per_minute_below_one_reply_is_refused_at_start():
+    with pytest.raises(ValidationError, match="tokens_per_minute \\(100\\) is not above model_settings.max_tokens"):
+        ModelConfig(tokens_per_minute=100, model_settings={"max_tokens": 512})
+
+
+async def test_a_request_larger_than_tokens_per_minute_is_said(stub, caplog):
+    server = stub(StubScript(replies=["ok"]))
+    client = client_for(server, tokens_per_minute=600)  # 10 tokens a second
+    long = [{"role": "user", "content": "word " * 520}]  # about 650 tokens: a minute and more of waiting
+    with caplog.at_level("WARNING", logger="utu.llm.ratelimit"):
+        task = asyncio.create_task(client.chat(long))
+        await asyncio.sleep(0.5)
+        task.cancel()
+    said = [r.getMessage() for r in caplog.records if "more than tokens_per_minute" in r.getMessage()]
+    assert len(said) == 1 and "waits about 1.1 minutes" in said[0], said

@@ -391,9 +391,9 @@ def test_an_export_step_past_the_last_is_refused_before_any_work(tmp_path, works
 def test_max_cost_stops_practice_with_exit_3_and_the_rerun_resumes(tmp_path, workspace, stub):
     configs, db_url = workspace
     agent, learner = stub(agent_script()), stub(evolving_learner())
-    priced = ["evaluation.agent.model.pricing.input_per_million=1000000", "--epochs", "1"]  # $1 per prompt token
-    first = run_practice(tmp_path, configs, db_url, agent, learner, *priced, "--max_cost", "1")
-    assert first.returncode == 3 and "of max_cost $1.0000: stopped" in first.stderr, first.stderr
+    priced = ["evaluation.agent.model.pricing.input_per_million=1000", "--epochs", "1"]  # $0.001 per prompt token
+    first = run_practice(tmp_path, configs, db_url, agent, learner, *priced, "--max_cost", "0.3")
+    assert first.returncode == 3 and "of max_cost $0.3000: stopped" in first.stderr, first.stderr
     assert not (tmp_path / "runs/t/enhanced_agent.yaml").exists()
     paid = [r for r in work_requests(agent) if "response_format" not in r]
     judged = query(db_url, "SELECT count(*) FROM evaluation_data WHERE stage = 'judged'")[0][0]

@@ -155,6 +155,16 @@ class ModelConfig(StrictModel):
         "text: extract JSON from prose; auto: try json_schema, fall back to text if the endpoint rejects it.",
     )
 
+    @model_validator(mode="after")
+    def _one_reply_fits_a_minute(self) -> "ModelConfig":
+        cap, limit = self.model_settings.max_tokens, self.tokens_per_minute
+        if cap and limit and cap >= limit:  # every request would wait minutes for its share, without a word
+            raise ValueError(
+                f"tokens_per_minute ({limit}) is not above model_settings.max_tokens ({cap}): every request would"
+                " wait a minute or more; raise tokens_per_minute to your plan's TPM or lower max_tokens"
+            )
+        return self
+
 
 class ToolkitConfig(StrictModel):
     name: Literal["python_executor", "search", "function", "mcp"] = knob(
@@ -283,8 +293,9 @@ class EvalConfig(StrictModel):
     )
     max_cost: float | None = knob(
         None,
-        "Dollars this command may spend on LLM calls (priced by each model's `pricing`): when reached, the run "
-        "stops before its next call with exit code 3, its work saved; null: no limit.",
+        "Dollars this command may spend on LLM calls (priced by each model's `pricing`): a call whose worst case "
+        "(with max_tokens) could pass it is not sent, and the run stops with exit code 3, its work saved; null: no "
+        "limit.",
         shapes=False,
         gt=0,
     )
@@ -497,8 +508,8 @@ class PracticeArguments(StrictModel):
     max_cost: float | None = knob(
         None,
         "Dollars this command may spend on LLM calls, agent, learner and judge together (priced by each "
-        "model's `pricing`): when reached, practice stops before its next call with exit code 3, every finished "
-        "attempt and step saved (rerun to resume); null: no limit.",
+        "model's `pricing`): a call whose worst case (with max_tokens) could pass it is not sent, and practice "
+        "stops with exit code 3, every finished attempt and step saved (rerun to resume); null: no limit.",
         shapes=False,
         gt=0,
     )

@@ -8,7 +8,7 @@ from typing import Any
 
 from utu.agents.agent import Agent, AgentResult
 from utu.db.attempts import AttemptWriter
-from utu.errors import EndpointError, LLMError
+from utu.errors import BudgetExhausted, EndpointError, LLMError
 from utu.tracing.redact import Redactor
 from utu.tracing.setup import trace_url
 from utu.tracing.spans import AGENT, EVALUATOR, set_attributes, set_io, span, trace_id_of
@@ -117,9 +117,12 @@ async def run_attempt(
             async with slots or contextlib.nullcontext():
                 if agent.llm.usage.over_budget:  # max_cost spent: this attempt is not started (the row stays)
                     return
-                outcome = await rollout(
-                    agent, row.raw_question, timeout=timeout, retries=retries, experiences=experiences, **settings
-                )
+                try:
+                    outcome = await rollout(
+                        agent, row.raw_question, timeout=timeout, retries=retries, experiences=experiences, **settings
+                    )
+                except BudgetExhausted:  # its next request could pass max_cost: the row stays to be redone
+                    return
             values = outcome.row_values()
             if values.get("response"):  # judged as it will be stored, so a judgement redone from the row agrees
                 values["response"] = Redactor().secrets_only(values["response"])

@@ -20,7 +20,7 @@ from utu.db.dataset_io import select_questions
 from utu.db.engine import Database
 from utu.db.experiments import check_row_owner
 from utu.db.models import DatasetSample, EvaluationSample
-from utu.eval.attempt import needs_judging, run_attempt
+from utu.eval.attempt import needs_judging, needs_rollout, run_attempt
 from utu.tasks import gather_or_cancel
 from utu.tracing.spans import CHAIN, session, span
 from utu.verify import Verifier
@@ -136,7 +136,7 @@ class EvalRunner:
                     progress.update(task, advance=1, description=describe())
 
                 await gather_or_cancel(*(one(row) for row in todo))
-            if any(row.stage == "init" for row in todo):  # attempts not started: max_cost was spent
+            if any(needs_rollout(row) for row in todo):  # attempts not rolled out: max_cost was spent?
                 self.agent.llm.usage.check_budget()
 
     def _describe(self) -> str:

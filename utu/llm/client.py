@@ -7,12 +7,14 @@ whose message names the setting to fix.
 """
 
 import asyncio
+import contextlib
 import email.utils
 import functools
 import json
 import logging
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -36,6 +38,7 @@ STRUCTURED_RETRIES = 2  # a cut or invalid structured reply is asked again at mo
 MAX_RETRY_AFTER = 120.0  # seconds; a server asking for longer is treated as a failure
 # The endpoint will refuse every request the same way: stop the run rather than fail each attempt.
 FATAL_STATUSES = (401, 403, 404)
+SLOW_REPLY_SECONDS = 60  # a request still waiting this long is said (once until a reply comes)
 PREFLIGHT_TIMEOUT = 30.0
 
 
@@ -77,6 +80,7 @@ class LLMClient:
         # How structured replies are asked for; in auto mode found by one probe, on first use.
         self._format: str | None = None if config.structured_output == "auto" else config.structured_output
         self._probe_lock = asyncio.Lock()
+        self._said_slow = False
 
     async def close(self) -> None:
         await self._transport.close()
@@ -136,17 +140,18 @@ class LLMClient:
                     attempts += 1
                     async with self._slots.hold(priority):
                         await self._rate.wait(messages, params)
-                        with llm_span(self.model, messages, params) as current:
-                            reply = await self._transport.complete(self.model, messages, params)
-                            set_llm_output(current, reply)
+                        with self.usage.reserve(self._worst_cost(messages, params)):
+                            with llm_span(self.model, messages, params) as current, self._said_if_slow():
+                                reply = await self._transport.complete(self.model, messages, params)
+                                set_llm_output(current, reply)
+                            usage = priced(reply.prompt_tokens, reply.completion_tokens, self.config.pricing)
+                            self.usage.record(tag, usage)  # before the reservation ends: the cap never double-counts
         except openai.APIStatusError as e:
             error = EndpointError if e.status_code in FATAL_STATUSES else LLMError
             raise error(self._explain(e, attempts)) from e
         except _UNREADABLE as e:
             why = f"no reply within {self.config.timeout:g}s" if _timed_out(e) else str(e)
             raise LLMError(f"{self.base_url}: {type(e).__name__} after {attempts} attempt(s): {why}") from e
-        usage = priced(reply.prompt_tokens, reply.completion_tokens, self.config.pricing)
-        self.usage.record(tag, usage)
         message = {"role": "assistant", "content": reply.content}
         if reply.tool_calls:
             message["tool_calls"] = reply.tool_calls
@@ -159,6 +164,39 @@ class LLMClient:
             attempts=attempts,
             tool_calls=reply.tool_calls,
         )
+
+    @contextlib.contextmanager
+    def _said_if_slow(self) -> Iterator[None]:
+        """A request with no reply after SLOW_REPLY_SECONDS is said once (a hanging endpoint with the default
+        timeout and retries was silent for 15 minutes), and again only after a reply has come."""
+        timer = asyncio.get_running_loop().call_later(SLOW_REPLY_SECONDS, self._say_slow)
+        try:
+            yield
+            self._said_slow = False
+        finally:
+            timer.cancel()
+
+    def _say_slow(self) -> None:
+        if not self._said_slow:
+            self._said_slow = True
+            c = self.config
+            log.warning(
+                "%s (model %s): no reply for %ds yet; each request waits up to %gs and is tried %d times (timeout,"
+                " max_retries): still waiting",
+                self.base_url,
+                self.model,
+                SLOW_REPLY_SECONDS,
+                c.timeout,
+                c.max_retries + 1,
+            )
+
+    def _worst_cost(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> float:
+        """The most one request can cost, for `max_cost`: a prompt token is at least one byte of its UTF-8 text,
+        and the reply at most `max_tokens` (unbounded without one: then only the prompt is counted)."""
+        if self.usage.max_cost is None:
+            return 0.0
+        prompt = len(json.dumps(messages, ensure_ascii=False).encode())
+        return priced(prompt, int(params.get("max_tokens") or 0), self.config.pricing).cost
 
     async def query_one(
         self, messages: list[dict[str, Any]] | str | None = None, *, input: str | list | None = None, **settings: Any

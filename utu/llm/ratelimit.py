@@ -7,10 +7,12 @@ per-minute rate.
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 from aiolimiter import AsyncLimiter
 
+log = logging.getLogger(__name__)
 CHARS_PER_TOKEN = 4  # a rough count, good enough to pace requests; the endpoint's own count is what is billed
 
 
@@ -33,6 +35,8 @@ class RateLimit:
     def __init__(self, requests_per_minute: int | None, tokens_per_minute: int | None):
         self._requests = per_minute(requests_per_minute) if requests_per_minute else None
         self._tokens = per_minute(tokens_per_minute) if tokens_per_minute else None
+        self._tokens_per_minute = tokens_per_minute
+        self._said_long_wait = False
         self._turn = asyncio.Lock()  # first come, first served: a large request's pieces are not interleaved
 
     async def wait(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> None:
@@ -42,7 +46,17 @@ class RateLimit:
             if self._requests is not None:
                 await take(self._requests, 1)
             if self._tokens is not None:
-                await take(self._tokens, estimated_tokens(messages, params))
+                tokens = estimated_tokens(messages, params)
+                if tokens > self._tokens_per_minute and not self._said_long_wait:  # said once: not per request
+                    self._said_long_wait = True
+                    log.warning(
+                        "a request of about %d tokens is more than tokens_per_minute (%d): it waits about %.1f"
+                        " minutes for its share; raise tokens_per_minute to your plan's TPM if it allows more",
+                        tokens,
+                        self._tokens_per_minute,
+                        tokens / self._tokens_per_minute,
+                    )
+                await take(self._tokens, tokens)
 
 
 def estimated_tokens(messages: list[dict[str, Any]], params: dict[str, Any]) -> int:
