@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -10,7 +11,7 @@ from tests.conftest import ROOT, run_script
 from utu.db import Database, DatasetSample
 from utu.db.dataset_io import dataset_size
 
-UPLOAD = "scripts/data/upload_dataset.py"
+UPLOAD = str(ROOT / "scripts/data/upload_dataset.py")
 
 BAD_LINES = {
     "not json": ("{oops", "not valid JSON"),
@@ -148,13 +149,30 @@ def test_a_directory_is_named_as_such(tmp_path, db_url):
         ("not a url", "is not a URL"),
         ("sqlite:///", "names no file: an in-memory database keeps nothing"),
         ("sqlite:////nonexistent/dir/x.db", "the folder /nonexistent/dir does not exist"),
+        ("sqlite:///:memory:", "an in-memory database keeps nothing"),
+        ("sqlite:///file::memory:?uri=true", "an in-memory database keeps nothing"),
+        ("sqlite+aiosqlite:///file::memory:?cache=shared&uri=true", "an in-memory database keeps nothing"),
+        ("sqlite:///file:x.db?mode=memory&uri=true", "an in-memory database keeps nothing"),
+        ("sqlite:////dev/null", "/dev/null is not a regular file"),
+        ("sqlite:////tmp", "/tmp is not a regular file"),
     ],
 )
 def test_a_bad_database_url_is_one_line(tmp_path, url, message):
     path = write(tmp_path / "data.jsonl", GOOD)
-    result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", url)
+    result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", url, cwd=tmp_path)
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr, result.stderr
+    assert not Path("/dev/null-journal").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["data.jsonl"]
+
+
+def test_metadata_nested_past_the_limit_is_one_line(tmp_path, db_url):
+    """About 980 levels passed the JSON reader and broke the SQL insert with a RecursionError."""
+    deep = '{"a": ' * 960 + '{"x": 1}' + "}" * 960  # written out: json.dumps would recurse as deep in the test
+    path = write(tmp_path / "deep.jsonl", [f'{{"question": "q", "answer": "1", "extra": {deep}}}'])
+    result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", db_url)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr[-2000:]
+    assert "deep.jsonl:1: field 'meta' (or a key beside the known ones) nests 962 levels, over 64" in result.stderr
+    assert rows(db_url, "T") == []
 
 
 def test_a_file_that_is_not_a_database_is_one_line_and_left_alone(tmp_path):

@@ -523,3 +523,39 @@ def test_one_run_per_experiment_at_a_time_and_a_dead_runs_lease_is_taken_over(st
     third = run_script(*eval_args(db[1]), env=env_for(quick), cwd=tmp_path)  # the dead pid's lease is taken over
     assert third.returncode == 0, third.stderr
     assert lease_rows(db[0]) == []  # released at the end
+
+
+@pytest.mark.parametrize(
+    ("env", "args", "message"),
+    [
+        ({"UTU_LLM_BASE_URL": "ftp://x/v1"}, [], "is not an http(s) URL"),
+        ({"UTU_LLM_BASE_URL": "http://127.0.0.1:9/v1"}, [], "cannot reach the endpoint"),
+        ({"UTU_LLM_API_KEY": "sk-abc\x01def"}, [], "holds a control character, which an HTTP header cannot carry"),
+        ({"UTU_LLM_API_KEY": "sk-abcé"}, [], "holds a space or a non-ASCII character"),
+        ({}, ["--output_dir", "/proc"], "choose another --output_dir"),
+        ({}, ["--output_dir", "out/deeper"], None),  # a good start: it writes
+    ],
+)
+def test_a_failed_start_writes_nothing(stub, tmp_path, db, env, args, message):
+    """A bad endpoint or output folder once left the database created, the bundled data set loaded, the
+    experiment registered and an empty runs/<id>/."""
+    server = stub(StubScript(reply_fn=scripted()))
+    result = run_script(*eval_args(db[1]), *args, env=env_for(server) | env, cwd=tmp_path)
+    if message is None:
+        assert result.returncode == 0 and db[0].exists() and (tmp_path / "out/deeper/e1/eval_metrics.json").exists()
+        return
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+    assert "sk-abc" not in result.stderr  # the key is never shown
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], list(tmp_path.iterdir())
+
+
+def test_an_eval_config_that_is_not_utf8_is_one_line(stub, tmp_path, db):
+    (tmp_path / "configs/eval").mkdir(parents=True)
+    (tmp_path / "configs/eval/mine.yaml").write_bytes(b"data:\n  dataset: MAWPS_singleop\n# caf\xe9\n")
+    server = stub(StubScript(reply_fn=scripted()))
+    args = [RUN_EVAL, "--config_name", "mine", "--db_url", db[1]]
+    result = run_script(*args, env=env_for(server) | {"UTU_CONFIG_DIR": str(tmp_path / "configs")}, cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr[-2000:]
+    assert "configs/eval/mine.yaml: not UTF-8 text (byte 0xe9)" in result.stderr
+    as_path = run_script(RUN_EVAL, "--config_name", "/etc/passwd", env=env_for(server), cwd=tmp_path)
+    assert as_path.returncode == 2 and "a config name under eval/, not a path" in as_path.stderr, as_path.stderr

@@ -435,6 +435,16 @@ def test_a_client_that_fails_at_once_gives_one_line_and_no_traceback(tmp_path):
     ]
 
 
+@pytest.mark.parametrize("dead", ["ftp://x/v1", "http://127.0.0.1:9/v1"])
+def test_a_practice_whose_endpoint_fails_at_start_writes_nothing(tmp_path, dead):
+    """The database was created, the data sets loaded and the experiment registered before the clients' first
+    call; and runs/<exp_id>/ was made, empty."""
+    env = {"UTU_LLM_BASE_URL": dead, "UTU_LLM_MODEL": "m", "UTU_LLM_API_KEY": "k"}
+    result = run_script(PRACTICE, "--config_name", "math_reasoning", env=env, cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.count("error:") == 1, result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], list(tmp_path.iterdir())
+
+
 def test_two_practices_of_one_experiment_at_once_one_is_refused(tmp_path, workspace, stub):
     import subprocess
     import sys
