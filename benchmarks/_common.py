@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import os
 import platform
 import re
 import subprocess
@@ -39,19 +40,49 @@ def result_name(name: str) -> str:
     return name
 
 
-def write_result(name: str, result: dict) -> Path:
-    """benchmarks/results/<name>.json."""
-    RESULTS.mkdir(exist_ok=True)
-    result = {
-        "benchmark": name,
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
-        **result,
-    }
-    path = RESULTS / f"{name}.json"
+def write_result(name: str, result: dict, results: Path = RESULTS) -> Path:
+    """benchmarks/results/<name>.json, with what it measured: the commit (and whether the tree had changes beside
+    it), the command line and the machine. A result is never overwritten: an earlier one is moved first to
+    results/history/<name>/<its date>.json."""
+    results.mkdir(exist_ok=True)
+    result = {"benchmark": name, **provenance(), **result}
+    path = results / f"{name}.json"
+    if path.exists():
+        try:
+            earlier = json.loads(path.read_text()).get("date") or "undated"
+        except (ValueError, AttributeError):
+            earlier = "unreadable"
+        kept = results / "history" / name / f"{re.sub(r'[^0-9T]', '', earlier) or earlier}.json"
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        while kept.exists():  # two results of one second
+            kept = kept.with_stem(kept.stem + "_")
+        path.rename(kept)
     path.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     return path
+
+
+def provenance() -> dict:
+    """When, on which commit (dirty: files changed beside it, results/ aside), by which command, on what machine."""
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str | None:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    changed = git("status", "--porcelain", "--", ".", ":(exclude)benchmarks/results")
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": git("rev-parse", "HEAD"),
+        "dirty": bool(changed) if changed is not None else None,
+        "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
+        },
+    }
 
 
 def timed(fn):
