@@ -4,7 +4,7 @@
     python scripts/data/process_training_free_GRPO_data.py --datasets MAWPS_singleop AIME24
     python scripts/data/process_training_free_GRPO_data.py --from-hub       # + DAPO-Math-17k, AFM_web_RL, WebWalkerQA
     python scripts/data/process_training_free_GRPO_data.py --from-hub --hub_dir copies/   # the same, offline
-    python scripts/data/process_training_free_GRPO_data.py --convert-from ../shared/datasets   # (maintainers)
+    python scripts/data/process_training_free_GRPO_data.py --convert-from DIR  # maintainers: raw sets -> dataset/
 
 A set already in the database is skipped (pass --replace to reload it).
 """

@@ -1,2 +1,2 @@
-"""Parameter-updating GRPO on a local model, with the same verify functions as practice (work in progress:
-the loss arithmetic is here; the environment, trainer and `scripts/run_grpo.py` follow)."""
+"""Parameter-updating GRPO on a local model, with the same verify functions as practice: losses, environment,
+trainer and checkpoints; `scripts/run_grpo.py` runs it (docs/rl.md)."""

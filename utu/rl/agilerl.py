@@ -1,4 +1,4 @@
-"""AgileRL's GRPO API over our trainer, for people who know it (`../shared/reference/agilerl-grpo-api.txt`).
+"""AgileRL's GRPO API over our trainer, for people who know it (AgileRL's `agilerl.algorithms.GRPO`, its tutorials).
 
     from utu.rl.agilerl import GRPO, HuggingFaceGym      # instead of agilerl.algorithms / agilerl.utils.llm_utils
 
