@@ -338,7 +338,7 @@ def _sweep_leftovers() -> None:
             kill_cgroup(path, wait_seconds=0)
 
 
-def launcher(procs_files: list[Path], mounts: list[str], as_root: bool | None = None) -> list[str]:
+def launcher(procs_files: list[Path], mounts: list[str], as_root: bool = False) -> list[str]:
     """The command that starts bwrap: it joins the call's cgroups (so nothing the code starts escapes the
     limits), then, with `mounts`, runs them in a mount namespace of its own and starts bwrap from there: as root it
     then drops to `nobody`; as a user the namespace is a user namespace of the user's own (mounting needs one), in
