@@ -412,10 +412,21 @@ async def test_max_cost_is_never_passed_a_request_that_could_pass_it_is_not_sent
 
     sent = await asyncio.gather(*(call() for _ in range(200)))
     assert 0 < sum(sent) < 200 and server.request_count == sum(sent)
-    assert usage.total().cost <= 0.05 and usage.over_budget
-    with pytest.raises(BudgetExhausted, match=r"of max_cost \$0.0500: stopped"):
+    # requests wait for those in flight rather than stop the run early: the cap is used to its last request
+    worst = client._worst_cost(USER, {"max_tokens": 20})
+    assert 0.05 - worst < usage.total().cost <= 0.05 and usage.over_budget
+    with pytest.raises(BudgetExhausted, match=r"of max_cost \$0.0500: stopped before a request that could cost"):
         usage.check_budget()
     assert BudgetExhausted.exit_code == 3
+
+
+async def test_a_request_that_alone_could_pass_max_cost_says_so(stub):
+    server = stub(StubScript(replies=["ok"]))
+    usage = UsageTracker(max_cost=0.0001)
+    client = client_for(server, usage, pricing={"output_per_million": 100.0}, model_settings={"max_tokens": 2000})
+    with pytest.raises(BudgetExhausted, match="one request can cost more than max_cost: raise it or lower max_tokens"):
+        await client.chat(USER)
+    assert server.request_count == 0
 
 
 async def test_a_hanging_endpoint_is_said_once_while_it_is_waited_for(stub, monkeypatch, caplog):

@@ -140,7 +140,7 @@ class LLMClient:
                     attempts += 1
                     async with self._slots.hold(priority):
                         await self._rate.wait(messages, params)
-                        with self.usage.reserve(self._worst_cost(messages, params)):
+                        async with self.usage.reserve(self._worst_cost(messages, params)):
                             with llm_span(self.model, messages, params) as current, self._said_if_slow():
                                 reply = await self._transport.complete(self.model, messages, params)
                                 set_llm_output(current, reply)
@@ -195,7 +195,8 @@ class LLMClient:
         and the reply at most `max_tokens` (unbounded without one: then only the prompt is counted)."""
         if self.usage.max_cost is None:
             return 0.0
-        prompt = len(json.dumps(messages, ensure_ascii=False).encode())
+        sent = [messages, params.get("tools"), params.get("response_format")]  # what the prompt is made of
+        prompt = len(json.dumps(sent, ensure_ascii=False).encode())
         return priced(prompt, int(params.get("max_tokens") or 0), self.config.pricing).cost
 
     async def query_one(
