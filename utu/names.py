@@ -31,6 +31,8 @@ def writable_folder(folder: Path) -> None:
     """Check now, before any work, that the run's output folder can be made and written: `ConfigError` if not.
     Nothing is left behind (a run that fails later leaves no empty folder): the folder is made when its first file
     is written."""
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"{folder}: is a file, not a folder; move it or choose another --output_dir")
     made: list[Path] = []
     try:
         for path in [*reversed(folder.parents), folder]:

@@ -125,3 +125,26 @@ def test_a_users_configs_folder_with_a_few_files_still_finds_the_packaged_ones(t
     monkeypatch.setenv("UTU_CONFIG_DIR", str(tmp_path / "configs"))
     config = load_config("eval", "local/mawps", EvalConfig)
     assert config.data.dataset == "MAWPS_singleop"
+
+
+def test_a_config_reached_through_a_symlink_loads_and_a_path_is_not_a_name(tmp_path, monkeypatch):
+    (tmp_path / "eval/my").mkdir(parents=True)
+    (tmp_path / "shelf").mkdir()
+    (tmp_path / "shelf/real.yaml").write_text("# @package _global_\ndata:\n  dataset: MAWPS_singleop\n")
+    (tmp_path / "eval/my/link.yaml").symlink_to(tmp_path / "shelf/real.yaml")
+    monkeypatch.setenv("UTU_CONFIG_DIR", str(tmp_path))
+    assert load_config("eval", "my/link", EvalConfig).data.dataset == "MAWPS_singleop"
+    for name in ("/etc/hostname", "../shelf/real"):
+        with pytest.raises(ConfigError, match="a config name under eval/, not a path"):
+            load_config("eval", name, EvalConfig)
+
+
+def test_a_default_that_is_not_utf8_is_named_not_another_file(tmp_path, monkeypatch):
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "aaa_unrelated.yaml").write_bytes(b"# \xff unrelated\n")
+    (tmp_path / "agents/mine.yaml").write_bytes(b"instructions: caf\xe9\n")
+    (tmp_path / "eval/e.yaml").write_text("defaults:\n  - /agents/mine@agent\n  - _self_\n")
+    monkeypatch.setenv("UTU_CONFIG_DIR", str(tmp_path))
+    with pytest.raises(ConfigError, match=r"agents/mine.yaml: not UTF-8 text \(byte 0xe9\)"):
+        load_config("eval", "e", EvalConfig)

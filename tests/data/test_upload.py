@@ -153,6 +153,7 @@ def test_a_directory_is_named_as_such(tmp_path, db_url):
         ("sqlite:///file::memory:?uri=true", "an in-memory database keeps nothing"),
         ("sqlite+aiosqlite:///file::memory:?cache=shared&uri=true", "an in-memory database keeps nothing"),
         ("sqlite:///file:x.db?mode=memory&uri=true", "an in-memory database keeps nothing"),
+        ("sqlite:///file:/tmp/x.db?vfs=memdb&uri=true", "an in-memory database keeps nothing"),
         ("sqlite:////dev/null", "/dev/null is not a regular file"),
         ("sqlite:////tmp", "/tmp is not a regular file"),
     ],

@@ -559,3 +559,38 @@ def test_an_eval_config_that_is_not_utf8_is_one_line(stub, tmp_path, db):
     assert "configs/eval/mine.yaml: not UTF-8 text (byte 0xe9)" in result.stderr
     as_path = run_script(RUN_EVAL, "--config_name", "/etc/passwd", env=env_for(server), cwd=tmp_path)
     assert as_path.returncode == 2 and "a config name under eval/, not a path" in as_path.stderr, as_path.stderr
+
+
+def test_judging_while_attempts_are_not_rolled_out_writes_no_result(stub, tmp_path, db):
+    """A rollout stopped part-way (kill -9, max_cost) then --step judge printed a partial Mean@K as the result."""
+    server = stub(StubScript(reply_fn=scripted()))
+    assert run_script(*eval_args(db[1]), "--step", "rollout", env=env_for(server), cwd=tmp_path).returncode == 0
+    with sqlite3.connect(db[0]) as conn:  # as a kill -9 would leave it: five attempts never rolled out
+        conn.execute("UPDATE evaluation_data SET stage = 'init', response = NULL WHERE dataset_index < 3")
+    judged = run_script(*eval_args(db[1]), "--step", "judge", env=env_for(server), cwd=tmp_path)
+    assert judged.returncode == 2 and "6 of 12 attempts are not rolled out yet" in judged.stderr, judged.stderr
+    assert "95% CI" not in judged.stdout and not (tmp_path / "runs/e1/eval_metrics.json").exists()
+    assert run_script(*eval_args(db[1]), env=env_for(server), cwd=tmp_path).returncode == 0  # the rest, then judged
+
+
+def test_an_offset_past_the_end_is_refused_not_scored(stub, tmp_path, db):
+    server = stub(StubScript(reply_fn=scripted()))
+    result = run_script(*eval_args(db[1]), "--offset", "100000", env=env_for(server), cwd=tmp_path)
+    assert result.returncode == 2 and "--offset 100000 selects no question" in result.stderr, result.stderr
+    assert "Mean@" not in result.stdout and not (tmp_path / "runs").exists()
+
+
+def test_an_output_path_that_is_a_file_is_refused_before_any_work(stub, tmp_path, db):
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs/e1").write_text("#!/bin/sh\n")
+    (tmp_path / "runs/e1").chmod(0o755)
+    server = stub(StubScript(reply_fn=scripted()))
+    result = run_script(*eval_args(db[1]), env=env_for(server), cwd=tmp_path)
+    assert result.returncode == 2 and "runs/e1: is a file, not a folder" in result.stderr, result.stderr
+    assert server.request_count == 0 and not db[0].exists()
+
+
+def test_compare_without_a_database_creates_none(tmp_path):
+    result = run_script(RUN_EVAL, "--compare", "a", "b", cwd=tmp_path)
+    assert result.returncode == 2 and "--compare: no database at" in result.stderr, result.stderr
+    assert not (tmp_path / "utu.db").exists()

@@ -348,3 +348,29 @@ async def test_a_verify_function_that_exits_is_said_to_have_exited(tmp_path, exi
     verdict = await verifier(SimpleNamespace(response="1", correct_answer="1", raw_question="q"))
     assert "exited" in verdict.error and "timed out" not in verdict.error, verdict
     assert time.perf_counter() - start < 25
+
+
+async def test_an_async_verify_function_that_exits_does_not_end_the_run():
+    async def exits(sample, timeout_score=0, **kw):
+        raise SystemExit(0)
+
+    verdict = await Verifier(exits)(SimpleNamespace(response="1", correct_answer="1", raw_question="q"))
+    assert "exited (sys.exit(0))" in verdict.error, verdict
+
+
+@pytest.mark.parametrize(
+    ("returned", "said"),
+    [
+        ({"reward": 1, "confidence": 10**100}, None),  # once an OverflowError on the insert, every rollout lost
+        ("x" * 10**6, "returned 'xxxx"),
+        ({"reward": "y" * 10**6}, "reward 'yyyy"),
+    ],
+)
+async def test_junk_from_a_verify_function_is_one_short_line(returned, said):
+    verdict = await Verifier(lambda sample, timeout_score=0, **kw: returned)(
+        SimpleNamespace(response="1", correct_answer="1", raw_question="q")
+    )
+    if said is None:
+        assert verdict.reward == 1 and verdict.confidence is None and verdict.error is None
+    else:
+        assert said in verdict.error and len(verdict.error) < 500, verdict.error[:600]

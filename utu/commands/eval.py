@@ -27,7 +27,7 @@ from utu.config.loader import validate
 from utu.config.models import DataConfig, shaping_dump
 from utu.db import Database, EvalResult, EvaluationSample, Experiment
 from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
-from utu.errors import ConfigError
+from utu.errors import ConfigError, RunFailed
 from utu.eval.metrics import EvalMetrics, ScoredAttempt, compare, compute_metrics
 from utu.eval.outcome import check_attempts
 from utu.names import inside, writable_folder
@@ -102,6 +102,8 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
         await db.create_tables()
         await ensure_dataset(db, config.data.dataset)
         questions = await select_questions(db, config.data.dataset, config.data.limit, config.data.offset)
+        if not questions:  # (an offset past the end): an eval of nothing is no result
+            raise ConfigError(f"data set {config.data.dataset!r}: --offset {config.data.offset} selects no question")
         check_answers(verify, questions, config.data.dataset)
         content = content_digest(questions)
         shaping = shaping_config(config, content)
@@ -118,6 +120,11 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
         rows = await runner.rows()
         # a run that did not do its job shows and leaves no result that looks like one
         check_attempts(rows, config.max_failed_share, config.exp_id, judged_expected=args.step != "rollout")
+        if args.step == "judge" and (pending := sum(r.stage == "init" for r in rows)):
+            raise RunFailed(
+                f"{config.exp_id}: {pending} of {len(rows)} attempts are not rolled out yet, so no result is written;"
+                " run --step rollout (or no --step) first"
+            )
         if args.step == "rollout":  # nothing judged yet: no metrics to show or keep
             rolled = sum(r.stage in ("rollout", "judged") for r in rows)
             console.print(f"{config.exp_id}: {rolled} of {len(rows)} attempts rolled out; judge them with --step judge")
@@ -220,6 +227,8 @@ async def run() -> int:
     args, overrides = parse_args()
     async with Database(args.db_url) as db:  # (opened by its first use: an eval checks all it can before)
         if args.compare:
+            if not await db.exists():
+                raise ConfigError(f"--compare: no database at {db.describe()}; pass the --db_url the runs used")
             await db.create_tables()
             return await compare_runs(*args.compare, db)
         return await evaluate(args, overrides, db)

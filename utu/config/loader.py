@@ -48,7 +48,7 @@ def find_config(group: str, name: str) -> Path:
     name = name.removesuffix(".yaml")
     for root in config_dirs():
         path = root / group / f"{name}.yaml"  # a name, never a path out of the group's folder ("/x", "../x")
-        if path.is_file() and (root / group).resolve() in path.resolve().parents:
+        if path.is_file() and (root / group) in Path(os.path.normpath(path)).parents:
             return path
     available = sorted(
         {
@@ -119,7 +119,8 @@ def _compose(group: str, name: str, overrides: list[str] | None) -> tuple[DictCo
             raise ConfigError(f"{primary}: its agent {hint}") from e
         raise ConfigError(f"{primary}: {_one_line(e)}") from e
     except UnicodeDecodeError as e:  # Hydra reads the primary config or one of its defaults: say which
-        path = next((p for p in [primary, *_yaml_files()] if not _is_utf8(p)), primary)
+        bad = [p for p in [primary, *_yaml_files()] if not _is_utf8(p)]
+        path = next((p for p in bad if e.object in p.read_bytes()), bad[0] if bad else primary)
         byte = e.object[e.start]
         raise ConfigError(f"{path}: not UTF-8 text (byte {byte:#04x}); save it as UTF-8") from None
     files = {"": primary}

@@ -163,7 +163,9 @@ def _parse_line(text: str, data_format: str = "default") -> DatasetLine:
             message = UNION_HINTS[field]
         else:
             message = err["msg"].removeprefix("Value error, ").lower()
-        got = "" if err["type"] == "missing" else f" (got {obj.get(field)!r})"
+        value = repr(obj.get(field))
+        value = value if len(value) <= 200 else f"{value[:200]}... ({len(value)} characters)"  # one readable line
+        got = "" if err["type"] == "missing" else f" (got {value})"
         raise ValueError(f"field '{field}': {message}{got}") from None
 
 

@@ -49,13 +49,14 @@ def database_url(url: str | None = None) -> str:
 
 def _check_sqlite_file(url: str, database: str | None, query) -> None:
     """A SQLite URL must name a file that is, or can become, a database: not memory in any spelling (`:memory:`,
-    `file::memory:?uri=true`, `mode=memory`), not a device or a folder (`/dev/null` made `/dev/null-journal`)."""
+    `file::memory:?uri=true`, `mode=memory`, `vfs=memdb`), not a device or a folder (`/dev/null` made
+    `/dev/null-journal`)."""
     path = database or ""
     if str(query.get("uri", "")).lower() in ("true", "1") and path.startswith("file:"):
         uri = urllib.parse.urlsplit(path)
         path = uri.path
         query = dict(query) | dict(urllib.parse.parse_qsl(uri.query))
-    if path in ("", ":memory:") or query.get("mode") == "memory":
+    if path in ("", ":memory:") or query.get("mode") == "memory" or str(query.get("vfs", "")).startswith("memdb"):
         raise ConfigError(f"database URL {url!r} names no file: an in-memory database keeps nothing; {URL_HINT}")
     file = Path(path)
     if file.exists() and not file.is_file():
@@ -108,6 +109,13 @@ class Database:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.dispose()
+
+    async def exists(self) -> bool:
+        """Whether there is a database to read: a SQLite file (not made by asking), or any server database."""
+        if not self.is_sqlite:
+            return True
+        file = make_url(self.url).database or ""
+        return Path(file).is_file() if not file.startswith("file:") else True
 
     def describe(self) -> str:
         return make_url(self.url).render_as_string(hide_password=True)

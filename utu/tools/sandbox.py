@@ -110,6 +110,8 @@ SECCOMP_DENIED = (
     "io_uring_register",
     "memfd_create",  # anonymous files are in no tmpfs and no address space: only a memory cgroup would count them
     "memfd_secret",
+    "shmget",  # System V shared memory and message queues: the same, and Python never needs them
+    "msgget",
 )
 AF_VSOCK = 40  # sockets to the hypervisor: not in the box's network namespace, so refused by the filter
 # clone() with any of these flags makes a namespace: refused. clone3 hides its flags in memory a filter cannot
@@ -313,13 +315,14 @@ def reap_orphans(running: set[int]) -> None:
     first; nobody else would reap it. Reap those zombies, and none of the children (`running`) asyncio waits for."""
     if os.getpid() != 1:
         return
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for status in Path("/proc").glob("[0-9]*/status"):
         with contextlib.suppress(OSError, ValueError, ChildProcessError):
-            text = stat.read_text()  # "pid (name) state ppid ...": the name may hold spaces and parentheses
-            name, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :]
-            state, ppid = rest.split()[:2]
-            pid = int(stat.parent.name)
-            if state == "Z" and ppid == "1" and name == "bwrap" and pid not in running:
+            fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines() if ":\t" in line)
+            pid = int(status.parent.name)
+            # the init of a box's PID namespace (two pids: ours and its own 1), never a child we started
+            nested_init = fields.get("NSpid", "").split()[1:] == ["1"]
+            zombie = fields.get("State", "").startswith("Z") and fields.get("PPid", "").strip() == "1"
+            if zombie and nested_init and fields.get("Name", "").strip() == "bwrap" and pid not in running:
                 os.waitpid(pid, os.WNOHANG)
 
 
@@ -458,11 +461,12 @@ def memory_cgroup_available() -> bool:
 def memory_bounds(memory_mb: int, disk_mb: int, max_processes: int) -> str:
     """One line saying how a box's memory is bounded here: by a memory cgroup, or, without one (a user that is not
     root and has no delegated cgroup), only by per-process limits, which several processes add up."""
-    disk = f"3 tmpfs of {disk_mb} MB and {disk_mb * INODES_PER_MB} files each; memfd_create refused"
+    disk = f"3 tmpfs of {disk_mb} MB and {disk_mb * INODES_PER_MB} files each; memfd and System V memory refused"
     if memory_cgroup_available():
         return f"python_executor: each box is held by a memory cgroup ({memory_mb} MB plus its {disk})"
     return (
-        f"python_executor: no memory cgroup can be made here (not root, none delegated): a box is bounded per process"
-        f" ({memory_mb} MB of address space, up to {max_processes} processes: {memory_mb * max_processes} MB at"
-        f" most) and on disk ({disk}); run as root or delegate a cgroup for one bound over all of its processes"
+        f"python_executor: no memory cgroup can be made here (not root, none delegated): a box's processes are"
+        f" bounded one by one ({memory_mb} MB of address space each, up to {max_processes} processes) and on disk"
+        f" ({disk}), but the kernel memory their sockets and pipes hold is not; run as root or delegate a cgroup for"
+        " one bound over all of a box, or run only code you trust"
     )

@@ -20,6 +20,7 @@ import importlib.util
 import inspect
 import logging
 import os
+import posix
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -121,13 +122,13 @@ def _call_loaded(spec: tuple[str, str], fields: dict[str, Any], timeout_score: f
     A function that exits (sys.exit, os._exit) fails its judgement with that said: a worker that exits with
     status 0 is not seen as dead by the pool, and the call was reported as a timeout."""
     real_exit = os._exit
-    os._exit = _exit_refused
+    os._exit = posix._exit = _exit_refused
     try:
         return load_verifier(*spec)(SimpleNamespace(**fields), timeout_score, timeout=timeout, llm=None)
     except SystemExit as e:
         raise RuntimeError(f"the verify function exited (sys.exit({e.code!r})) instead of returning") from None
     finally:
-        os._exit = real_exit
+        os._exit = posix._exit = real_exit
 
 
 def _exit_refused(code: int) -> None:
@@ -182,7 +183,7 @@ class Verifier:
                 )
             else:  # async, or a sync callable handed over in Python (a thread: the event loop is not blocked)
                 call = (
-                    self.func(sample, self.timeout_score, **kwargs)
+                    _without_exit(self.func(sample, self.timeout_score, **kwargs))
                     if inspect.iscoroutinefunction(self.func)
                     else self._in_own_thread(sample, kwargs)
                 )
@@ -192,7 +193,7 @@ class Verifier:
         except EndpointError:
             raise  # the judge's endpoint refuses everything: stop the run
         except Exception as e:
-            return Verdict(self.timeout_score, None, f"{self.name}: {type(e).__name__}: {e}")
+            return Verdict(self.timeout_score, None, f"{self.name}: {type(e).__name__}: {_short(str(e))}")
         return self._check(result)
 
     def _in_own_thread(self, sample: Any, kwargs: dict[str, Any]) -> asyncio.Future:
@@ -227,10 +228,13 @@ class Verifier:
 
     def _check(self, result: Any) -> Verdict:
         if not isinstance(result, dict) or "reward" not in result:
-            return Verdict(self.timeout_score, None, f"{self.name}: returned {result!r}, expected a dict with 'reward'")
+            got = _short(repr(result))
+            return Verdict(self.timeout_score, None, f"{self.name}: returned {got}, expected a dict with 'reward'")
         reward = result["reward"]
         if isinstance(reward, bool) or not isinstance(reward, int | float) or not 0.0 <= reward <= 1.0:
-            return Verdict(self.timeout_score, None, f"{self.name}: reward {reward!r} is not a number in [0, 1]")
+            return Verdict(
+                self.timeout_score, None, f"{self.name}: reward {_short(repr(reward))} is not a number in [0, 1]"
+            )
         if result.get("timed_out"):
             return Verdict(float(reward), result.get("reasoning"), f"{self.name}: {result.get('reasoning')}")
         extracted, confidence = result.get("extracted_final_answer"), result.get("confidence")
@@ -238,5 +242,19 @@ class Verifier:
             float(reward),
             result.get("reasoning"),
             extracted_final_answer=None if extracted is None else str(extracted),
-            confidence=confidence if isinstance(confidence, int) and not isinstance(confidence, bool) else None,
+            confidence=confidence if type(confidence) is int and -(2**63) <= confidence < 2**63 else None,  # a column
         )
+
+
+async def _without_exit(call: Any) -> Any:
+    """An async verifier runs in the run's own process: its sys.exit must fail its judgement, not end the run (a
+    task that raises SystemExit stops the event loop)."""
+    try:
+        return await call
+    except SystemExit as e:
+        raise RuntimeError(f"the verify function exited (sys.exit({e.code!r})) instead of returning") from None
+
+
+def _short(text: str, limit: int = 300) -> str:
+    """An error's quote of what a verifier gave, cut: the error is one line, not the whole value."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
