@@ -227,7 +227,7 @@ async def run() -> int:
     args, overrides = parse_args()
     async with Database(args.db_url) as db:  # (opened by its first use: an eval checks all it can before)
         if args.compare:
-            if not await db.exists():
+            if not db.exists():
                 raise ConfigError(f"--compare: no database at {db.describe()}; pass the --db_url the runs used")
             await db.create_tables()
             return await compare_runs(*args.compare, db)

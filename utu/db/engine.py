@@ -110,7 +110,7 @@ class Database:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.dispose()
 
-    async def exists(self) -> bool:
+    def exists(self) -> bool:
         """Whether there is a database to read: a SQLite file (not made by asking), or any server database."""
         if not self.is_sqlite:
             return True
