@@ -533,6 +533,7 @@ def test_one_run_per_experiment_at_a_time_and_a_dead_runs_lease_is_taken_over(st
         ({"UTU_LLM_API_KEY": "sk-abc\x01def"}, [], "holds a control character, which an HTTP header cannot carry"),
         ({"UTU_LLM_API_KEY": "sk-abcé"}, [], "holds a space or a non-ASCII character"),
         ({}, ["--output_dir", "/proc"], "choose another --output_dir"),
+        ({}, ["--dataset", "NoSuchSet"], "'NoSuchSet' is not in"),
         ({}, ["--output_dir", "out/deeper"], None),  # a good start: it writes
     ],
 )

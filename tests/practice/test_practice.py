@@ -445,6 +445,15 @@ def test_a_practice_whose_endpoint_fails_at_start_writes_nothing(tmp_path, dead)
     assert sorted(p.name for p in tmp_path.iterdir()) == [], list(tmp_path.iterdir())
 
 
+def test_a_practice_of_a_data_set_that_is_nowhere_writes_nothing(tmp_path, stub):
+    agent = stub(agent_script())
+    env = {"UTU_LLM_BASE_URL": agent.base_url, "UTU_LLM_MODEL": "m", "UTU_LLM_API_KEY": "k"}
+    argv = [PRACTICE, "--config_name", "math_reasoning", "data.practice_dataset_name=NoSuchSet"]
+    result = run_script(*argv, env=env, cwd=tmp_path)
+    assert result.returncode == 2 and "'NoSuchSet' is not in" in result.stderr, result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], list(tmp_path.iterdir())
+
+
 def test_two_practices_of_one_experiment_at_once_one_is_refused(tmp_path, workspace, stub):
     import subprocess
     import sys

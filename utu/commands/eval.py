@@ -26,7 +26,7 @@ from utu.config.flags import add_flags, add_place_flags, given
 from utu.config.loader import validate
 from utu.config.models import DataConfig, shaping_dump
 from utu.db import Database, EvalResult, EvaluationSample, Experiment
-from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
+from utu.db.dataset_io import check_dataset_reachable, content_digest, ensure_dataset, select_questions
 from utu.errors import ConfigError, RunFailed
 from utu.eval.metrics import EvalMetrics, ScoredAttempt, compare, compute_metrics
 from utu.eval.outcome import check_attempts
@@ -99,6 +99,7 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
     setup_tracing()
     async with contextlib.AsyncExitStack() as stack:
         runner = await build_eval(stack, config, db)  # every client answered its preflight: nothing written before
+        check_dataset_reachable(db, config.data.dataset)
         await db.create_tables()
         await ensure_dataset(db, config.data.dataset)
         questions = await select_questions(db, config.data.dataset, config.data.limit, config.data.offset)

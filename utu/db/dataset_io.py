@@ -248,6 +248,24 @@ def bundled_datasets() -> dict[str, Path]:
     return {p.stem: p for p in sorted(BUNDLED_DIR.glob("*.jsonl"))}
 
 
+def check_dataset_reachable(db: Database, name: str) -> None:
+    """Before anything is written: a data set that is not bundled can only come from a database that exists
+    (a run of an unknown set once left an empty database behind)."""
+    if name not in bundled_datasets() and not db.exists():
+        raise _not_there(db, name)
+
+
+def _not_there(db: Database, name: str) -> DataError:
+    from utu.db.hub import HUB_SETS, load_command
+
+    if name in HUB_SETS:
+        return DataError(f"data set {name!r} is not in {db.describe()}: load it from the hub: {load_command(name)}")
+    return DataError(
+        f"data set {name!r} is not in {db.describe()} and not bundled: upload it with "
+        f"`python scripts/data/upload_dataset.py --file_path FILE --dataset_name {name}`"
+    )
+
+
 async def ensure_dataset(db: Database, name: str) -> int:
     """Make sure `name` is in the database, loading the bundled file of that name if needed. Returns its size."""
     size = await dataset_size(db, name)
@@ -255,14 +273,7 @@ async def ensure_dataset(db: Database, name: str) -> int:
         return size
     path = bundled_datasets().get(name)
     if path is None:
-        from utu.db.hub import HUB_SETS, load_command
-
-        if name in HUB_SETS:
-            raise DataError(f"data set {name!r} is not in {db.describe()}: load it from the hub: {load_command(name)}")
-        raise DataError(
-            f"data set {name!r} is not in {db.describe()} and not bundled: upload it with "
-            f"`python scripts/data/upload_dataset.py --file_path FILE --dataset_name {name}`"
-        )
+        raise _not_there(db, name)
     try:
         return await store_dataset(db, name, parse_dataset_file(path, name)[1])
     except (DataError, IntegrityError):  # another run loaded the same bundled set meanwhile: use theirs

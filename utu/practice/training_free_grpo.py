@@ -22,7 +22,7 @@ from utu.app import claim_experiment
 from utu.config import TrainingFreeGRPOConfig, config_root, load_config
 from utu.config.models import TopUpConfig, shaping_dump
 from utu.db import Database
-from utu.db.dataset_io import content_digest, ensure_dataset, select_questions
+from utu.db.dataset_io import check_dataset_reachable, content_digest, ensure_dataset, select_questions
 from utu.db.models import DatasetSample
 from utu.errors import ConfigError, RunFailed
 from utu.names import inside, writable_folder
@@ -108,6 +108,8 @@ class TrainingFreeGRPO:
             db = await resources.enter_async_context(Database(self.db_url))  # its URL checked, nothing opened
             # every client answers its preflight call before anything is written: a dead endpoint leaves no trace
             parts = await open_practice(resources, config)
+            for name in self._datasets():
+                check_dataset_reachable(db, name)
             await db.create_tables()
             initial = await self._prepare(resources, db)
             loop = parts.loop(config, db, initial, pipeline=self.pipeline)
@@ -115,16 +117,20 @@ class TrainingFreeGRPO:
             library = await chosen_library(loop, result, self.export_step)
         return PracticeOutcome(library, result.steps, initial)
 
+    def _datasets(self) -> list[str]:
+        """The data sets this practice reads: practice, in-step evaluation, validation."""
+        config, validation = self.config, self.config.practice.validation
+        needed = [
+            config.data.practice_dataset_name,
+            config.evaluation.data.dataset if config.practice.do_eval else None,
+            validation.dataset if validation else None,
+        ]
+        return list(dict.fromkeys(filter(None, needed)))
+
     async def _prepare(self, resources: contextlib.AsyncExitStack, db: Database) -> Library:
         """Data sets and the experiment claimed (released with `resources`); the initial library."""
         config, ev = self.config, self.config.evaluation
-        validation = config.practice.validation
-        needed = [
-            config.data.practice_dataset_name,
-            ev.data.dataset if config.practice.do_eval else None,
-            validation.dataset if validation else None,
-        ]
-        for name in dict.fromkeys(filter(None, needed)):
+        for name in self._datasets():
             await ensure_dataset(db, name)
         practice_set = config.data.practice_dataset_name
         questions = await select_questions(db, practice_set, config.data.rollout_data_truncate)
