@@ -1,0 +1,124 @@
+"""GEPA (the `gepa` package, arXiv 2507.19457) optimising the agent's system prompt: the suite's comparison.
+
+The task model is the suite's agent on the embedded llama-server, called with the agent's own messages (its
+instructions as the system prompt, the question as the user message) and sampling settings; each reply is
+scored by our math verifier, whose note (and the gold answer, which practice's learner also sees) is GEPA's
+feedback. The reflection model is the suite's learner with the learner's settings. Every agent call is a GEPA
+metric call, so `max_metric_calls` is the agent-call budget. `gepa` is a benchmark dependency
+(`pip install -e '.[bench]'`, gepa 0.1.4), not a runtime one.
+"""
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import gepa
+from gepa import EvaluationBatch
+
+PARALLEL = 8  # the embedded llama-server's slots
+
+
+class _Models:
+    """The agent and the learner on the embedded servers, as the suite runs them (UTU_LOCAL_MODEL and
+    UTU_LEARNER_LOCAL_MODEL), with their configs' sampling settings."""
+
+    def __init__(self) -> None:
+        import os
+
+        import openai
+
+        from utu.config import load_agent_config
+        from utu.llm import local
+
+        agent = load_agent_config("practice/local_math_agent").model.model_settings
+        self.agent_settings = {"temperature": agent.temperature, "top_p": agent.top_p, "max_tokens": agent.max_tokens}
+        self.learner_settings = {"temperature": 0.3, "max_tokens": 512}  # configs/practice/local_portions.yaml
+        agent_url = local.ensure_running(os.environ["UTU_LOCAL_MODEL"])
+        learner_url = local.ensure_running(os.environ["UTU_LEARNER_LOCAL_MODEL"])
+        self.agent = openai.OpenAI(base_url=agent_url, api_key="local", max_retries=3, timeout=300)
+        self.learner = openai.OpenAI(base_url=learner_url, api_key="local", max_retries=3, timeout=300)
+        self.agent_calls = self.reflection_calls = 0
+        self.agent_tokens = self.reflection_tokens = 0
+        self.reflections: list[dict] = []  # what the reflection model answered, for the record
+
+    def answer(self, system: str, question: str) -> str:
+        reply = self.agent.chat.completions.create(
+            model="local",
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": question}],
+            **self.agent_settings,
+        )
+        self.agent_calls += 1
+        self.agent_tokens += reply.usage.total_tokens if reply.usage else 0
+        return reply.choices[0].message.content or ""
+
+    def reflect(self, prompt: str | list[dict[str, Any]]) -> str:
+        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+        reply = self.learner.chat.completions.create(model="local", messages=messages, **self.learner_settings)
+        self.reflection_calls += 1
+        self.reflection_tokens += reply.usage.total_tokens if reply.usage else 0
+        text = reply.choices[0].message.content or ""
+        self.reflections.append({"prompt_tokens": reply.usage.prompt_tokens if reply.usage else None, "reply": text})
+        return text
+
+
+class AgentAdapter:
+    """GEPA's adapter for one component, `system_prompt`: rollouts on the agent, rewards from our verifier."""
+
+    def __init__(self, models: _Models) -> None:
+        self.models = models
+        self.propose_new_texts = None  # GEPA's own reflective proposal, with the reflection model
+
+    def evaluate(self, batch: list[dict], candidate: dict[str, str], capture_traces: bool = False) -> EvaluationBatch:
+        from utu.verify.math import _grade
+
+        system = candidate["system_prompt"]
+        with ThreadPoolExecutor(PARALLEL) as pool:
+            replies = list(pool.map(lambda row: self.models.answer(system, row["question"]), batch))
+        scores, traces = [], []
+        for row, reply in zip(batch, replies, strict=True):
+            ok, note, _ = _grade(str(row["answer"]), reply)  # the verifier's own grading, in this process
+            scores.append(1.0 if ok else 0.0)
+            feedback = "correct" if ok else f"incorrect: {note}; the correct answer is {row['answer']}"
+            traces.append({"question": row["question"], "reply": reply, "feedback": feedback})
+        return EvaluationBatch(outputs=replies, scores=scores, trajectories=traces if capture_traces else None)
+
+    def make_reflective_dataset(self, candidate, eval_batch, components_to_update):
+        return {
+            name: [
+                {"Inputs": t["question"], "Generated Outputs": t["reply"], "Feedback": t["feedback"]}
+                for t in eval_batch.trajectories
+            ]
+            for name in components_to_update
+        }
+
+
+def optimise_prompt(
+    train: list[dict], val: list[dict], seed_prompt: str, budget: int, seed: int, run_dir: Path
+) -> dict:
+    """GEPA from the agent's own instructions, stopped at `budget` agent calls; its best prompt and its spend."""
+    models = _Models()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    result = gepa.optimize(
+        seed_candidate={"system_prompt": seed_prompt},
+        trainset=train,
+        valset=val,
+        adapter=AgentAdapter(models),
+        reflection_lm=models.reflect,
+        max_metric_calls=budget,
+        seed=seed,
+        run_dir=str(run_dir),
+        raise_on_exception=False,
+    )
+    best = result.best_candidate
+    return {
+        "best_prompt": best["system_prompt"] if isinstance(best, dict) else best,
+        "candidates": len(result.candidates),
+        "val_scores": result.val_aggregate_scores,
+        "best_val_score": result.val_aggregate_scores[result.best_idx],
+        "metric_calls": result.total_metric_calls,
+        "agent_calls": models.agent_calls,
+        "agent_tokens": models.agent_tokens,
+        "learner_calls": models.reflection_calls,
+        "learner_tokens": models.reflection_tokens,
+        "reflections": models.reflections,
+    }

@@ -1,0 +1,552 @@
+"""The pre-registered learning suite: does practice help on tasks nobody tuned it on, and more than GEPA?
+
+    python benchmarks/learning/suite.py fill [--tasks T ...] [--stop_at HH:MM]   # what is missing, in order
+    python benchmarks/learning/suite.py run TASK METHOD [--seed N]               # one run
+    python benchmarks/learning/suite.py status                                   # what is done, what is left
+    python benchmarks/learning/suite.py report                  # -> benchmarks/results/learning_suite.json
+
+Everything below `# --- registration` was committed before the suite's first run and is not changed after it:
+the tasks, their slices, the hand-written reference and placebo rules, the objectives, the methods and their
+sizes. Each run records the commit that registered the suite and the commit it ran on.
+
+Every method uses the embedded models as a user of `make demo` has them: the agent is Qwen2.5-Coder-0.5B, the
+learner (and GEPA's reflection model) Qwen2.5-Coder-1.5B. Each task's data set is uploaded as `suite_<task>`:
+rows 0-99 are the practice set (a practice run practises 0-23 in 3 steps of 8, G=4, and tops up from 24-47), rows
+100-115 the validation set, rows 200-239 the held-out questions, each a problem (up to names and story) that no
+practice or validation row is (`heldout_rows`). Every agent is evaluated on the held-out questions at K=2.
+
+Methods (`METHODS`): the baseline agent; the agent with the hand-written reference rule; with a placebo rule (a
+plausible rule for another task's habit); practice as the guide says (the validation gate and the remedies of
+configs/practice/local_portions.yaml) with a neutral objective, seeds 0-2; the same with an objective that
+names the habit (seed 0); the paper's algorithm as Youtu-Agent ships it (our code with the screening, the gate
+and the remedies off; seed 0); GEPA optimising the agent's system prompt from the same practice questions
+(rows 0-47) and validation questions, with as many agent calls as practice spent on that task and seed.
+
+Each run's result is saved as it finishes, to benchmarks/results/learning_suite/<task>/<method>[_s<seed>].json,
+and never overwritten: `fill` skips what is saved, so the suite fills over several sittings. The database is
+runs/learning_suite.db. A run takes 7 (an evaluation) to 45 minutes (practice, GEPA) on 2 cores.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import exp_rows, provenance, run_timed  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results" / "learning_suite"
+DB_PATH = ROOT / "runs" / "learning_suite.db"
+DATA = ROOT / "runs" / "learning_suite" / "data"
+AGENTS = ROOT / "runs" / "learning_suite" / "agents"
+
+# --- registration (pre-registered: not changed after the first run) ---------------------------------------------
+
+AGENT_MODEL, LEARNER_MODEL = "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"
+PRACTICE_ROWS, VALIDATION_OFFSET, HELDOUT_OFFSET = 100, 100, 200
+STEPS, BATCH, GROUP, TOP_UP_ROWS = 3, 8, 4, 24  # practice: rows 0-23, top-ups from 24-47
+VALIDATION_SIZE, HELDOUT_SIZE, K = 16, 40, 2
+SEEDS = (0, 1, 2)
+GEPA_TRAIN = STEPS * BATCH + TOP_UP_ROWS  # GEPA's train set: every row practice may roll out (0-47)
+
+NEUTRAL_AGENT_OBJECTIVE = "input: a math word problem\noutput: the number that answers it, as \\boxed{number}"
+# The practice default (PracticeArguments.learning_objective), passed as it is so a change of the default does
+# not change the suite.
+NEUTRAL_LEARNING_OBJECTIVE = "Learn reusable strategies that make the agent answer correctly."
+
+
+def _numbers(text: str) -> list[str]:
+    return re.findall(r"\d+(?:\.\d+)?", text)
+
+
+@dataclass(frozen=True)
+class SuiteTask:
+    source: str  # a bundled data set (dataset/<source>.jsonl)
+    why: str
+    problem: Callable[[dict], object]  # what decides the answer: equal for two rows of the same problem
+    reference: tuple[str, ...]  # the hand-written rules, written before any run
+    placebo: str  # a plausible rule for another habit
+    hinted_objective: str  # names the habit: an ablation, never the headline
+
+
+ELAPSED_RULE = (
+    "When a question asks how many minutes pass between two clock times, turn each time into minutes after "
+    "midnight (hours times 60 plus minutes, adding 12 hours after noon) and subtract the start from the end."
+)
+SIGNED_RULE = (
+    "When a quantity goes from below zero to above it or back, the size of the change is the larger value minus "
+    "the smaller one (subtracting a negative number adds it); answer with that positive amount."
+)
+CHAIN_RULE = (
+    "When a percent change is followed by another of the new amount, apply them one after the other: multiply by "
+    "(1 + p/100) for a rise and by (1 - p/100) for a fall; never add or subtract the percents."
+)
+AVERAGES_RULE = (
+    "When the answer is an average that is not a whole number, round it to the nearest whole number before boxing it."  # noqa: E501
+)
+
+TASKS: dict[str, SuiteTask] = {
+    "elapsed_time": SuiteTask(
+        "ElapsedTime",
+        "minutes between two clock times across an hour; written for the suite (scripts/data/make_suite_tasks.py)",
+        lambda row: tuple(row["meta"]["problem"]),
+        (ELAPSED_RULE,),
+        SIGNED_RULE,
+        "Learn general habits that make the boxed number of minutes right on new problems of this kind: how to "
+        "subtract two clock times when the minutes of the later one are fewer.",
+    ),
+    "signed_change": SuiteTask(
+        "SignedChange",
+        "a rise or fall that passes zero, as a positive amount; written for the suite",
+        lambda row: tuple(row["meta"]["problem"]),
+        (SIGNED_RULE,),
+        CHAIN_RULE,
+        "Learn general habits that make the boxed change right on new problems of this kind: how to subtract when "
+        "one value is below zero, and the sign the answer takes.",
+    ),
+    "percent_chain": SuiteTask(
+        "PercentChain",
+        "two percent changes in a row, the second of the new amount; written for the suite",
+        lambda row: tuple(row["meta"]["problem"]),
+        (CHAIN_RULE,),
+        AVERAGES_RULE,
+        "Learn general habits that make the boxed amount right on new problems of this kind: how to apply one "
+        "percent change after another.",
+    ),
+    "averages": SuiteTask(
+        "Averages",
+        "a bundled headroom task (make_headroom_tasks.py): a mean of three whole numbers, to the nearest whole",
+        lambda row: tuple(sorted(_numbers(row["question"]))),  # the same three numbers in any order or story
+        (AVERAGES_RULE,),
+        ELAPSED_RULE,
+        "Learn general habits that make the boxed average right on new problems of this kind: how to compute it, "
+        "and the form the answer takes.",
+    ),
+    "gsm8k": SuiteTask(
+        "GSM8K_short",
+        "public (GSM8K test, Cobbe et al. 2021; rows of at most two calculations): not written by us",
+        lambda row: " ".join(row["question"].lower().split()),
+        (
+            "When a problem takes several steps, write each intermediate quantity with its value before using it "
+            "in the next calculation.",
+            "When you are about to answer, re-read the question's last sentence and make sure the number you box "
+            "is exactly the quantity it asks for.",
+            "When a quantity is a percent or a fraction of another, first compute that part of the whole, then add "
+            "or subtract it as the question says.",
+            "When a rate is given per unit (per hour, per item, each), multiply the rate by the number of units to "
+            "get the total.",
+            "When you give the final answer, put only the number in \\boxed{} with no units, words or currency signs.",
+        ),
+        ELAPSED_RULE,
+        "Learn general problem-solving habits and common pitfalls that make the final answer correct on new word "
+        "problems: how to set up and order the steps, what to check before answering, and how to report the "
+        "answer.",
+    ),
+}
+
+# method -> seeds it runs with (None: one run, no seed)
+METHODS: dict[str, tuple[int | None, ...]] = {
+    "baseline": (None,),
+    "reference": (None,),
+    "placebo": (None,),
+    "practice": SEEDS,
+    "gepa": SEEDS,
+    "hinted": (0,),
+    "paper": (0,),
+}
+
+# --- end of registration -----------------------------------------------------------------------------------------
+
+
+def run_name(method: str, seed: int | None) -> str:
+    return method if seed is None else f"{method}_s{seed}"
+
+
+def result_path(task: str, method: str, seed: int | None) -> Path:
+    return RESULTS / task / f"{run_name(method, seed)}.json"
+
+
+def plan() -> list[tuple[str, str, int | None]]:
+    """Every run, in the order `fill` takes them: each task's fixed points first, then seed by seed across tasks
+    (practice, then GEPA with its budget), then the one-seed ablations, so a partial suite is balanced."""
+    runs = [(t, m, None) for t in TASKS for m in ("baseline", "reference", "placebo")]
+    for seed in SEEDS:
+        runs += [(t, m, seed) for t in TASKS for m in ("practice", "gepa")]
+    runs += [(t, m, 0) for m in ("hinted", "paper") for t in TASKS]
+    return runs
+
+
+def registered_in() -> str | None:
+    """The commit that added this file: the registration every run is measured against."""
+    done = subprocess.run(
+        ["git", "-C", str(ROOT), "log", "--diff-filter=A", "--format=%H", "--", "benchmarks/learning/suite.py"],
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout.split()[-1] if done.returncode == 0 and done.stdout.split() else None
+
+
+# --- data ---------------------------------------------------------------------------------------------------------
+
+
+def source_rows(task: SuiteTask) -> list[dict]:
+    path = ROOT / "dataset" / f"{task.source}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def heldout_rows(task: SuiteTask, rows: list[dict]) -> list[dict]:
+    """The first HELDOUT_SIZE rows from HELDOUT_OFFSET on whose problem no earlier row (practice, validation or
+    held-out) has."""
+    seen = {task.problem(r) for r in rows[:HELDOUT_OFFSET]}
+    out = []
+    for row in rows[HELDOUT_OFFSET:]:
+        if task.problem(row) not in seen:
+            seen.add(task.problem(row))
+            out.append(row)
+        if len(out) == HELDOUT_SIZE:
+            return out
+    raise SystemExit(f"{task.source}: fewer than {HELDOUT_SIZE} held-out rows are new problems")
+
+
+def suite_rows(name: str) -> list[dict]:
+    """The suite's data set of one task: rows 0-199 of its source, then its held-out rows (200-239)."""
+    task = TASKS[name]
+    rows = source_rows(task)
+    return [{**r, "dataset": dataset_name(name)} for r in rows[:HELDOUT_OFFSET] + heldout_rows(task, rows)]
+
+
+def dataset_name(task: str) -> str:
+    return f"suite_{task}"
+
+
+def upload(task: str, env: dict[str, str]) -> None:
+    DATA.mkdir(parents=True, exist_ok=True)
+    path = DATA / f"{task}.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in suite_rows(task)))
+    args = ["--file_path", str(path), "--dataset_name", dataset_name(task), "--db_url", db_url(), "--replace"]
+    _, code = run_timed("scripts/data/upload_dataset.py", *args, env=env)
+    if code != 0:
+        raise SystemExit(f"upload of {task} failed (exit {code})")
+
+
+def db_url() -> str:
+    return f"sqlite:///{DB_PATH}"
+
+
+# --- one run ------------------------------------------------------------------------------------------------------
+
+
+def model_env() -> dict[str, str]:
+    """The suite's models, and one state folder so every command (and GEPA, in this process) shares their
+    servers."""
+    return {
+        **os.environ,
+        "UTU_LOCAL_MODEL": AGENT_MODEL,
+        "UTU_LEARNER_LOCAL_MODEL": LEARNER_MODEL,
+        "UTU_STATE_DIR": os.environ.get("UTU_STATE_DIR") or str(ROOT / ".utu"),
+    }
+
+
+def agent_yaml(name: str, instructions: str | None = None, rules: tuple[str, ...] = ()) -> Path:
+    """An agent config: the bundled local_math_agent, with other instructions or a library."""
+    import yaml
+
+    from utu.config import load_agent_config
+
+    agent = load_agent_config("practice/local_math_agent").model_dump(mode="json", exclude_none=True)
+    if instructions is not None:
+        agent["instructions"] = instructions
+    agent["experiences"] = {f"G{i}": rule for i, rule in enumerate(rules)}
+    agent["experience_placement"] = "system"
+    AGENTS.mkdir(parents=True, exist_ok=True)
+    path = AGENTS / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(agent, sort_keys=False, allow_unicode=True))
+    return path
+
+
+def evaluate(task: str, exp_id: str, agent: Path | None, env: dict[str, str]) -> float:
+    args = [
+        "scripts/run_eval.py",
+        "--config_name",
+        "local/gsm8k",
+        "--dataset",
+        dataset_name(task),
+        "--offset",
+        str(HELDOUT_OFFSET),
+        "--limit",
+        str(HELDOUT_SIZE),
+        "--pass_k",
+        str(K),
+        "--concurrency",
+        "8",
+        "--db_url",
+        db_url(),
+        "--exp_id",
+        exp_id,
+        "--fresh",
+        *(["--agent_config", str(agent)] if agent else []),
+    ]
+    seconds, code = run_timed(*args, env=env)
+    if code != 0:
+        raise SystemExit(f"evaluation {exp_id} failed (exit {code})")
+    return seconds
+
+
+def practice_args(task: str, method: str, seed: int) -> list[str]:
+    """The practice command of one method: as the guide says (`local_portions`'s gate and remedies) or the
+    paper's algorithm (`local_mawps` with the screening, restatement and cap off: no gate, no remedies)."""
+    spec = TASKS[task]
+    common = [
+        "--practice_dataset_name",
+        dataset_name(task),
+        "--rollout_data_truncate",
+        str(STEPS * BATCH),
+        "--batch_size",
+        str(BATCH),
+        "--grpo_n",
+        str(GROUP),
+        "--rollout_concurrency",
+        "8",
+        "--seed",
+        str(seed),
+        "--agent_objective",
+        NEUTRAL_AGENT_OBJECTIVE,
+        "--learning_objective",
+        spec.hinted_objective if method == "hinted" else NEUTRAL_LEARNING_OBJECTIVE,
+        "--num_experiences_per_query",
+        "1",
+    ]
+    if method == "paper":
+        return [
+            "--config_name",
+            "local_mawps",
+            *common,
+            "--screening_enabled",
+            "false",
+            "--restate_refused",
+            "false",
+            "--learner_retries",
+            "0",
+            "--max_experiences",
+            "none",
+        ]
+    return [
+        "--config_name",
+        "local_portions",
+        *common,
+        "--validation_dataset",
+        dataset_name(task),
+        "--validation_offset",
+        str(VALIDATION_OFFSET),
+        "--validation_size",
+        str(VALIDATION_SIZE),
+        "--validation_pass_k",
+        str(K),
+    ]
+
+
+def practise(task: str, method: str, seed: int, env: dict[str, str]) -> tuple[float, Path | None, str]:
+    exp_id = f"suite_{task}_{run_name(method, seed)}"
+    args = [*practice_args(task, method, seed), "--exp_id", exp_id, "--db_url", db_url(), "--export_step", "last"]
+    seconds, code = run_timed("scripts/run_training_free_GRPO.py", *args, "--fresh", env=env)
+    if code == 2:  # kept nothing: the agent is the baseline
+        return seconds, None, exp_id
+    if code != 0:
+        raise SystemExit(f"practice {exp_id} failed (exit {code})")
+    return seconds, ROOT / "runs" / exp_id / "enhanced_agent.yaml", exp_id
+
+
+async def heldout_rewards(exp_id: str) -> dict[str, list[float]]:
+    """dataset index -> the K rewards of one evaluation."""
+    from utu.db import Database
+    from utu.db.models import EvaluationSample
+
+    async with Database(db_url()) as db:
+        rows = await exp_rows(db, EvaluationSample, exp_id)
+    out: dict[str, list[float]] = {}
+    for r in sorted(rows, key=lambda r: (r.dataset_index, r.attempt)):
+        out.setdefault(str(r.dataset_index), []).append(float(r.reward or 0.0))
+    if len(out) != HELDOUT_SIZE or any(len(v) != K for v in out.values()):
+        raise SystemExit(f"{exp_id}: expected {HELDOUT_SIZE} questions × {K} attempts in the database")
+    return out
+
+
+async def practice_record(exp_id: str) -> dict:
+    """What a practice run spent and kept, from the database: calls and tokens by stage, the library, every
+    proposal with its outcome."""
+    from utu.db import Database
+    from utu.practice.history import operation_log
+    from utu.practice.store import PracticeStore
+
+    async with Database(db_url()) as db:
+        store = PracticeStore(db, exp_id)
+        steps = await store.steps()
+        library = await store.snapshot(steps[-1].step) if steps else None
+        operations = await operation_log(db, exp_id)
+    usage: dict[str, dict[str, int]] = {}
+    for s in steps:
+        for tag, u in s.usage.items():
+            total = usage.setdefault(tag, {"calls": 0, "tokens": 0})
+            total["calls"] += u.calls
+            total["tokens"] += u.prompt_tokens + u.completion_tokens
+    agent = [t for t in usage if not t.startswith("learner")]
+    return {
+        "agent_calls": sum(usage[t]["calls"] for t in agent),
+        "agent_tokens": sum(usage[t]["tokens"] for t in agent),
+        "learner_calls": sum(u["calls"] for t, u in usage.items() if t not in agent),
+        "learner_tokens": sum(u["tokens"] for t, u in usage.items() if t not in agent),
+        "usage_by_stage": usage,
+        "library": library.experiences if library else {},
+        "operations": [
+            {"step": op.step, "kind": op.kind, "text": op.new_text, "status": op.status, "reason": op.reason}
+            for op in operations
+        ],
+    }
+
+
+def run(task: str, method: str, seed: int | None) -> Path:
+    """One run of the plan, saved to its result file (refused if that file exists)."""
+    path = result_path(task, method, seed)
+    if path.exists():
+        raise SystemExit(f"{path.relative_to(ROOT)} exists: a result is never overwritten")
+    spec, env, name = TASKS[task], model_env(), run_name(method, seed)
+    os.environ.update(env)  # GEPA calls the models from this process
+    exp_id = f"suite_{task}_{name}_heldout"
+    record: dict = {}
+    upload(task, env)
+    if method in ("baseline", "reference", "placebo"):
+        rules = {"baseline": (), "reference": spec.reference, "placebo": (spec.placebo,)}[method]
+        agent = agent_yaml(f"{task}_{method}", rules=rules) if rules else None
+        record["seconds"] = {"evaluation": evaluate(task, exp_id, agent, env)}
+        record["rules"] = list(rules)
+    elif method in ("practice", "hinted", "paper"):
+        assert seed is not None
+        seconds, agent, practice_id = practise(task, method, seed, env)
+        record |= asyncio.run(practice_record(practice_id))
+        record["kept_nothing"] = agent is None
+        record["seconds"] = {"practice": seconds}
+        if agent is not None:
+            record["seconds"]["evaluation"] = evaluate(task, exp_id, agent, env)
+    else:  # gepa
+        assert seed is not None
+        practice = result_path(task, "practice", seed)
+        if not practice.exists():
+            raise SystemExit(f"GEPA's budget is practice's agent calls: run {task} practice --seed {seed} first")
+        budget = json.loads(practice.read_text())["agent_calls"]
+        from gepa_baseline import optimise_prompt
+
+        start = time.perf_counter()
+        rows = suite_rows(task)
+        found = optimise_prompt(
+            train=rows[:GEPA_TRAIN],
+            val=rows[VALIDATION_OFFSET : VALIDATION_OFFSET + VALIDATION_SIZE],
+            seed_prompt=_instructions(),
+            budget=budget,
+            seed=seed,
+            run_dir=ROOT / "runs" / "learning_suite" / "gepa" / f"{task}_{name}",
+        )
+        record |= found
+        record["budget_agent_calls"] = budget
+        record["seconds"] = {"gepa": time.perf_counter() - start}
+        agent = agent_yaml(f"{task}_{name}", instructions=found["best_prompt"])
+        record["seconds"]["evaluation"] = evaluate(task, exp_id, agent, env)
+    kept_nothing = record.get("kept_nothing", False)
+    rewards = None if kept_nothing else asyncio.run(heldout_rewards(exp_id))
+    result = {
+        "task": task,
+        "method": method,
+        "seed": seed,
+        "registered_in": registered_in(),
+        **provenance(),
+        "dataset": dataset_name(task),
+        "source": spec.source,
+        "agent": AGENT_MODEL,
+        "learner": LEARNER_MODEL,
+        "heldout": f"{dataset_name(task)}[{HELDOUT_OFFSET}:{HELDOUT_OFFSET + HELDOUT_SIZE}], K={K}",
+        # a run that kept nothing leaves the baseline agent: its held-out rewards are the baseline's
+        "heldout_rewards": rewards,
+        "heldout_mean": None if rewards is None else sum(map(sum, rewards.values())) / (HELDOUT_SIZE * K),
+        **record,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"saved {path.relative_to(ROOT)}", flush=True)
+    return path
+
+
+def _instructions() -> str:
+    from utu.config import load_agent_config
+
+    return load_agent_config("practice/local_math_agent").instructions
+
+
+# --- commands -----------------------------------------------------------------------------------------------------
+
+
+def fill(tasks: list[str], stop_at: datetime | None) -> int:
+    """Every missing run of the plan, in order; stops before a run when `stop_at` has passed."""
+    for task, method, seed in plan():
+        if task not in tasks or result_path(task, method, seed).exists():
+            continue
+        if stop_at and datetime.now() >= stop_at:
+            print("stop time reached; `fill` again to go on", flush=True)
+            return 0
+        if method == "gepa" and not result_path(task, "practice", seed).exists():
+            continue
+        print(f"=== {task} {run_name(method, seed)} ({datetime.now():%H:%M})", flush=True)
+        run(task, method, seed)
+    return 0
+
+
+def status() -> int:
+    done = [r for r in plan() if result_path(*r).exists()]
+    print(f"{len(done)} of {len(plan())} runs saved")
+    for task in TASKS:
+        cells = [run_name(m, s) + ("" if result_path(task, m, s).exists() else "?") for t, m, s in plan() if t == task]
+        print(f"{task:15s} {' '.join(cells)}")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    f = sub.add_parser("fill")
+    f.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
+    f.add_argument("--stop_at", help="HH:MM today: start no run after it")
+    r = sub.add_parser("run")
+    r.add_argument("task", choices=TASKS)
+    r.add_argument("method", choices=METHODS)
+    r.add_argument("--seed", type=int)
+    sub.add_parser("status")
+    sub.add_parser("report")
+    args = parser.parse_args()
+    if args.command == "fill":
+        stop = None
+        if args.stop_at:
+            hour, minute = map(int, args.stop_at.split(":"))
+            stop = datetime.now().replace(hour=hour, minute=minute, second=0)
+        return fill(args.tasks, stop)
+    if args.command == "run":
+        if args.seed not in METHODS[args.method]:
+            parser.error(f"{args.method} runs with seed {' or '.join(map(str, METHODS[args.method]))}")
+        run(args.task, args.method, args.seed)
+        return 0
+    if args.command == "status":
+        return status()
+    from suite_report import write_report
+
+    write_report()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

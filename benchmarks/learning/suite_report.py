@@ -1,0 +1,170 @@
+"""The learning suite's report, from the saved runs: benchmarks/results/learning_suite.json.
+
+For each task and method, the held-out Mean@2 of each run and its gain over the task's baseline, paired by
+question; for the seeded methods (practice, GEPA) a hierarchical bootstrap, seeds then questions, gives the
+mean gain's 95% CI, and the same resampling gives practice − GEPA (paired by seed: GEPA's budget is that seed's
+practice calls). The suite mean averages the tasks with equal weight. A practice run that kept nothing counts as
+the baseline agent (a gain of zero): it is what the user gets.
+"""
+
+import json
+import random
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import write_result  # noqa: E402
+from suite import RESULTS, TASKS, plan, registered_in, result_path, run_name  # noqa: E402
+
+BOOTSTRAP = 4000
+Scores = dict[str, float]  # question index -> mean reward over its K attempts
+
+
+def per_question(run: dict, baseline: Scores) -> Scores:
+    rewards = run.get("heldout_rewards")
+    if rewards is None:  # kept nothing: the baseline agent
+        return dict(baseline)
+    return {q: sum(r) / len(r) for q, r in rewards.items()}
+
+
+def hierarchical_ci(runs: list[Scores], baseline: Scores, rng: random.Random) -> tuple[float, list[float]]:
+    """Mean gain over runs and questions, and its 95% CI resampling runs (seeds), then questions."""
+    questions = sorted(baseline)
+    gain = statistics.fmean(statistics.fmean(r[q] - baseline[q] for q in questions) for r in runs)
+    draws = []
+    for _ in range(BOOTSTRAP):
+        picked = [rng.choice(runs) for _ in runs]
+        qs = [rng.choice(questions) for _ in questions]
+        draws.append(statistics.fmean(statistics.fmean(r[q] - baseline[q] for q in qs) for r in picked))
+    draws.sort()
+    return gain, [draws[int(0.025 * BOOTSTRAP)], draws[int(0.975 * BOOTSTRAP) - 1]]
+
+
+def paired_difference(a: list[Scores], b: list[Scores], rng: random.Random) -> tuple[float, list[float]]:
+    """Mean of a − b, run i of a paired with run i of b; CI resampling the pairs, then questions."""
+    questions = sorted(a[0])
+    pairs = list(zip(a, b, strict=True))
+    diff = statistics.fmean(statistics.fmean(x[q] - y[q] for q in questions) for x, y in pairs)
+    draws = []
+    for _ in range(BOOTSTRAP):
+        picked = [rng.choice(pairs) for _ in pairs]
+        qs = [rng.choice(questions) for _ in questions]
+        draws.append(statistics.fmean(statistics.fmean(x[q] - y[q] for q in qs) for x, y in picked))
+    draws.sort()
+    return diff, [draws[int(0.025 * BOOTSTRAP)], draws[int(0.975 * BOOTSTRAP) - 1]]
+
+
+def load(task: str, method: str, seed: int | None) -> dict | None:
+    path = result_path(task, method, seed)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def task_report(task: str, rng: random.Random) -> dict | None:
+    base_run = load(task, "baseline", None)
+    if base_run is None:
+        return None
+    baseline = per_question(base_run, {})
+    out: dict = {"baseline": statistics.fmean(baseline.values()), "methods": {}}
+    seeded: dict[str, list[Scores]] = {}
+    for t, method, seed in plan():
+        run = load(task, method, seed) if t == task and method != "baseline" else None
+        if run is None:
+            continue
+        scores = per_question(run, baseline)
+        entry = {
+            "mean": statistics.fmean(scores.values()),
+            "gain": statistics.fmean(scores[q] - baseline[q] for q in baseline),
+            "kept_nothing": run.get("kept_nothing", False),
+            "agent_calls": run.get("agent_calls"),
+            "learner_calls": run.get("learner_calls"),
+            "library": run.get("library") or run.get("rules") or run.get("best_prompt"),
+            "file": str(result_path(task, method, seed).relative_to(RESULTS.parent.parent.parent)),
+        }
+        out["methods"][run_name(method, seed)] = entry
+        if seed is not None and method in ("practice", "gepa"):
+            seeded.setdefault(method, []).append(scores)
+    for method, runs in seeded.items():
+        gain, ci = hierarchical_ci(runs, baseline, rng)
+        out[f"{method}_gain"] = {"seeds": len(runs), "mean": gain, "ci95": ci, "below_baseline": ci[1] < 0}
+    if len(seeded.get("gepa", [])) and len(seeded.get("practice", [])) >= len(seeded["gepa"]):
+        n = len(seeded["gepa"])
+        diff, ci = paired_difference(seeded["practice"][:n], seeded["gepa"], rng)
+        out["practice_minus_gepa"] = {"seeds": n, "mean": diff, "ci95": ci}
+    out["_scores"] = {"baseline": baseline, **seeded}
+    return out
+
+
+def suite_mean(tasks: dict[str, dict], method: str, rng: random.Random) -> dict | None:
+    """Equal-weight mean over tasks of a seeded method's gain (or of practice − GEPA), with the tasks' bootstraps
+    drawn together."""
+    usable = {t: r for t, r in tasks.items() if r["_scores"].get(method)}
+    if not usable:
+        return None
+    draws = [0.0] * BOOTSTRAP
+    point = 0.0
+    for r in usable.values():
+        baseline, runs = r["_scores"]["baseline"], r["_scores"][method]
+        questions = sorted(baseline)
+        point += statistics.fmean(statistics.fmean(x[q] - baseline[q] for q in questions) for x in runs)
+        for b in range(BOOTSTRAP):
+            picked = [rng.choice(runs) for _ in runs]
+            qs = [rng.choice(questions) for _ in questions]
+            draws[b] += statistics.fmean(statistics.fmean(x[q] - baseline[q] for q in qs) for x in picked)
+    n = len(usable)
+    draws = sorted(d / n for d in draws)
+    return {
+        "tasks": sorted(usable),
+        "mean_gain": point / n,
+        "ci95": [draws[int(0.025 * BOOTSTRAP)], draws[int(0.975 * BOOTSTRAP) - 1]],
+    }
+
+
+def suite_difference(tasks: dict[str, dict], rng: random.Random) -> dict | None:
+    """Equal-weight mean over tasks of practice − GEPA (seed-paired), tasks with both."""
+    usable = {t: r for t, r in tasks.items() if r["_scores"].get("gepa")}
+    if not usable:
+        return None
+    draws, point = [0.0] * BOOTSTRAP, 0.0
+    for r in usable.values():
+        g = r["_scores"]["gepa"]
+        pairs = list(zip(r["_scores"]["practice"][: len(g)], g, strict=True))
+        questions = sorted(r["_scores"]["baseline"])
+        point += statistics.fmean(statistics.fmean(x[q] - y[q] for q in questions) for x, y in pairs)
+        for b in range(BOOTSTRAP):
+            picked = [rng.choice(pairs) for _ in pairs]
+            qs = [rng.choice(questions) for _ in questions]
+            draws[b] += statistics.fmean(statistics.fmean(x[q] - y[q] for q in qs) for x, y in picked)
+    n = len(usable)
+    draws = sorted(d / n for d in draws)
+    return {
+        "tasks": sorted(usable),
+        "mean": point / n,
+        "ci95": [draws[int(0.025 * BOOTSTRAP)], draws[int(0.975 * BOOTSTRAP) - 1]],
+    }
+
+
+def build_report(seed: int = 0) -> dict:
+    rng = random.Random(seed)
+    tasks = {t: r for t in TASKS if (r := task_report(t, rng)) is not None}
+    report = {
+        "registered_in": registered_in(),
+        "runs_saved": sum(result_path(*r).exists() for r in plan()),
+        "runs_planned": len(plan()),
+        "suite": {
+            "practice": suite_mean(tasks, "practice", rng),
+            "gepa": suite_mean(tasks, "gepa", rng),
+            "practice_minus_gepa": suite_difference(tasks, rng),
+            "tasks_below_baseline": sorted(
+                t for t, r in tasks.items() if r.get("practice_gain", {}).get("below_baseline")
+            ),
+        },
+        "tasks": {t: {k: v for k, v in r.items() if k != "_scores"} for t, r in tasks.items()},
+    }
+    return report
+
+
+def write_report() -> Path:
+    """benchmarks/results/learning_suite.json (an earlier report kept in results/history/)."""
+    return write_result("learning_suite", build_report())

@@ -1,0 +1,113 @@
+"""The pre-registered learning suite (benchmarks/learning/suite.py): its data and its report's statistics."""
+
+import json
+import random
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks" / "learning"))
+import suite  # noqa: E402
+import suite_report  # noqa: E402
+
+
+@pytest.mark.parametrize("task", list(suite.TASKS))
+def test_no_heldout_question_is_a_practice_or_validation_problem(task):
+    spec = suite.TASKS[task]
+    rows = suite.suite_rows(task)
+    assert len(rows) == suite.HELDOUT_OFFSET + suite.HELDOUT_SIZE
+    seen = {spec.problem(r) for r in rows[: suite.HELDOUT_OFFSET]}
+    heldout = [spec.problem(r) for r in rows[suite.HELDOUT_OFFSET :]]
+    assert not seen & set(heldout) and len(set(heldout)) == len(heldout)
+    assert all(r["answer"] not in (None, "") for r in rows)
+
+
+def test_problems_are_told_apart_up_to_names_and_story_only():
+    averages = suite.TASKS["averages"].problem
+    same = averages({"question": "Tom scored 3, 7 and 8 points in three games."})
+    assert same == averages({"question": "A shop sold 8, 3 and 7 umbrellas on three rainy days."})
+    assert same != averages({"question": "Tom scored 3, 7 and 9 points in three games."})
+
+
+def test_the_suite_tasks_are_generated_as_bundled_and_no_problem_repeats():
+    sys.path.insert(0, str(ROOT / "scripts" / "data"))
+    import make_suite_tasks
+
+    for name in make_suite_tasks.TASKS:
+        rows = list(make_suite_tasks.rows(name))
+        bundled = [json.loads(line) for line in (ROOT / "dataset" / f"{name}.jsonl").read_text().splitlines()]
+        assert rows == bundled
+        assert len({tuple(r["meta"]["problem"]) for r in rows}) == len(rows) == make_suite_tasks.ROWS
+
+
+def test_each_task_has_its_own_reference_a_placebo_for_another_habit_and_a_hinted_objective():
+    for spec in suite.TASKS.values():
+        assert spec.reference and spec.placebo not in spec.reference
+        assert spec.hinted_objective != suite.NEUTRAL_LEARNING_OBJECTIVE
+
+
+def test_the_neutral_objective_is_practice_s_default():
+    from utu.config.models import PracticeArguments
+
+    assert PracticeArguments.model_fields["learning_objective"].default == suite.NEUTRAL_LEARNING_OBJECTIVE
+
+
+def test_the_plan_runs_practice_before_its_gepa_and_every_method_with_its_seeds():
+    runs = suite.plan()
+    assert len(runs) == len(set(runs))
+    for task in suite.TASKS:
+        for method, seeds in suite.METHODS.items():
+            assert {s for t, m, s in runs if t == task and m == method} == set(seeds)
+        for seed in suite.SEEDS:
+            assert runs.index((task, "practice", seed)) < runs.index((task, "gepa", seed))
+
+
+def test_practice_as_the_guide_says_and_the_paper_s_algorithm_differ_only_in_the_additions():
+    ours, paper = suite.practice_args("averages", "practice", 1), suite.practice_args("averages", "paper", 1)
+    assert ours[ours.index("--learning_objective") + 1] == suite.NEUTRAL_LEARNING_OBJECTIVE
+    assert "--validation_dataset" in ours and "--validation_dataset" not in paper
+    assert paper[paper.index("--screening_enabled") + 1] == "false"
+    hinted = suite.practice_args("averages", "hinted", 0)
+    assert hinted[hinted.index("--learning_objective") + 1] == suite.TASKS["averages"].hinted_objective
+
+
+def test_the_practice_commands_give_the_configs_they_claim(monkeypatch):
+    """Each method's flags make the practice config (a typo would only show hours into a fill)."""
+    from utu.practice.arguments import parse_training_free_grpo_config
+
+    def config(method: str):
+        monkeypatch.setattr(sys, "argv", ["run_training_free_GRPO.py", *suite.practice_args("elapsed_time", method, 2)])
+        return parse_training_free_grpo_config()
+
+    ours, paper = config("practice"), config("paper")
+    for c in (ours, paper):
+        assert c.data.practice_dataset_name == "suite_elapsed_time" and c.practice.seed == 2
+        assert (c.practice.batch_size, c.practice.grpo_n, c.data.rollout_data_truncate) == (8, 4, 24)
+        assert c.practice.learning_objective == suite.NEUTRAL_LEARNING_OBJECTIVE
+    assert ours.practice.validation.size == 16 and ours.practice.validation.offset == 100
+    assert ours.practice.top_up and ours.practice.learner_retries == 1 and ours.practice.screening.enabled
+    assert paper.practice.validation is None and paper.practice.top_up is None
+    assert not paper.practice.screening.enabled and not paper.practice.restate_refused
+    assert paper.practice.learner_retries == 0 and paper.practice.max_experiences is None
+
+
+def test_the_hierarchical_bootstrap_covers_a_known_gain_and_tells_it_from_none():
+    rng = random.Random(1)
+    questions = [str(i) for i in range(40)]
+    baseline = {q: float(rng.random() < 0.3) for q in questions}
+    helped = [{q: min(1.0, baseline[q] + (0.5 if i % 2 else 0.0)) for i, q in enumerate(questions)} for _ in range(3)]
+    gain, ci = suite_report.hierarchical_ci(helped, baseline, random.Random(0))
+    assert ci[0] > 0 and ci[0] <= gain <= ci[1]
+    same = [dict(baseline) for _ in range(3)]
+    gain, ci = suite_report.hierarchical_ci(same, baseline, random.Random(0))
+    assert gain == 0 and ci == [0, 0]
+    diff, ci = suite_report.paired_difference(helped, same, random.Random(0))
+    assert diff > 0 and ci[0] > 0
+
+
+def test_a_run_that_kept_nothing_counts_as_the_baseline_agent():
+    baseline = {"200": 0.5, "201": 0.0}
+    assert suite_report.per_question({"heldout_rewards": None}, baseline) == baseline
+    assert suite_report.per_question({"heldout_rewards": {"200": [1.0, 0.0]}}, baseline) == {"200": 0.5}
