@@ -54,16 +54,19 @@ async def recorded_step(db, exp_id: str) -> list:
 
 async def replicate(loop, rows, key: str, second_look: bool = False) -> dict:
     from utu.practice.library import Library
-    from utu.practice.loop import GATE_REFUSED, _as_attempt, refusals_for_learner, refused_for_what_they_say
+    from utu.practice.outcomes import Refusal
+    from utu.practice.retries import refusals_for_learner, refused_for_what_they_say
+    from utu.practice.rollouts import as_attempt
+    from utu.practice.step import Step
 
     groups = defaultdict(list)
     for row in rows:
-        groups[row.dataset_index].append(_as_attempt(row))
+        groups[row.dataset_index].append(as_attempt(row))
     start = time.perf_counter()
     empty = Library()
     outcomes = await asyncio.gather(*(loop.updater.learn_from_group(g, empty) for g in groups.values()))
     failures = [f for o in outcomes for f in o.failures]
-    library, records = await loop.propose(empty, rows, outcomes, failures)
+    library, records = await loop.propose(Step(0, 0, 0, {}, rows=rows, outcomes=outcomes, failures=failures), empty)
     result = {
         "seconds": round(time.perf_counter() - start, 1),
         "groups_studied": sum(o.used for o in outcomes),
@@ -75,12 +78,14 @@ async def replicate(loop, rows, key: str, second_look: bool = False) -> dict:
         # learner's second look (`learner_retries`), shown every refusal unless the config says not to.
         for r in records:
             if r.status == "applied":
-                r.status, r.reason = "refused", GATE_REFUSED + "taken as refused by the gate (replay)"
+                r.refuse(Refusal.GATE, "taken as refused by the gate (replay)")
         shown = loop.p.learner_retry_shows_refusals
         refused = refusals_for_learner(records, loop.p.given_ground_truth) if shown else []
         start = time.perf_counter()
         again = await asyncio.gather(*(loop.updater.learn_again(o, empty, refused) for o in outcomes))
-        library, records = await loop.propose(empty, rows, again, failures, refused_for_what_they_say(records))
+        step = Step(0, 0, 0, {}, rows=rows, outcomes=again, failures=failures)
+        step.refused_before = refused_for_what_they_say(records)
+        library, records = await loop.propose(step, empty)
         result["second_look"] = {
             "seconds": round(time.perf_counter() - start, 1),
             "shown": refused,

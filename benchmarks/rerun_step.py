@@ -70,7 +70,6 @@ async def what_the_step_did(db, exp_id: str, key: str) -> dict:
     """A run's step 0 (the recorded one, or a rerun's): its tries, the gate's last decision, what it kept and what
     it refused (with why). `learner_tries` is None if the step was not saved."""
     from utu.practice.history import operation_log
-    from utu.practice.loop import LEARNER_RETRY
     from utu.practice.store import PracticeStore
 
     store = PracticeStore(db, exp_id)
@@ -87,7 +86,7 @@ async def what_the_step_did(db, exp_id: str, key: str) -> dict:
         "kept": kept,
         "kept_with_key": sum(key in text.lower() for text in kept),
         "refused": [
-            {"text": o.new_text, "reason": o.reason, "second_look": (o.rationale or "").startswith(LEARNER_RETRY)}
+            {"text": o.new_text, "reason": o.reason, "second_look": bool(o.learner_try)}
             for o in ops
             if o.status == "refused"
         ],

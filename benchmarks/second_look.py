@@ -35,27 +35,30 @@ from learner_yield import (  # noqa: E402
 async def first_try_records(db, exp_id: str) -> list:
     """The operation records of step 0's first try (not its second looks)."""
     from utu.practice.history import as_record, operation_log
-    from utu.practice.loop import LEARNER_RETRY
 
     ops = await operation_log(db, exp_id, step=0)
-    return [as_record(o) for o in ops if not (o.rationale or "").startswith(LEARNER_RETRY)]
+    return [as_record(o) for o in ops if not o.learner_try]
 
 
 async def look(loop, rows, studied, refused_records, shown: bool, key: str) -> dict:
     from utu.practice.library import Library
-    from utu.practice.loop import REFUSED_AGAIN, refusals_for_learner, refused_for_what_they_say
+    from utu.practice.outcomes import Refusal
+    from utu.practice.retries import refusals_for_learner, refused_for_what_they_say
+    from utu.practice.step import Step
 
     refused = refusals_for_learner(refused_records, loop.p.given_ground_truth) if shown else []
     refused_texts = {r.new_text for r in refused_records if r.status == "refused" and r.new_text}
     again = await asyncio.gather(*(loop.updater.learn_again(o, Library(), refused) for o in studied))
     texts = [p.op.content.strip() for o in again for p in o.proposed if p.op.content]
     failures = [f for o in again for f in o.failures]
-    library, records = await loop.propose(Library(), rows, again, failures, refused_for_what_they_say(refused_records))
+    step = Step(0, 0, 0, {}, rows=rows, outcomes=again, failures=failures)
+    step.refused_before = refused_for_what_they_say(refused_records)
+    library, records = await loop.propose(step, Library())
     return {
         "shown": shown,
         "texts_proposed": len(texts),
         "copies_of_a_refused_text": sum(t in refused_texts for t in texts),
-        "refused_as_repeats": sum(REFUSED_AGAIN in (r.reason or "") for r in records),
+        "refused_as_repeats": sum(r.refusal is not None and r.refusal.kind == Refusal.REFUSED_AGAIN for r in records),
         "proposed_with_key": sum(key in t.lower() for t in texts),
         **what_became(library, records, key),
         "learner_errors": len(failures),
@@ -64,8 +67,8 @@ async def look(loop, rows, studied, refused_records, shown: bool, key: str) -> d
 
 async def run(args) -> dict:
     from utu.db import Database
-    from utu.practice.loop import _as_attempt
     from utu.practice.parts import open_practice
+    from utu.practice.rollouts import as_attempt
     from utu.practice.training_free_grpo import load_practice_config
 
     os.environ["UTU_LEARNER_LOCAL_MODEL"] = args.learner
@@ -82,7 +85,7 @@ async def run(args) -> dict:
             loop = (await open_practice(stack, config)).loop(config, db)
             groups = defaultdict(list)
             for row in rows:
-                groups[row.dataset_index].append(_as_attempt(row))
+                groups[row.dataset_index].append(as_attempt(row))
             outcomes = [await loop.updater.study(g) for g in groups.values()]  # stage 1 once, as in the step
             studied = [o for o in outcomes if o.studied]
             looks = []

@@ -138,7 +138,7 @@ def main() -> None:
             "runs/demo_practice/enhanced_agent.yaml",
         )
         run("4/5 comparison", "scripts/run_eval.py", "--compare", "demo_baseline", "demo_enhanced")
-        run("5/5 the learned library", "-m", "utu.practice.library", "show", "--exp_id", "demo_practice")
+        run("5/5 the learned library", "-m", "utu.commands.library", "show", "--exp_id", "demo_practice")
     else:
         console.rule("[bold]3/5 practice kept no experience")
         for step, text, reason in asyncio.run(refusals("demo_practice")):

@@ -93,5 +93,5 @@ def test_a_wheel_install_runs_upload_practice_and_eval_without_a_checkout(instal
     assert not (tmp_path / "configs").exists()  # the packaged configs were used, nothing was written there
     rows = tmp_path / "rows.jsonl"  # the screening's word lists ship in the wheel
     rows.write_text('{"experience": "当题目涉及正六边形时，先把它分成六个等边三角形。"}\n', encoding="utf-8")
-    screen = run(bin_ / "python", "-m", "utu.practice.library", "screen", "--file", rows, cwd=tmp_path, env=env)
+    screen = run(bin_ / "python", "-m", "utu.commands.library", "screen", "--file", rows, cwd=tmp_path, env=env)
     assert screen.returncode == 0 and screen.stdout.startswith("KEPT"), screen.stdout + screen.stderr

@@ -33,3 +33,7 @@ def utu_upload() -> None:
 
 def utu_data() -> None:
     launch("utu.commands.process_data")
+
+
+def utu_library() -> None:
+    launch("utu.commands.library")

@@ -3,6 +3,7 @@
 import pytest
 
 from utu.practice.library import Library, Operation, ProposedOp, apply_operations
+from utu.practice.outcomes import Refusal, Refused
 
 
 def ops(*items: dict) -> list[ProposedOp]:
@@ -36,7 +37,7 @@ def test_screening_refuses_junk_with_its_reason_and_sees_the_other_experiences()
 
     def screen(text, sources, others):
         seen.append((text, sources, others))
-        return "copies its question" if text == "junk" else None
+        return Refused(Refusal.SCREENED, "copies its question") if text == "junk" else None
 
     lib = Library({"G0": "a", "G1": "b"}, 2)
     new, records = apply_operations(
@@ -47,6 +48,7 @@ def test_screening_refuses_junk_with_its_reason_and_sees_the_other_experiences()
     )
     assert new.experiences == {"G0": "a", "G1": "b2"}
     assert (records[0].status, records[0].reason) == ("refused", "junk: copies its question")
+    assert records[0].refusal.kind == Refusal.SCREENED
     assert seen == [("junk", [0], ["a", "b"]), ("b2", [1], ["a"])]  # an update is not compared with itself
 
 

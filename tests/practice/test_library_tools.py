@@ -1,4 +1,4 @@
-"""python -m utu.practice.library show|diff|export on a practice whose operations are known (stub learner):
+"""python -m utu.commands.library show|diff|export on a practice whose operations are known (stub learner):
 provenance, diffs with the operation log's reasons, exports that --init_library reads back."""
 
 import json
@@ -23,7 +23,7 @@ def practised(tmp_path_factory):
 
 
 def library(db_url, *args):
-    return run_script("-m", "utu.practice.library", "--db_url", db_url, *args)
+    return run_script("-m", "utu.commands.library", "--db_url", db_url, *args)
 
 
 def test_show_gives_each_experience_its_provenance(practised):
@@ -145,18 +145,18 @@ def test_merge_combines_libraries_into_a_new_experiment(practised, stub):
     learner = stub(StubScript(reply_fn=consolidate))
     env = {**os.environ, "UTU_LLM_BASE_URL": learner.base_url, "UTU_LLM_MODEL": "learner", "UTU_LLM_API_KEY": "k"}
     # t@3 and t@2 share "When unsure, recompute."; t@1 brings G0 (line up digits and carry)
-    result = run("-m", "utu.practice.library", "--db_url", db_url, "merge", "t@3", "t@2", "t@1", "--to", "tm", env=env)
+    result = run("-m", "utu.commands.library", "--db_url", db_url, "merge", "t@3", "t@2", "t@1", "--to", "tm", env=env)
     assert result.returncode == 0, result.stderr
     merged = json.loads(library(db_url, "show", "--exp_id", "tm", "--json").stdout)
     texts = [e["text"] for e in merged["experiences"]]
     assert texts == ["When unsure, recompute.", "When done, box it.", "When adding, line up digits and carry."]
     assert [e["id"] for e in merged["experiences"]] == ["G0", "G1", "G2"]  # ids remapped
     assert merged["experiences"][0]["origin"]["rationale"] == "from t@3 G1 + t@2 G1"  # provenance to both
-    rule_only = run("-m", "utu.practice.library", "--db_url", db_url, "merge", "t@3", "t@2", "--to", "tr", "--no_llm")
+    rule_only = run("-m", "utu.commands.library", "--db_url", db_url, "merge", "t@3", "t@2", "--to", "tr", "--no_llm")
     assert rule_only.returncode == 0, rule_only.stderr
     kept = json.loads(library(db_url, "show", "--exp_id", "tr", "--json").stdout)["experiences"]
     assert [e["text"] for e in kept] == ["When unsure, recompute.", "When done, box it."]  # the copy refused
-    again = run("-m", "utu.practice.library", "--db_url", db_url, "merge", "t@3", "t@2", "--to", "tr", "--no_llm")
+    again = run("-m", "utu.commands.library", "--db_url", db_url, "merge", "t@3", "t@2", "--to", "tr", "--no_llm")
     assert again.returncode == 2 and "exists already" in again.stderr
 
 

@@ -166,7 +166,8 @@ def test_a_proposal_must_not_give_its_own_questions_answer(tmp_path):
     """In a step, the answer a proposal must not give is that of the questions it was learned from: a rule that
     names "10 seats" is not refused because another question's answer is 10."""
     from utu.config.models import ScreeningConfig as Config
-    from utu.practice.loop import _screen_against, _step_questions
+    from utu.practice.outcomes import Refusal
+    from utu.practice.step import screen_against, step_questions
 
     rows = [
         type("Row", (), {"dataset_index": i, "raw_question": q, "correct_answer": a})()
@@ -177,11 +178,12 @@ def test_a_proposal_must_not_give_its_own_questions_answer(tmp_path):
             ]
         )
     ]
-    check, _ = _screen_against(_step_questions(rows), Config(), answers_shown=True)
+    check, _ = screen_against(step_questions(rows), Config(), answers_shown=True)
     rule = "When dividing people among tables of 5 or 10 seats, round up to seat everyone."
     assert check(rule, [0], []) is None
-    assert "answer ('10')" in check(rule, [1], [])
-    assert "answer ('10')" in check(rule, [], [])  # no record of its sources: every question of the step counts
+    refused = check(rule, [1], [])
+    assert refused.kind == Refusal.ANSWER_IN_TEXT and "answer ('10')" in refused.detail
+    assert "answer ('10')" in check(rule, [], []).detail  # no record of its sources: every question counts
 
 
 def test_repeats_of_the_library_are_refused():
@@ -218,7 +220,7 @@ def test_the_screen_command_reports_each_row_and_explains_refusals(tmp_path):
         + json.dumps({"question": "", "experience": "Unit checks: Convert every quantity to one unit first."})
         + "\n"
     )
-    command = [sys.executable, "-m", "utu.practice.library", "screen", "--file", str(rows)]
+    command = [sys.executable, "-m", "utu.commands.library", "screen", "--file", str(rows)]
     out = subprocess.run([*command, "--json"], capture_output=True, text=True, check=True)
     first, second = map(json.loads, out.stdout.splitlines())
     assert "particulars of its question (70 seashells" in first["refused"]
@@ -243,7 +245,7 @@ def test_the_screen_command_reports_each_row_and_explains_refusals(tmp_path):
 def test_the_screen_command_refuses_bad_input_in_one_line(tmp_path, content, flags, message):
     rows = tmp_path / "rows.jsonl"
     rows.write_bytes(content if isinstance(content, bytes) else content.encode())
-    command = [sys.executable, "-m", "utu.practice.library", "screen", "--file", str(rows), *flags]
+    command = [sys.executable, "-m", "utu.commands.library", "screen", "--file", str(rows), *flags]
     out = subprocess.run(command, capture_output=True, text=True)
     assert out.returncode != 0 and message in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
@@ -308,12 +310,12 @@ def test_a_restatement_is_kind_colon_strategy_on_one_line(kind, strategy, experi
 
 def test_without_the_ground_truth_no_restatement_is_told_the_answer():
     """given_ground_truth: false hides the answers from the learner; a refusal's reason would name one."""
-    from utu.practice.loop import _screen_against
+    from utu.practice.step import screen_against
 
     told = "When the answer came out as 43, subtract what is left from what there was."
     questions = {0: Question(QUESTION, "43")}
-    _, shown = _screen_against(questions, ScreeningConfig(), answers_shown=True)
-    _, hidden = _screen_against(questions, ScreeningConfig(), answers_shown=False)
+    _, shown = screen_against(questions, ScreeningConfig(), answers_shown=True)
+    _, hidden = screen_against(questions, ScreeningConfig(), answers_shown=False)
     assert "43" in shown(told, [0])
     assert hidden(told, [0]) is None
     story = "When Joan gives shells to Sam, subtract what she has left."

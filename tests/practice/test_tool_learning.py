@@ -7,7 +7,7 @@ from utu.config.models import PracticeArguments
 from utu.llm.stub import StubScript
 from utu.practice.experience_updater import ExperienceUpdater, tool_usage
 from utu.practice.library import Library
-from utu.practice.loop import learner_failed_everywhere
+from utu.practice.step import learner_failed_everywhere
 from utu.practice.types import GroupAttempt
 
 RULE = "When a question converts units, call convert_units instead of computing by hand."

@@ -18,8 +18,10 @@ from tests.practice.helpers import (
 )
 from utu.config.models import ValidationConfig
 from utu.llm.stub import StubScript
+from utu.practice.gate import gate
 from utu.practice.library import OpRecord
-from utu.practice.loop import REFUSED_AGAIN, gate, refusals_for_learner, refused_for_what_they_say
+from utu.practice.outcomes import Refusal, Refused
+from utu.practice.retries import REFUSED_AGAIN, refusals_for_learner, refused_for_what_they_say
 
 HARMFUL = "When adding two numbers, always answer zero instead of computing the sum."
 HARMLESS = "When adding two numbers, add the ones digits first and then the tens."
@@ -181,6 +183,8 @@ def test_when_every_proposal_is_refused_the_learner_compares_the_groups_again(tm
     ops = query(db_url, "SELECT new_text, status, reason FROM experience_operations ORDER BY id")
     assert len(ops) == 12 and all(status == "refused" for _, status, _ in ops)
     assert all(text == reworded and reason.startswith(f"junk: {REFUSED_AGAIN}") for text, _, reason in ops[4:])
+    counted = query(db_url, "SELECT refusal, learner_try, count(*) FROM experience_operations GROUP BY 1, 2 ORDER BY 2")
+    assert counted == [("gate", 0, 1), ("repeats_library", 0, 3), ("refused_again", 1, 4), ("refused_again", 2, 4)]
 
 
 def test_a_second_look_not_shown_the_refusals_is_a_fresh_sample_of_the_same_comparison(tmp_path, stub):
@@ -368,20 +372,29 @@ def test_the_gate_reads_a_tie_at_any_k_as_a_tie():
     assert gate(below, 0, 1, v.model_copy(update={"min_gain_to_grow": None}))[0]
 
 
-def test_the_second_look_shows_each_refusal_in_a_few_words():
-    def refused(text, reason):
-        return OpRecord("ADD", None, None, text, [0], None, "refused", reason)
+def _refused(text: str, kind: Refusal, detail: str) -> OpRecord:
+    return OpRecord("ADD", None, None, text, [0], None, "refused", Refused(kind, detail))
 
+
+def test_the_second_look_shows_each_refusal_in_a_few_words():
     particulars = "names 2 particulars of its question (500, 3): an experience must hold for other questions"
+    gate_refused = "Mean@2 0.188 -> 0.125 on 8 validation questions (paired difference -0.062)"
     records = [
-        refused("A.", f"junk: {particulars} (at most 1; practice.screening.max_particulars)"),
-        refused("B.", "junk: states a fact, not what to do (en: no directive word of screening_words.yaml)"),
-        refused("C.", "validation: Mean@2 0.188 -> 0.125 on 8 validation questions (paired difference -0.062)"),
-        refused("A.", "junk: the same text as an existing experience"),
-        refused("E.", "junk: gives its question's answer ('12')"),
-        refused("F.", "junk: 3 sentences: an experience is at most 2"),
-        refused("H.", f"junk: {REFUSED_AGAIN} ('E.')"),
+        _refused("A.", Refusal.SCREENED, f"{particulars} (at most 1; practice.screening.max_particulars)"),
+        _refused(
+            "B.", Refusal.SCREENED, "states a fact, not what to do (en: no directive word of screening_words.yaml)"
+        ),
+        _refused("C.", Refusal.GATE, gate_refused),
+        _refused("A.", Refusal.REPEATS_LIBRARY, "the same text as an existing experience"),
+        _refused("E.", Refusal.ANSWER_IN_TEXT, "gives its question's answer ('12')"),
+        _refused("F.", Refusal.SCREENED, "3 sentences: an experience is at most 2"),
+        _refused("H.", Refusal.REFUSED_AGAIN, f"{REFUSED_AGAIN} ('E.')"),
         OpRecord("ADD", "G0", None, "D.", [0], None, "applied"),
+    ]
+    assert [r.reason for r in records[2:5]] == [
+        f"validation: {gate_refused}",  # what the operation log says, rendered from kind and detail
+        "junk: the same text as an existing experience",
+        "junk: gives its question's answer ('12')",
     ]
     assert refusals_for_learner(records, answers_shown=True) == [
         f"A. (refused: {particulars})",  # the knob that sets the limit is for the user
@@ -396,23 +409,20 @@ def test_the_second_look_shows_each_refusal_in_a_few_words():
 
 
 def test_a_second_look_may_not_repeat_what_was_refused_for_what_it_says():
-    def refused(text, reason):
-        return OpRecord("ADD", None, None, text, [0], None, "refused", reason)
-
-    gate_refused = "validation: Mean@2 0.188 -> 0.125 on 8 validation questions (paired difference -0.062)"
+    gate_refused = "Mean@2 0.188 -> 0.125 on 8 validation questions (paired difference -0.062)"
     one_try = [
-        refused("A.", "junk: states a fact, not what to do"),
-        refused("B.", "junk: the same condition and much the same strategy as an existing experience: update that"),
-        refused("C.", "library full (max_experiences=6)"),
-        refused("D.", gate_refused),
+        _refused("A.", Refusal.SCREENED, "states a fact, not what to do"),
+        _refused("B.", Refusal.REPEATS_LIBRARY, "the same condition and much the same strategy as an existing one"),
+        _refused("C.", Refusal.LIBRARY_FULL, "library full (max_experiences=6)"),
+        _refused("D.", Refusal.GATE, gate_refused),
     ]
     assert refused_for_what_they_say(one_try) == ["A.", "D."]  # D. was the update's only text
-    bundled = [*one_try, refused("E.", gate_refused)]  # the gate judged D. and E. together: either may be good
+    bundled = [*one_try, _refused("E.", Refusal.GATE, gate_refused)]  # judged together: either may be good
     assert refused_for_what_they_say(bundled) == ["A."]
-    alone = refused("F.", "validation: alone, Mean@2 0.188 -> 0.188 (paired difference +0.000)")  # one_by_one
+    alone = _refused("F.", Refusal.GATE_ALONE, "Mean@2 0.188 -> 0.188 (paired difference +0.000)")  # one_by_one
     assert refused_for_what_they_say([*bundled, alone]) == ["A.", "F."]
     assert refusals_for_learner([alone], answers_shown=True) == [
         "F. (refused: it did not raise the agent's score on the validation questions enough)"
     ]
-    deleted = OpRecord("DELETE", "G0", "Old.", None, [0], None, "refused", gate_refused)  # D. came with a DELETE
+    deleted = OpRecord("DELETE", "G0", "Old.", None, [0], None, "refused", Refused(Refusal.GATE, gate_refused))
     assert refused_for_what_they_say([*one_try, deleted]) == ["A."]

@@ -373,7 +373,7 @@ class TopUpConfig(StrictModel):
 class ScreeningConfig(StrictModel):
     """What the library refuses before validation (utu/practice/screening.py): a proposal's shape, its question's
     particulars, a fact stated instead of what to do, and repeats of the library. Measured on the good and junk
-    corpora of tests/practice/corpora (`python -m utu.practice.library screen --file F.jsonl`)."""
+    corpora of tests/practice/corpora (`python -m utu.commands.library screen --file F.jsonl`)."""
 
     enabled: bool = knob(
         True,

@@ -19,7 +19,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, InterfaceError, InvalidRequestError, NoSuchModuleError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
-from utu.db.models import Base, EvaluationSample, Experiment
+from utu.db.models import Base, EvaluationSample, ExperienceOperation, Experiment
 from utu.errors import ConfigError
 
 DEFAULT_SQLITE_FILE = "utu.db"
@@ -133,6 +133,39 @@ def _add_missing_columns(conn) -> None:
                 added.add((table.name, column.name))
     if ("evaluation_data", "owner") in added:
         _backfill_owners(conn)
+    if ("experience_operations", "refusal") in added:
+        _backfill_refusals(conn)
+
+
+# Operations stored before the `refusal` column: their kinds, read once from the prefixes their reasons were
+# written with (utu.practice.outcomes renders them so still); in order, the first match wins.
+LEGACY_REFUSALS = [
+    ("validation: alone, %", "gate_alone"),
+    ("validation: %", "gate"),
+    ("junk: gives its question's answer%", "answer_in_text"),
+    ("junk: proposed again after its refusal%", "refused_again"),
+    ("junk: %an existing experience%", "repeats_library"),
+    ("junk: %", "screened"),
+    ("% without content", "no_content"),
+    ("duplicate of an existing experience%", "duplicate"),
+    ("library full%", "library_full"),
+    ("unknown id%", "unknown_id"),
+    ("DELETE without an id%", "unknown_id"),
+    ("a DELETE of the same id wins%", "delete_wins"),
+]
+
+
+def _backfill_refusals(conn) -> None:
+    op = ExperienceOperation
+    for pattern, kind in LEGACY_REFUSALS:
+        refused = (op.status == "refused") & op.refusal.is_(None) & op.reason.like(pattern)
+        conn.execute(update(op).where(refused).values(refusal=kind))
+    # a learner's second look was marked in the rationale only ("learner retry N: ...")
+    for n in range(9, 0, -1):
+        conn.execute(
+            update(op).where(op.learner_try.is_(None), op.rationale.like(f"learner retry {n}%")).values(learner_try=n)
+        )
+    conn.execute(update(op).where(op.learner_try.is_(None)).values(learner_try=0))
 
 
 def _backfill_owners(conn) -> None:

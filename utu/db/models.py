@@ -158,7 +158,10 @@ class ExperienceOperation(Base):
     source_questions: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)  # dataset indices
     rationale: Mapped[str | None] = mapped_column(Text, nullable=True)
     status: Mapped[str] = mapped_column(String(10))  # applied | refused
-    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # a refusal's kind (utu.practice.outcomes.Refusal: screened, gate, gate_alone, library_full, ...), to count by
+    refusal: Mapped[str | None] = mapped_column(String(30), nullable=True, index=True)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)  # for people: rendered from kind and detail
+    learner_try: Mapped[int | None] = mapped_column(Integer, nullable=True)  # 0; n: the learner's n-th second look
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

@@ -12,6 +12,7 @@ from sqlalchemy import select
 from utu.db import Database
 from utu.db.models import ExperienceOperation
 from utu.practice.library import Library, OpRecord
+from utu.practice.outcomes import Refused
 
 
 @dataclass
@@ -64,6 +65,7 @@ async def applied_operations(db: Database, exp_id: str, up_to: int | None = None
 
 def as_record(op: ExperienceOperation) -> OpRecord:
     """A logged operation as the loop's record of it."""
+    refused = op.status == "refused" and op.refusal is not None
     return OpRecord(
         op.kind,
         op.experience_id,
@@ -71,8 +73,10 @@ def as_record(op: ExperienceOperation) -> OpRecord:
         op.new_text,
         op.source_questions or [],
         op.rationale,
-        op.status,
-        op.reason,
+        op.status,  # type: ignore[arg-type]
+        refusal=Refused.stored(op.refusal, op.reason) if refused else None,
+        note=None if refused else op.reason,
+        learner_try=op.learner_try or 0,
     )
 
 

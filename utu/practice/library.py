@@ -4,8 +4,8 @@ Ids are "G<n>" with n from a counter that only grows, so an id means the same ex
 experiment (the reference renumbered every step). The code, not the LLM, decides what is applied:
 an UPDATE naming no existing experience is applied as an ADD (recorded as such); a DELETE of an unknown id
 is refused and recorded; a DELETE needs only its id; DELETE wins over UPDATE for the same id; ADDs beyond
-`max_experiences` are refused; and every new text must pass the screening (`Screen`), whose refusals are
-recorded with reasons starting "junk:".
+`max_experiences` are refused; and every new text must pass the screening (`Screen`). Each refusal is recorded
+with its kind and detail (utu.practice.outcomes).
 """
 
 from collections.abc import Callable
@@ -14,10 +14,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from utu.practice.outcomes import Refusal, Refused
+
 OpKind = Literal["ADD", "UPDATE", "DELETE", "NONE"]
-JUNK = "junk: "
-# (text, source questions, experiences it must not repeat) -> why it is junk, or None
-Screen = Callable[[str, list[int], list[str]], str | None]
+# (text, source questions, experiences it must not repeat) -> why the screening refuses it, or None
+Screen = Callable[[str, list[int], list[str]], Refused | None]
 # (text, source questions) -> why the screening refuses it only for its question's story, or None
 StoryCheck = Callable[[str, list[int]], str | None]
 
@@ -65,7 +66,17 @@ class OpRecord:
     source_questions: list[int]
     rationale: str | None
     status: Literal["applied", "refused"]
-    reason: str | None = None
+    refusal: Refused | None = None
+    note: str | None = None  # of an applied operation: how it was applied
+    learner_try: int = 0  # n: proposed in the learner's n-th second look at the step (`learner_retries`)
+
+    def refuse(self, kind: Refusal, detail: str) -> None:
+        self.status, self.refusal = "refused", Refused(kind, detail)
+
+    @property
+    def reason(self) -> str | None:
+        """What the operation log says of it: why it was refused, or how it was applied."""
+        return self.refusal.render() if self.refusal else self.note
 
 
 @dataclass
@@ -104,33 +115,33 @@ def _apply_one(
     else:
         note = None
     if record.kind != "DELETE" and content is None:
-        record.reason = f"{record.kind} without content"
+        record.refuse(Refusal.NO_CONTENT, f"{record.kind} without content")
         return record
     if record.kind != "DELETE" and screen is not None:
         others = [text for key, text in lib.experiences.items() if key != op.id]
-        junk = screen(content, p.source_questions, others)
-        if junk:
-            record.reason = JUNK + junk
+        refused = screen(content, p.source_questions, others)
+        if refused:
+            record.refuse(refused.kind, refused.detail)
             return record
     if record.kind == "ADD":
         if content in lib.experiences.values():
-            record.reason = "duplicate of an existing experience"
+            record.refuse(Refusal.DUPLICATE, "duplicate of an existing experience")
         elif max_experiences is not None and len(lib.experiences) >= max_experiences:
-            record.reason = f"library full (max_experiences={max_experiences})"
+            record.refuse(Refusal.LIBRARY_FULL, f"library full (max_experiences={max_experiences})")
         else:
-            record.experience_id, record.status, record.reason = f"G{lib.next_id}", "applied", note
+            record.experience_id, record.status, record.note = f"G{lib.next_id}", "applied", note
             lib.experiences[record.experience_id] = content
             lib.next_id += 1
         return record
     if op.id not in lib.experiences:
-        record.reason = f"unknown id {op.id!r}" if op.id else "DELETE without an id"
+        record.refuse(Refusal.UNKNOWN_ID, f"unknown id {op.id!r}" if op.id else "DELETE without an id")
         return record
     record.old_text = lib.experiences[op.id]
     if op.operation == "DELETE":
         del lib.experiences[op.id]
         record.new_text, record.status = None, "applied"
     elif op.id in deleted_ids:
-        record.reason = "a DELETE of the same id wins over UPDATE"
+        record.refuse(Refusal.DELETE_WINS, "a DELETE of the same id wins over UPDATE")
     else:
         lib.experiences[op.id] = content
         record.status = "applied"
@@ -145,9 +156,3 @@ def with_additions(library: Library, additions: list[OpRecord], next_id: int) ->
         assert r.kind == "ADD" and r.experience_id and r.new_text, r
         new.experiences[r.experience_id] = r.new_text
     return new
-
-
-if __name__ == "__main__":  # python -m utu.practice.library show|diff|export|merge|screen (library_command.py)
-    from utu.practice.library_command import main
-
-    main()

@@ -18,6 +18,7 @@ from utu.llm.client import LLMClient
 from utu.practice.experience_updater import ExperienceUpdater
 from utu.practice.initial import library_at
 from utu.practice.library import Library, Operation, ProposedOp, apply_operations
+from utu.practice.outcomes import Refusal, Refused
 from utu.practice.screening import repeated
 from utu.practice.store import PracticeStore
 from utu.practice.types import GroupOutcome, StepStats
@@ -51,8 +52,9 @@ async def merge(
         p.op.rationale = "from " + " + ".join(origins[i] for i in p.source_questions if 0 <= i < len(origins))
         p.source_questions = []
 
-    def check(text: str, sources: list[int], others: list[str]) -> str | None:
-        return repeated(text, others)  # each source library was screened when it was learned
+    def check(text: str, sources: list[int], others: list[str]) -> Refused | None:
+        reason = repeated(text, others)  # each source library was screened when it was learned
+        return Refused(Refusal.REPEATS_LIBRARY, reason) if reason else None
 
     merged, records = apply_operations(Library(), proposed, screen=check)
     stats = StepStats(

@@ -30,6 +30,7 @@ from importlib import resources
 import yaml
 
 from utu.config.models import ScreeningConfig
+from utu.practice.outcomes import Refusal, Refused
 
 DEFAULTS = ScreeningConfig()
 # Math is allowed: $...$ and \(...\) spans, LaTeX commands with their braces (\boxed{\frac{1}{2}}) and
@@ -92,13 +93,20 @@ def words() -> dict[str, dict]:
 
 def screen(text: str, source: Source, others: list[str], config: ScreeningConfig = DEFAULTS) -> str | None:
     """Why `text` may not enter the library, or None. `others`: the experiences it must not repeat."""
+    refused = verdict(text, source, others, config)
+    return refused.detail if refused else None
+
+
+def verdict(text: str, source: Source, others: list[str], config: ScreeningConfig = DEFAULTS) -> Refused | None:
+    """`screen`, with the kind of the refusal: the answer given, the library repeated, or not a general rule."""
     if not config.enabled:
-        return f"the same text as {EXISTING}" if text in others else None
+        return Refused(Refusal.REPEATS_LIBRARY, f"the same text as {EXISTING}") if text in others else None
     for check in (_shape, *_TOLD_AS_ITS_QUESTION, _directive):
         reason = check(text, source, config)
         if reason:
-            return reason
-    return repeated(text, others, config)
+            return Refused(Refusal.ANSWER_IN_TEXT if check is _answer else Refusal.SCREENED, reason)
+    reason = repeated(text, others, config)
+    return Refused(Refusal.REPEATS_LIBRARY, reason) if reason else None
 
 
 def tells_its_story(text: str, source: Source, config: ScreeningConfig = DEFAULTS) -> str | None:

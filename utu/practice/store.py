@@ -101,7 +101,9 @@ class PracticeStore:
                     source_questions=r.source_questions,
                     rationale=redact.value(r.rationale),
                     status=r.status,
+                    refusal=r.refusal.kind if r.refusal else None,
                     reason=r.reason,
+                    learner_try=r.learner_try,
                 )
                 for r in records
             )

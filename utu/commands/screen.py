@@ -1,4 +1,4 @@
-"""`python -m utu.practice.library screen --file F.jsonl [--json]`: what the library's screening says of each row.
+"""`python -m utu.commands.library screen --file F.jsonl [--json]`: what the library's screening says of each row.
 
 A row is {"question": ..., "experience": ...}, with optionally "answer" (the question's) and "library" (the
 experiences it must not repeat); the question may be empty. Each row gets one line, KEPT or REFUSED with the

@@ -1,11 +1,11 @@
 """Inspect, compare and export the experience libraries practice learned.
 
-    python -m utu.practice.library show --exp_id P [--step N|best|last] [--json]
-    python -m utu.practice.library diff --exp_id P --from 0 --to 3 [--json]
-    python -m utu.practice.library diff P@last Q@best                # two experiments
-    python -m utu.practice.library export --exp_id P --step best --to library.yaml|.json|.md
-    python -m utu.practice.library merge P@best Q@last --to PQ [--no_llm]   # a new experiment PQ
-    python -m utu.practice.library screen --file proposals.jsonl [--json]   # why would it be refused?
+    python -m utu.commands.library show --exp_id P [--step N|best|last] [--json]
+    python -m utu.commands.library diff --exp_id P --from 0 --to 3 [--json]
+    python -m utu.commands.library diff P@last Q@best                # two experiments
+    python -m utu.commands.library export --exp_id P --step best --to library.yaml|.json|.md
+    python -m utu.commands.library merge P@best Q@last --to PQ [--no_llm]   # a new experiment PQ
+    python -m utu.commands.library screen --file proposals.jsonl [--json]   # why would it be refused?
 
 A step is a number, `best` (highest validation or in-step eval score) or `last`. Exported YAML/JSON files
 are what `practice.init_library` and `--init_library` read.
@@ -25,12 +25,12 @@ from rich.table import Table
 
 from utu import cli
 from utu.app import open_client
+from utu.commands import screen as screen_command
 from utu.config.flags import add_db_flag
 from utu.config.loader import load_model_config
 from utu.db import Database
 from utu.errors import ConfigError
 from utu.names import check_name
-from utu.practice import screen_command
 from utu.practice.history import applied_operations, diff, provenance
 from utu.practice.initial import REFERENCE, library_at
 from utu.practice.merge import merge
@@ -39,7 +39,7 @@ console = Console(width=max(Console().width, 120))
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m utu.practice.library", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m utu.commands.library", description=__doc__.split("\n\n")[0])
     add_db_flag(parser)
     commands = parser.add_subparsers(dest="command", required=True)
     show = commands.add_parser("show", help="the library with each experience's provenance")
@@ -196,3 +196,7 @@ async def run() -> int:
 def main() -> None:
     cli.setup()
     cli.run(run)
+
+
+if __name__ == "__main__":
+    main()
