@@ -24,7 +24,9 @@ and the remedies off; seed 0); GEPA optimising the agent's system prompt from th
 
 Each run's result is saved as it finishes, to benchmarks/results/learning_suite/<task>/<method>[_s<seed>].json,
 and never overwritten: `fill` skips what is saved, so the suite fills over several sittings. The database is
-runs/learning_suite.db. A run takes 7 (an evaluation) to 45 minutes (practice, GEPA) on 2 cores.
+runs/learning_suite.db. A run takes 7 (an evaluation) to 45 minutes (practice, GEPA) on 2 cores. To keep working
+in the checkout while it fills, run it from a worktree of a fixed commit with PYTHONPATH=<worktree> (its runs then
+use that commit's code) and copy its results/learning_suite/ back.
 """
 
 import argparse
@@ -420,6 +422,7 @@ def run(task: str, method: str, seed: int | None) -> Path:
         raise SystemExit(f"{path.relative_to(ROOT)} exists: a result is never overwritten")
     spec, env, name = TASKS[task], model_env(), run_name(method, seed)
     os.environ.update(env)  # GEPA calls the models from this process
+    measured = provenance()  # the commit the run starts on
     exp_id = f"suite_{task}_{name}_heldout"
     record: dict = {}
     upload(task, env)
@@ -466,7 +469,7 @@ def run(task: str, method: str, seed: int | None) -> Path:
         "method": method,
         "seed": seed,
         "registered_in": registered_in(),
-        **provenance(),
+        **measured,
         "dataset": dataset_name(task),
         "source": spec.source,
         "agent": AGENT_MODEL,
