@@ -66,3 +66,87 @@ def test_the_check_sees_a_cycle_when_there_is_one(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     edges = imports_between_units()
     assert ("a", "b") in edges and ("b", "a") in edges
+
+
+def modules(package=None) -> dict[str, object]:
+    """utu's modules by dotted name (a package by its own name), to their files."""
+    found = {}
+    for path in (package or PACKAGE).rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def imports_between_modules(package=None) -> dict[str, set[str]]:
+    """module -> the utu modules it imports (`from utu.a import b` is utu.a.b when that is a module, else utu.a),
+    anywhere in its file."""
+    known = modules(package)
+
+    def resolve(name: str) -> str | None:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges: dict[str, set[str]] = defaultdict(set)
+    for module, path in known.items():
+        package_parts = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package_parts[: len(package_parts) - node.level + 1] if node.level else []
+                source = ".".join([*base, node.module] if node.module else base)
+                targets = [f"{source}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                resolved = resolve(target)
+                if resolved and resolved != module:
+                    edges[module].add(resolved)
+    return edges
+
+
+def module_cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_no_import_cycle_between_modules_inside_a_package_either():
+    assert module_cycles(imports_between_modules()) == []
+
+
+def test_the_module_check_sees_a_cycle_inside_a_package(tmp_path, monkeypatch):
+    package = tmp_path / "utu" / "p"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from utu.p.b import x\n")
+    (package / "b.py").write_text("def f():\n    from . import a\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert module_cycles(imports_between_modules(tmp_path / "utu")) == [["utu.p.a", "utu.p.b"]]

@@ -25,7 +25,8 @@ from utu.db.dataset_io import (
     parse_dataset_file,
     store_dataset,
 )
-from utu.db.hub import HUB_SETS, INSTALL, load_from_hub
+from utu.db.hub import HUB_SETS, load_from_hub
+from utu.db.hub_sets import INSTALL
 from utu.errors import DataError
 
 log = logging.getLogger("process_data")

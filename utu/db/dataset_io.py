@@ -18,6 +18,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 
 from utu.db.engine import Database
+from utu.db.hub_sets import HUB_SET_NAMES, load_command
 from utu.db.models import DatasetSample
 from utu.errors import ConfigError, DataError
 from utu.names import check_name
@@ -256,9 +257,7 @@ def check_dataset_reachable(db: Database, name: str) -> None:
 
 
 def _not_there(db: Database, name: str) -> DataError:
-    from utu.db.hub import HUB_SETS, load_command
-
-    if name in HUB_SETS:
+    if name in HUB_SET_NAMES:
         return DataError(f"data set {name!r} is not in {db.describe()}: load it from the hub: {load_command(name)}")
     return DataError(
         f"data set {name!r} is not in {db.describe()} and not bundled: upload it with "

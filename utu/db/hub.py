@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from utu.db.dataset_io import DatasetLine
+from utu.db.hub_sets import HUB_SET_NAMES, INSTALL
 from utu.errors import DataError
 
-INSTALL = "pip install 'utu[hub]'"  # (in a checkout: .venv/bin/pip install -e '.[hub]')
 Rows = Callable[[str, str], Iterator[dict]]  # (hub repository, split) -> its rows
 
 
@@ -60,16 +60,7 @@ def _webwalker(rows: Rows) -> Iterator[dict]:
                 }
 
 
-HUB_SETS: dict[str, Callable[[Rows], Iterator[dict]]] = {
-    "DAPO-Math-17k": _dapo,
-    "AFM_web_RL": _afm,
-    "WebWalkerQA": _webwalker,
-}
-
-
-def load_command(name: str) -> str:
-    """What a user runs to load hub set `name`."""
-    return f"{INSTALL}, then `python scripts/data/process_training_free_GRPO_data.py --from-hub --datasets {name}`"
+HUB_SETS: dict[str, Callable[[Rows], Iterator[dict]]] = dict(zip(HUB_SET_NAMES, (_dapo, _afm, _webwalker), strict=True))
 
 
 def load_from_hub(name: str, hub_dir: Path | None = None) -> list[DatasetLine]:

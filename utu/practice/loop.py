@@ -1,12 +1,10 @@
 """Training-Free GRPO: epochs -> batches -> steps, learning an experience library instead of weights.
 
 One step (`PracticeLoop.practice_step`), in the paper's order:
-  rollouts -> judge -> summarise -> group advantage -> proposals   per question's group, as soon as it is judged
-                                                                   (rollouts.py, experience_updater.py)
-  consolidate -> restate -> screen -> gate                         for the batch (`update`; gate.py)
-  (a second look when every proposal was refused: retries.py)
-  save                                                             the library, its operations and statistics, in
-                                                                   one transaction (store.py)
+  rollouts -> judge -> summarise -> group advantage -> proposals -> consolidate -> restate -> screen -> gate -> save
+the first five per question's group, as soon as its attempts are judged (rollouts.py, experience_updater.py); the
+rest once for the batch (`update`, gate.py), the library saved with its operations and statistics in one
+transaction (store.py). When every proposal was refused, the learner takes a second look (retries.py).
 What one step carries from stage to stage is a `Step` (step.py). Resume (`restart_step`): steps before it are
 reused from the database, steps from it on are recomputed; an unfinished step resumes with the attempts it has.
 """

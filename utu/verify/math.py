@@ -25,7 +25,12 @@ def _grade(gold: str, response: str) -> tuple[bool, str, str | None]:
 
 def warm_up() -> None:
     """Start the worker processes now (see `utu.verify.workers.warm_up`)."""
-    workers.warm_up()
+    workers.warm_up(_first_judgement)
+
+
+def _first_judgement() -> None:
+    """It loads math-verify, sympy and the LaTeX parser: most of a cold worker's first task."""
+    _grade("1", "\\boxed{1}")
 
 
 @needs_answer

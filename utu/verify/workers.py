@@ -34,13 +34,6 @@ def _quiet_worker() -> None:
     logging.getLogger("math_verify").setLevel(logging.ERROR)
 
 
-def _warm_worker() -> None:
-    """A first judgement: it loads math-verify, sympy and the LaTeX parser (most of a cold worker's first task)."""
-    from utu.verify.math import _grade
-
-    _grade("1", "\\boxed{1}")
-
-
 def _context() -> multiprocessing.context.BaseContext:
     """Where the OS has one, a fork server: it imports math-verify once and every worker is a fork of it,
     so starting a worker, or replacing one a timeout killed, takes milliseconds instead of a new interpreter
@@ -54,18 +47,19 @@ def _context() -> multiprocessing.context.BaseContext:
     return context
 
 
-def warm_up() -> None:
-    """Start the workers now, in a background thread, so the first judgement of a run does not wait for them
-    (the fork server loads math-verify first: about 0.3 s; spawned workers, a second each)."""
-    threading.Thread(target=_start_workers, name="verify workers start", daemon=True).start()
+def warm_up(first_task: Callable[[], Any]) -> None:
+    """Start the workers now, in a background thread, each with `first_task` (a module-level function: a first
+    judgement loads what judging needs), so the first judgement of a run does not wait for them (the fork server
+    loads math-verify first: about 0.3 s; spawned workers, a second each)."""
+    threading.Thread(target=_start_workers, args=(first_task,), name="verify workers start", daemon=True).start()
 
 
-def _start_workers() -> None:
+def _start_workers(first_task: Callable[[], Any]) -> None:
     global _running
     try:
         workers = pool()
         for _ in range(max(1, os.cpu_count() or 1)):
-            workers.schedule(_warm_worker)
+            workers.schedule(first_task)
     except Exception:  # only a head start: the first judgement meets the same error and reports it
         return
     _running = workers

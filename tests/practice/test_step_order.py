@@ -1,0 +1,71 @@
+"""docs/architecture.md's stage table is the step as the code has it: each function is where the table says, and
+the step calls them in the table's order."""
+
+import ast
+import re
+
+from tests.conftest import ROOT
+
+DOC = ROOT / "docs" / "architecture.md"
+
+
+def stage_table() -> list[tuple[str, str, str]]:
+    section = DOC.read_text().split("## One practice step, end to end", 1)[1]
+    rows = re.findall(r"^\| ([a-z ]+) \| `([\w.]+)` \| `([\w/.]+)` \|$", section, re.MULTILINE)
+    assert rows, "no stage table in docs/architecture.md"
+    return rows
+
+
+def defined(path: str, name: str) -> ast.AST | None:
+    tree = ast.parse((ROOT / path).read_text())
+    owner, _, function = name.rpartition(".")
+    scope = tree.body
+    if owner:
+        classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == owner]
+        if not classes:
+            return None
+        scope = classes[0].body
+    found = [n for n in scope if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == function]
+    return found[0] if found else None
+
+
+def source(path: str, name: str) -> str:
+    node = defined(path, name)
+    assert node is not None, f"{name} not in {path}"
+    return ast.get_source_segment((ROOT / path).read_text(), node) or ""
+
+
+def in_order(text: str, *calls: str) -> bool:
+    places = [text.find(c) for c in calls]
+    return -1 not in places and places == sorted(places)
+
+
+def test_every_stage_of_the_table_is_a_function_where_the_table_says():
+    for stage, function, path in stage_table():
+        assert defined(path, function) is not None, f"{stage}: {function} is not in {path}"
+
+
+def test_the_stages_are_the_paper_s_in_order_and_the_loop_s_docstring_names_them_so():
+    stages = [stage for stage, _, _ in stage_table()]
+    assert stages == [
+        *("rollouts", "judge", "summarise", "group advantage", "proposals"),
+        *("consolidate", "restate", "screen", "gate", "save"),
+    ]
+    docstring = ast.get_docstring(ast.parse((ROOT / "utu/practice/loop.py").read_text())) or ""
+    assert in_order(docstring, *(f"{s} ->" for s in stages[:-1]))
+
+
+def test_the_code_calls_the_stages_in_the_table_s_order():
+    loop, rollouts, learner = "utu/practice/loop.py", "utu/practice/rollouts.py", "utu/practice/experience_updater.py"
+    assert in_order(source(loop, "PracticeLoop.practice_step"), "self.rollouts.groups(", "self.update(", "save_step(")
+    assert in_order(source(loop, "PracticeLoop.update"), "self.propose(", "self.gate.decide(")
+    assert in_order(source(loop, "PracticeLoop.propose"), ".consolidate(", ".restate(", "apply_operations(")
+    assert in_order(source(rollouts, "Rollouts.groups"), "self.rollout(", "self.learn(")
+    assert "run_attempt(" in source(rollouts, "Rollouts.rollout")
+    assert "learn_from_group(" in source(rollouts, "Rollouts.learn")
+    assert in_order(source(learner, "ExperienceUpdater._learn_from_group"), "self.study(", "self._passes(")
+    assert in_order(source(learner, "ExperienceUpdater._propose"), "self._advantage(", "self._group_update(")
+
+
+def test_loop_py_stays_a_loop_you_can_read():
+    assert len((ROOT / "utu/practice/loop.py").read_text().splitlines()) < 300
