@@ -168,7 +168,7 @@ async def stub_practice(
         TrainingFreeGRPOConfig,
     )
     from utu.db.dataset_io import DatasetLine, store_dataset
-    from utu.practice.parts import build_practice
+    from utu.practice.parts import open_practice
 
     await db.create_tables()
     rows = [DatasetLine(question=f"What is {i} plus {i + 1}?", answer=str(2 * i + 1)) for i in range(questions)]
@@ -186,7 +186,7 @@ async def stub_practice(
         ),
     )
     stack = AsyncExitStack()
-    return await build_practice(stack, config, db, pipeline=pipeline), stack
+    return (await open_practice(stack, config)).loop(config, db, pipeline=pipeline), stack
 
 
 def run_timed(*args: str, env: dict[str, str]) -> tuple[float, int]:

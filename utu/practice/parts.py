@@ -1,8 +1,10 @@
 """What a practice run talks to: agent, learner, verifier and budget, opened from its config (each client
 preflighted and closed with the run's `AsyncExitStack`), and the loop built from them."""
 
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from typing import Any
 
 from utu.agents import Agent
 from utu.app import budget, open_client, open_judge
@@ -34,10 +36,13 @@ class PracticeParts:
         )
 
 
-async def open_practice(stack: AsyncExitStack, config: TrainingFreeGRPOConfig) -> PracticeParts:
-    """Agent, learner (the agent's client unless `learner_model` is set), verifier; closed with `stack`."""
+async def open_practice(
+    stack: AsyncExitStack, config: TrainingFreeGRPOConfig, verify: Callable[..., Any] | None = None
+) -> PracticeParts:
+    """Agent, learner (the agent's client unless `learner_model` is set), verifier; closed with `stack`. `verify`:
+    the verify function, if the caller loaded it already (else loaded from the config)."""
     ev = config.evaluation
-    verify = load_verifier(ev.verify_filename, ev.verify_func_name)
+    verify = verify or load_verifier(ev.verify_filename, ev.verify_func_name)
     warm_up(verify)  # while the clients connect and the first rollouts run
     usage = budget(config.practice.max_cost, ev.agent.model, config.practice.learner_model, ev.judge_model)
     client = await open_client(stack, ev.agent.model, usage)
@@ -48,14 +53,3 @@ async def open_practice(stack: AsyncExitStack, config: TrainingFreeGRPOConfig) -
     verifier = Verifier(verify, ev.verify_timeout, ev.timeout_score, llm=judge)
     agent = Agent(ev.agent, client, await open_toolkits(stack, ev.agent.toolkits, llm=client))
     return PracticeParts(agent, ExperienceUpdater(learner, config.practice), verifier, usage)
-
-
-async def build_practice(
-    stack: AsyncExitStack,
-    config: TrainingFreeGRPOConfig,
-    db: Database,
-    initial: Library | None = None,
-    pipeline: bool = True,
-) -> PracticeLoop:
-    """A practice run, starting from the `initial` library (default: empty)."""
-    return (await open_practice(stack, config)).loop(config, db, initial, pipeline)

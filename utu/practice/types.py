@@ -4,7 +4,7 @@ the statistics of a step."""
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field
 
 from utu.eval.metrics import ToolStats
 from utu.practice.library import ProposedOp
@@ -127,17 +127,6 @@ class StepStats(BaseModel):
         return f"{self.groups_used}/{self.groups_skipped}" + (
             f" (+{self.questions_added})" if self.questions_added else ""
         )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_older_rows(cls, data: Any) -> Any:
-        """Steps stored by utu before these fields were fixed had `Mean@<G>` / `Pass@<G>` keys."""
-        if isinstance(data, dict) and "group_size" not in data:
-            data = dict(data)
-            for key in [k for k in data if k.startswith(("Mean@", "Pass@"))]:
-                data["group_size"] = int(key.split("@")[1])
-                data["mean_at_g" if key.startswith("Mean") else "pass_at_g"] = data.pop(key)
-        return data
 
 
 @dataclass
