@@ -85,7 +85,7 @@ lint: install
 	$(PY) -m ruff format --check utu scripts tests benchmarks
 
 bench: install
-	$(PY) benchmarks/llm_client_overhead.py
+	$(PY) benchmarks/speed/llm_client_overhead.py
 
 clean:
 	-$(PY) -m utu.llm.local stop --all

@@ -46,7 +46,7 @@ Qwen2.5-Coder-1.5B, and the update is kept only if Mean@2 on 8 validation questi
 rules it adds that do so alone; when every proposal is refused, the learner looks at the same attempts once more;
 when the agent's attempts differ on fewer than 3 questions, it practises on 8 more). 12 held-out
 questions at K=2 show only a large effect: read the paired difference with its confidence interval
-(`benchmarks/learning_gain.py --task portions`, three steps: +0.667 on 60; docs/results.md). On GSM8K
+(`benchmarks/learning/learning_gain.py --task portions`, three steps: +0.667 on 60; docs/results.md). On GSM8K
 no library helps this agent (its errors are reasoning slips; docs/results.md). Point the same commands at a
 capable API model by setting `UTU_LLM_BASE_URL`, `UTU_LLM_MODEL` and `UTU_LLM_API_KEY` in `.env`: the paper
 reports +2.7 to +5.4 points on AIME with DeepSeek-V3.1."""

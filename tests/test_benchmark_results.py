@@ -22,3 +22,42 @@ def test_a_result_records_its_commit_command_and_machine_and_an_earlier_one_is_k
     write_result("speed", {"ratio": 1.9}, results=tmp_path)  # within the same second as the one before
     kept = sorted(json.loads(p.read_text())["ratio"] for p in (tmp_path / "history" / "speed").iterdir())
     assert kept == [1.5, 1.7] and json.loads(first.read_text())["ratio"] == 1.9
+
+
+RESULTS = ROOT / "benchmarks" / "results"
+PAGES = [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
+
+
+def cited_text() -> str:
+    return "\n".join(page.read_text() for page in PAGES)
+
+
+def current_results() -> list:
+    return sorted(RESULTS.glob("*.json")) + sorted((RESULTS / "learning_suite").rglob("*.json"))
+
+
+def test_every_result_records_its_commit_and_command():
+    missing = [p.name for p in current_results() if not {"commit", "command"} <= json.loads(p.read_text()).keys()]
+    assert not missing, missing
+
+
+def test_every_result_file_the_pages_cite_exists():
+    import re
+
+    cited = set(re.findall(r"benchmarks/results/([\w./-]+\.json)", cited_text()))
+    assert cited, "the pages cite no result file"
+    assert not [name for name in cited if not (RESULTS / name).exists()]
+
+
+def test_every_result_is_cited_by_its_name_or_its_family():
+    """A result no page reads is an orphan: cite it or remove it (git keeps it)."""
+    import re
+
+    text = cited_text()
+    families = {m.replace("<task>", "") for m in re.findall(r"(\w+_<task>)\.json", text)}
+    orphans = [
+        p.name
+        for p in sorted(RESULTS.glob("*.json"))
+        if p.stem not in text and not any(p.stem.startswith(f) for f in families)
+    ]
+    assert not orphans, orphans

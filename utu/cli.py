@@ -40,7 +40,7 @@ def refuse_unknown_flags(parser: argparse.ArgumentParser, overrides: list[str]) 
 def tune_gc() -> None:
     """Collect cycles less often: with a run's many long-lived objects (rows, tasks, library modules), the
     default (every 700 allocations) spent ~20% of a practice step's CPU in the collector (measured with
-    benchmarks/practice_step.py). Memory stays bounded (benchmarks/practice_scale.py) since almost all
+    benchmarks/speed/practice_step.py). Memory stays bounded (benchmarks/speed/practice_scale.py) since almost all
     garbage is freed by reference counting anyway."""
     gc.freeze()  # what is loaded by now lives for the whole run: never scan it
     gc.set_threshold(20_000, 20, 20)
@@ -66,7 +66,7 @@ def run(main: Callable[[], Coroutine[Any, Any, int | None]]) -> None:
 def exit_now(code: int) -> NoReturn:
     """End the process after its exit handlers, without tearing the interpreter down: by now the database
     is closed and the traces are flushed, and dismantling the thousand modules a command loads (openai,
-    SQLAlchemy, pydantic models) took 0.13 s of every run (benchmarks/practice_e2e.py)."""
+    SQLAlchemy, pydantic models) took 0.13 s of every run (benchmarks/speed/practice_e2e.py)."""
     if any(t is not threading.main_thread() and not t.daemon for t in threading.enumerate()):
         sys.exit(code)  # a thread is still at work: the ordinary exit waits for it
     atexit._run_exitfuncs()  # what an ordinary exit runs: worker pools, logging, temporary files

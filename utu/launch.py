@@ -2,7 +2,7 @@
 
 Loading openai, SQLAlchemy, Hydra and the pydantic models makes a few hundred thousand objects that live for
 the whole run, and the collector scanned them again and again as they were made: 0.1 s of a 0.75 s start
-(benchmarks/practice_e2e.py). `cli.run` freezes what is loaded by then and turns the collector back on.
+(benchmarks/speed/practice_e2e.py). `cli.run` freezes what is loaded by then and turns the collector back on.
 """
 
 import gc

@@ -22,7 +22,7 @@
 The arithmetic is kept easy (divisors 2 to 6 or 10 and small totals; MixedUnits: sizes that divide the amount
 exactly), so the habit is what each task tests.
 
-300 rows each: practice on 0-99, validate on 100-199, hold out 200-299 (benchmarks/learning_gain.py).
+300 rows each: practice on 0-99, validate on 100-199, hold out 200-299 (benchmarks/learning/learning_gain.py).
 """
 
 import argparse
@@ -231,7 +231,7 @@ TASKS = {
 }
 
 
-HELD_OUT = 200  # questions 200.. are held out by benchmarks/learning_gain.py
+HELD_OUT = 200  # questions 200.. are held out by benchmarks/learning/learning_gain.py
 
 
 def rows(name: str) -> list[dict]:

@@ -146,7 +146,7 @@ def test_a_chat_completion_is_read_from_its_json():
 
 
 def test_a_command_starts_without_the_modules_only_some_runs_need():
-    """Start-up time (benchmarks/practice_e2e.py): web search's httpx, the tracing SDK and the Responses API's
+    """Start-up time (benchmarks/speed/practice_e2e.py): web search's httpx, the tracing SDK and the Responses API's
     models are loaded when a run uses them, not by every command."""
     import subprocess
     import sys

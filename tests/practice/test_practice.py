@@ -561,7 +561,7 @@ def test_the_learner_is_told_which_attempts_the_token_limit_cut(tmp_path, worksp
 def test_group_learning_waits_for_the_step_rollouts_only_on_a_shared_client(tmp_path, workspace, stub, shared):
     """Pipelining: a group's learner calls start when the group is judged. On the agent's own client they
     first let every rollout of the step take its slot (else they delay the last rollouts by one round:
-    benchmarks/practice_step.py at a fixed latency); on a learner client of their own they start at once. The
+    benchmarks/speed/practice_step.py at a fixed latency); on a learner client of their own they start at once. The
     order in which requests reach the stubs is asserted, not their times."""
     configs, db_url = workspace
     kinds: list[str] = []

@@ -493,7 +493,7 @@ class PracticeArguments(StrictModel):
         "On a second look (`learner_retries`), show the learner each refused text and why, so it looks elsewhere. "
         "false: the second look is a fresh sample of the same comparison (a near copy at temperature 0). The "
         "embedded 1.5B, shown them, copied the first refused text in every group of every second look "
-        "(benchmarks/second_look.py); a repeat is refused before validation either way.",
+        "(benchmarks/learning/second_look.py); a repeat is refused before validation either way.",
     )
     restate_refused: bool = knob(
         True,

@@ -51,7 +51,7 @@ Each attempt lists the tools it called, how often, and whether they failed. When
 attempts differ in which tool they called (or in calling one at all), the experience says which tool to
 call, or to avoid, for which kind of request, by the tool's name."""
 # No example experience here: small learners copied one verbatim at every step (Qwen2.5-Coder-0.5B and 1.5B
-# in benchmarks/learning_gain.py: "When a problem gives a price per item and a number of items, ...").
+# in benchmarks/learning/learning_gain.py: "When a problem gives a price per item and a number of items, ...").
 
 ADVANTAGE_USER = """<question>
 {question}

@@ -1,7 +1,7 @@
 """Does practice teach tool choice? The bundled unit-conversion task, baseline vs enhanced agent.
 
-    python benchmarks/tool_selection.py [--learner qwen2.5-coder-0.5b|qwen2.5-coder-1.5b] [--k 2]
-    python benchmarks/tool_selection.py --agent qwen2.5-coder-1.5b --offset 90 --limit 30   # beside GRPO's 1.5B
+    python benchmarks/learning/tool_selection.py [--learner qwen2.5-coder-0.5b|qwen2.5-coder-1.5b] [--k 2]
+    python benchmarks/learning/tool_selection.py --agent qwen2.5-coder-1.5b --offset 90 --limit 30  # beside GRPO
 
 The agent (embedded Qwen2.5-Coder-0.5B) answers unit conversions with four tools (utu/tools/unit_tools.py):
 `convert_units` (exact: the right tool), `quick_convert` (fast, wrong by 0.5% or more on 92 of the 120
@@ -10,7 +10,7 @@ questions: the trap), `unit_factor` (right but slow) and `calculator`. It practi
 questions 60-119 K times. Reported, with paired bootstrap 95% CIs over questions: Mean@K, and the
 right-tool rate (an attempt called convert_units and never the trap). By hand only (30-60 min on 2 cores).
 `--agent` names another embedded model as the agent (the learner defaults to the agent); `--offset` / `--limit`
-choose the held-out questions (benchmarks/grpo_tools.py tests the 1.5B on 90-119).
+choose the held-out questions (benchmarks/learning/grpo_tools.py tests the 1.5B on 90-119).
 """
 
 import argparse
@@ -21,10 +21,10 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import exp_rows, practise, run_command, write_result  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RIGHT, TRAP = "convert_units", "quick_convert"
 
 

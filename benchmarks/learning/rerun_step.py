@@ -1,6 +1,6 @@
 """The practice command rerun on a recorded run's own rollouts: does the live step learn what replays say?
 
-    python benchmarks/rerun_step.py --db_url sqlite:///<demo clone>/utu.db [--n 6]
+    python benchmarks/learning/rerun_step.py --db_url sqlite:///<demo clone>/utu.db [--n 6]
 
 `learner_yield.py` and `second_look.py` replay the learner through benchmark code. This one takes a consistent copy
 of the recorded SQLite database (the recorded file is only read), forgets what its step 0 learned (operations,
@@ -23,7 +23,7 @@ import tempfile
 from contextlib import closing
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import result_name, run_timed, write_result  # noqa: E402
 from learner_yield import (  # noqa: E402
     recorded_step,

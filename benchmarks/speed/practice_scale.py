@@ -1,6 +1,6 @@
 """Practice at scale against the stub: 2,000 questions x G=8, 20 ms latency, concurrency 128, SQLite and Postgres.
 
-    python benchmarks/practice_scale.py [--questions 2000] [--group 8] [--batch 250] [--latency 0.02]
+    python benchmarks/speed/practice_scale.py [--questions 2000] [--group 8] [--batch 250] [--latency 0.02]
                                         [--db sqlite postgres] [--out practice_scale]
 
 Reports rollouts/s, resident memory after every step (it must not grow with the number of steps), the
@@ -24,13 +24,13 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import client_floor, result_name, stub_practice, stub_process, transport_floor, write_result  # noqa: E402
 
 from utu.cli import tune_gc  # noqa: E402
 from utu.db import Database  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GOAL = 0.10  # wall time outside waiting for the LLM, as a share
 
 

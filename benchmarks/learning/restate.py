@@ -1,6 +1,6 @@
 """Does the restate stage keep a refused proposal's strategy? The embedded learner restates each case N times.
 
-    python benchmarks/restate.py [--learner qwen2.5-coder-1.5b] [--n 5] [--kind KIND ...] [--name SUFFIX]
+    python benchmarks/learning/restate.py [--learner qwen2.5-coder-1.5b] [--n 5] [--kind KIND ...] [--name SUFFIX]
 
 Practice sends back to the learner a proposal the screening refused only for its question's story
 (utu.practice.screening.tells_its_story). The cases are proposals the 1.5B wrote in `make demo` on Portions: a
@@ -20,7 +20,7 @@ import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import result_name, write_result  # noqa: E402
 
 # (kind, question, answer, the proposal, the word a restatement must keep)

@@ -1,6 +1,6 @@
 """The real practice command against the stub, end to end: where a step's time goes besides the LLM.
 
-    python benchmarks/practice_e2e.py [--questions 64] [--group 5] [--latency 0.05] [--runs 3]
+    python benchmarks/speed/practice_e2e.py [--questions 64] [--group 5] [--latency 0.05] [--runs 3]
 
 `scripts/run_training_free_GRPO.py` runs one step on `--questions` arithmetic questions x G with the math
 verifier, rollout concurrency 64, against a stub (its own process) that answers after `--latency` seconds,
@@ -25,10 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import stub_process, write_result  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REPLIES = Path(__file__).resolve().parent / "practice_replies.py"
 CONFIG = """# @package _global_
 defaults:

@@ -1,6 +1,6 @@
 """Aggregate throughput of the embedded llama-server at 1, 4 and 8 concurrent requests, against single stream.
 
-    python benchmarks/local_model.py [--model qwen2.5-coder-0.5b] [--tokens 128] [--rounds 2]
+    python benchmarks/speed/local_model.py [--model qwen2.5-coder-0.5b] [--tokens 128] [--rounds 2]
 
 Every request asks for exactly `--tokens` completion tokens (`ignore_eos`), so each level generates the same
 work per request; a level runs `concurrency` x 2 requests. Levels alternate over the rounds in one run, so
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import aiohttp
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import write_result  # noqa: E402
 
 from utu.llm import local  # noqa: E402

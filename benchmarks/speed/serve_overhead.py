@@ -1,6 +1,6 @@
 """Latency that `python -m utu.serve` adds to a chat completion, against calling the model directly.
 
-    python benchmarks/serve_overhead.py [--requests 400] [--rounds 3]
+    python benchmarks/speed/serve_overhead.py [--requests 400] [--rounds 3]
 
 One stub model (its own process, 0 ms latency); the same requests go to it directly and through utu.serve
 (an agent without tools on that model), alternating over rounds, with the openai SDK as the client. Reported:
@@ -20,7 +20,7 @@ from pathlib import Path
 import openai
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import stub_process, write_result  # noqa: E402
 
 GOAL_MS = 2.0

@@ -1,6 +1,7 @@
 """How often does one practice step's learner write a rule the library keeps? The learner replayed on recorded groups.
 
-    python benchmarks/learner_yield.py [--db_url URL] [--exp_id demo_practice] [--experiences 1 2] [--passes 1] [--n 4]
+    python benchmarks/learning/learner_yield.py [--db_url URL] [--exp_id demo_practice] [--experiences 1 2]
+                                                [--passes 1] [--n 4]
 
 A practice step's outcome is noisy twice over: which groups the agent's attempts make, and what the learner
 writes from them. This benchmark holds the first fixed. It takes the judged attempts of step 0 of a recorded
@@ -29,7 +30,7 @@ from collections import defaultdict
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import write_result  # noqa: E402
 
 

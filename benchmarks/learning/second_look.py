@@ -1,6 +1,6 @@
 """Does the learner's second look find something new? Replayed on a recorded step whose every proposal was refused.
 
-    python benchmarks/second_look.py [--db_url URL] [--exp_id demo_practice] [--n 3]
+    python benchmarks/learning/second_look.py [--db_url URL] [--exp_id demo_practice] [--n 3]
 
 `learner_retries` gives a step whose proposals were all refused a second look at the same groups (stages 2-5 on
 the kept summaries). This benchmark takes a recorded practice run whose step 0 did so (by default the one `make
@@ -19,7 +19,7 @@ from collections import defaultdict
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import write_result  # noqa: E402
 from learner_yield import (  # noqa: E402
     recorded_step,

@@ -1,6 +1,6 @@
 """Does practice teach what the reward encodes? Baseline, a hand-written reference library and the enhanced agent.
 
-    python benchmarks/learning_gain.py --task NAME [--learner ...]
+    python benchmarks/learning/learning_gain.py --task NAME [--learner ...]
 
 NAME: whole_items, percent_of, decimals, averages, remainders, mixed_units, portions or gsm8k (TASKS below).
 
@@ -25,10 +25,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import exp_rows, practise, run_command, write_result  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VALIDATION_OFFSET, HELDOUT_OFFSET = 100, 200
 
 

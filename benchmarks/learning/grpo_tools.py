@@ -1,11 +1,11 @@
 """Does parameter-updating GRPO with tools teach tool use? The bundled unit-conversion task, before and after.
 
-    python benchmarks/grpo_tools.py [--config_name qwen05b_unit_tools] [--steps N] [--k 2] [--summary_only]
+    python benchmarks/learning/grpo_tools.py [--config_name qwen05b_unit_tools] [--steps N] [--k 2] [--summary_only]
 
 The embedded Qwen2.5-Coder-0.5B, as the agent of configs/agents/practice/unit_tools_agent.yaml, is trained by
 `scripts/run_grpo.py --config_name qwen05b_unit_tools` on UnitConversion 0-59 (LoRA, G=4, each completion up to
 4 turns with its tools) and tested before and after on the held-out questions 60-119, the ones
-benchmarks/tool_selection.py evaluates practice on. Reported, with paired bootstrap 95% CIs over questions:
+benchmarks/learning/tool_selection.py evaluates practice on. Reported, with paired bootstrap 95% CIs over questions:
 Mean@K, the right-tool rate (a completion called convert_units and never the trap quick_convert), the trap rate
 and the no-tool rate; beside them, what practice achieved on the same questions
 (benchmarks/results/tool_selection_ts_qwen25_coder_05b.json). By hand only: hours on 2 cores.
@@ -20,10 +20,10 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import RESULTS, run_command, write_result  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RIGHT, TRAP = "convert_units", "quick_convert"
 
 
@@ -80,7 +80,7 @@ def summarise(test: dict, k: int) -> dict:
     return out
 
 
-# What practice achieved with the same model as its agent (benchmarks/tool_selection.py), on the same questions.
+# What practice achieved with the same model as its agent (learning/tool_selection.py), on the same questions.
 PRACTICE_RESULTS = {
     "qwen05b": "tool_selection_ts_qwen25_coder_05b.json",  # agent and learner 0.5B, questions 60-119
     "qwen15b": "tool_selection_ts_qwen25_coder_15b_agent_qwen25_coder_15b.json",  # 1.5B, questions 90-119

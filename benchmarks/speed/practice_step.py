@@ -1,6 +1,7 @@
 """Wall time of one practice step against the critical path that latency and concurrency allow.
 
-    python benchmarks/practice_step.py [--questions 64] [--group 5] [--latency 0.05 0.5] [--jitter 1.0] [--out NAME]
+    python benchmarks/speed/practice_step.py [--questions 64] [--group 5] [--latency 0.05 0.5] [--jitter 1.0]
+                                             [--out NAME]
 
 The stub (its own process) answers every request after a latency; the agent and the learner share one
 client limited to `--concurrency` requests in flight. The critical path is the larger of the longest chain
@@ -26,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import client_floor, result_name, sdk_floor, stub_practice, stub_process, write_result  # noqa: E402
 
 from utu.cli import tune_gc  # noqa: E402

@@ -1,6 +1,6 @@
 """Added wall time of tracing to a live Phoenix, on one practice step against the stub.
 
-    python benchmarks/tracing_overhead.py [--questions 32] [--latency 0.05 0.5] [--rounds 5]
+    python benchmarks/speed/tracing_overhead.py [--questions 32] [--latency 0.05 0.5] [--rounds 5]
 
 Each measurement runs in a fresh process (the tracer provider is global to a process), alternating
 tracing off / on, against one stub and one local Phoenix started here, after `--settle` seconds of quiet
@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import stub_process, write_result  # noqa: E402
 
 GOAL = 0.05

@@ -1,6 +1,6 @@
 """Throughput of utu's LLMClient versus raw httpx against the same stub (zero latency, concurrency 64).
 
-    python benchmarks/llm_client_overhead.py [--requests 2000] [--rounds 3]
+    python benchmarks/speed/llm_client_overhead.py [--requests 2000] [--rounds 3]
 
 Also against raw aiohttp, the transport under the client's openai SDK, so client / aiohttp is the share
 the SDK and our layer (slots, retries, usage, spans, error mapping) leave of the bare POSTs. All run in
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import client_floor, stub_process, transport_floor, write_result  # noqa: E402
 
 MESSAGES = [{"role": "user", "content": "What is two plus two?"}]

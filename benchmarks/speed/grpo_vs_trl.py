@@ -1,6 +1,6 @@
 """Our GRPO trainer against TRL's GRPOTrainer: same tiny model, data, group size, lengths and step count, on the CPU.
 
-    python benchmarks/grpo_vs_trl.py [--group_size 16 --out grpo_vs_trl_g16] [--steps 12] [--max_new_tokens 32]
+    python benchmarks/speed/grpo_vs_trl.py [--group_size 16 --out grpo_vs_trl_g16] [--steps 12] [--max_new_tokens 32]
 
 Each trainer runs in its own process (so peak RSS is its own), after one warm-up step that is not timed, and
 the two alternate `--repeats` times (the median counts). EOS is blocked until max_new_tokens, so both generate
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import result_name, write_result  # noqa: E402
 
 PROMPTS = ["a", "b", "ab", "ba", "aa", "h", "0", "12"]
