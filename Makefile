@@ -13,7 +13,8 @@ LLAMA_VERSION := 0.3.36
 # The native llama.cpp build crashed (SIGSEGV in llama_decode) on these CPUs; these flags are safe everywhere.
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF
 
-.PHONY: sandbox install install-local install-local-1.5b install-phoenix install-rl demo test test-fast lint bench phoenix clean
+.PHONY: sandbox install install-local install-local-1.5b install-phoenix install-rl demo test test-fast typecheck \
+	lint bench phoenix clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -71,14 +72,18 @@ install-rl: $(VENV)/.rl
 demo: install-local install-local-1.5b
 	$(PY) scripts/demo.py
 
-# The whole suite, integration tests included (real llama.cpp model, real PostgreSQL, real Phoenix).
-test: install-local install-phoenix $(VENV)/.rl
+# The whole suite, integration tests included (real llama.cpp model, real PostgreSQL, real Phoenix); mypy first.
+test: install-local install-phoenix $(VENV)/.rl typecheck
 	@UTU_TEST_PG_URL=$$(bash scripts/dev/postgres.sh start) && export UTU_TEST_PG_URL && \
 		$(PY) -m pytest -q $(PYTEST_ARGS); status=$$?; bash scripts/dev/postgres.sh stop; exit $$status
 
 # Unit tests only: the stub LLM and SQLite, no servers.
 test-fast: install $(VENV)/.rl
 	$(PY) -m pytest -q -m "not integration" $(PYTEST_ARGS)
+
+# mypy over utu/ ([tool.mypy] in pyproject.toml); mypy and the stubs it needs come with the dev extra.
+typecheck: install
+	$(PY) -m mypy
 
 lint: install
 	$(PY) -m ruff check utu scripts tests benchmarks
@@ -90,4 +95,4 @@ bench: install
 clean:
 	-$(PY) -m utu.llm.local stop --all
 	-$(PY) -m utu.tracing.phoenix stop
-	rm -rf .utu utu.db utu.db-* .pytest_cache
+	rm -rf .utu utu.db utu.db-* .pytest_cache .mypy_cache

@@ -127,9 +127,9 @@ class BackgroundServer:
                 if hint:
                     print(hint(state))
             elif command == "status":
-                state = self.status()
-                print(f"running: {describe(state)}" if state else "not running")
-                return 0 if state else 1
+                running = self.status()
+                print(f"running: {describe(running)}" if running else "not running")
+                return 0 if running else 1
             else:
                 print("stopped" if self.stop() else "not running")
         except UtuError as e:

@@ -45,5 +45,5 @@ class SimplifiedAsyncOpenAI:
         from utu.config.models import ModelConfig
         from utu.llm.factory import make_client
 
-        async with make_client(ModelConfig(model_provider=self.provider)) as client:
+        async with make_client(ModelConfig.model_validate({"model_provider": self.provider})) as client:
             return await client.query_one(messages, **(self.settings | settings))

@@ -20,6 +20,8 @@ from utu.llm.usage import Usage
 from utu.tools.base import Toolkit
 from utu.tools.runner import ToolRunner
 
+StopReason = Literal["final", "max_tokens", "max_turns"]
+
 
 @dataclass
 class AgentResult:
@@ -27,7 +29,7 @@ class AgentResult:
     trajectory: list[dict[str, Any]]
     turns: int
     tool_calls: int
-    stop_reason: Literal["final", "max_tokens", "max_turns"]
+    stop_reason: StopReason
     usage: Usage = field(default_factory=Usage)
     # One entry per tool call, in order: {"tool", "arguments_chars", "seconds", "error"} (error None when it worked)
     tool_log: list[dict[str, Any]] = field(default_factory=list)
@@ -51,7 +53,8 @@ class Agent:
     ) -> AgentResult:
         """Continue a conversation whose system prompt and library are in place (`place_library`)."""
         messages = list(messages)
-        usage, tool_log, response = Usage(), [], ""
+        usage, response = Usage(), ""
+        tool_log: list[dict[str, Any]] = []
         for turn in range(1, self.config.max_turns + 1):
             reply = await self.llm.chat(messages, tag=tag, tools=self.tools.schemas, **settings)
             usage.add(reply.usage)
@@ -63,7 +66,7 @@ class Agent:
             messages.append(message)
             response = reply.content
             if not calls:
-                stop = "max_tokens" if reply.finish_reason == "length" else "final"
+                stop: StopReason = "max_tokens" if reply.finish_reason == "length" else "final"
                 return AgentResult(response, messages, turn, len(tool_log), stop, usage, tool_log)
             results = await asyncio.gather(*(self.tools.run(call) for call in calls))
             messages.extend(message for message, _ in results)

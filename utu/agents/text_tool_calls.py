@@ -22,7 +22,7 @@ def text_tool_calls(content: str, tools: set[str], bare: bool = True) -> list[di
     text = content.strip()
     fenced = _FENCE.fullmatch(text)
     blocks = _TAG.findall(text) or ([fenced.group(1) if fenced else text] if bare else [])
-    calls = []
+    calls: list[dict[str, Any]] = []
     for block in blocks:
         value = _loads(block)
         if value is None:

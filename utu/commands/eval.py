@@ -231,7 +231,8 @@ async def run() -> int:
             if not db.exists():
                 raise ConfigError(f"--compare: no database at {db.describe()}; pass the --db_url the runs used")
             await db.create_tables()
-            return await compare_runs(*args.compare, db)
+            exp_a, exp_b = args.compare  # nargs=2
+            return await compare_runs(exp_a, exp_b, db)
         return await evaluate(args, overrides, db)
 
 

@@ -7,6 +7,7 @@ python scripts/data/upload_dataset.py --file_path x.jsonl --dataset_name X [--re
 import argparse
 import logging
 from pathlib import Path
+from typing import Literal
 
 from utu import cli
 from utu.config.flags import add_db_flag
@@ -54,7 +55,7 @@ async def run() -> int:
         log.info("lines naming data set %s are stored as %r (--dataset_name)", ", ".join(map(repr, renamed)), name)
     async with Database(args.db_url) as db:
         await db.create_tables()
-        mode = "replace" if args.replace else "append" if args.append else "new"
+        mode: Literal["new", "replace", "append"] = "replace" if args.replace else "append" if args.append else "new"
         written = await store_dataset(db, name, rows, mode)
     log.info("uploaded %d rows to data set %r in %s", written, name, db.describe())
     return 0

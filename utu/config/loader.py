@@ -8,6 +8,7 @@ import contextlib
 import importlib.resources
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -57,7 +58,7 @@ def find_config(group: str, name: str) -> Path:
             for p in (root / group).rglob("*.yaml")
         }
     )
-    wanted = config_root() / group / f"{name}.yaml"
+    wanted: Path | str = config_root() / group / f"{name}.yaml"
     if Path(name).is_absolute() or ".." in Path(name).parts:
         wanted = f"{name}: a config name under {group}/, not a path"
     raise ConfigError(f"{wanted}: no such config; available under {group}/: {', '.join(available) or 'none'}")
@@ -77,9 +78,9 @@ def compose_config(group: str, name: str, overrides: list[str] | None = None) ->
     """Compose `configs/<group>/<name>.yaml` with overrides, once, into both the resolved and the written form.
     Defaults a user's config names may come from the packaged configs."""
     cfg, files = _compose(group, name, overrides)
-    source = OmegaConf.to_container(cfg, resolve=False)
+    source = _to_dict(cfg, resolve=False)
     try:
-        data = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+        data = _to_dict(cfg, resolve=True, throw_on_missing=True)
     except OmegaConfBaseException as e:
         key = getattr(e, "full_key", "") or ""
         raise ConfigError(f"{_file_of(files, key)}: {key or 'config'}: {_one_line(e)}") from e
@@ -94,7 +95,13 @@ def compose_dict(
         composed = compose_config(group, name, overrides)
         return composed.data, composed.files
     cfg, files = _compose(group, name, overrides)
-    return OmegaConf.to_container(cfg, resolve=False), files
+    return _to_dict(cfg, resolve=False), files
+
+
+def _to_dict(cfg: DictConfig, resolve: bool, throw_on_missing: bool = False) -> dict:
+    data = OmegaConf.to_container(cfg, resolve=resolve, throw_on_missing=throw_on_missing)
+    assert isinstance(data, dict)  # a DictConfig's container is a dict (OmegaConf types it as any container)
+    return data
 
 
 def _compose(group: str, name: str, overrides: list[str] | None) -> tuple[DictConfig, dict[str, Path]]:
@@ -218,7 +225,7 @@ def _read_agent_file(path: Path, resolve: bool) -> dict:
     return data
 
 
-def validate(data: dict, model: type[M], files: dict[str, Path | str]) -> M:
+def validate(data: dict, model: type[M], files: Mapping[str, Path | str]) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as e:
@@ -232,7 +239,7 @@ def validate(data: dict, model: type[M], files: dict[str, Path | str]) -> M:
         raise ConfigError("\n".join(lines)) from e
 
 
-def _file_of(files: dict[str, Path | str], key: str) -> Path | str:
+def _file_of(files: Mapping[str, Path | str], key: str) -> Path | str:
     """The file of the deepest package that contains `key`."""
     best = ""
     for package in files:

@@ -4,6 +4,7 @@ import logging
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.json_schema import JsonDict
 
 from utu.config import youtu
 from utu.names import NAME_RULE, is_plain_name
@@ -27,7 +28,7 @@ def knob(default: Any = ..., description: str = "", *, shapes: bool = True, sour
     """A config field with the facts every derived view needs: its description (`--help`, the knob
     tables), whether it changes what a run computes (`shapes`: experiment fingerprints; a resumed run may
     change the others) and, for knobs from a paper or a peer, where it comes from."""
-    extra = {"shapes_results": shapes} | ({"source": source} if source else {})
+    extra: JsonDict = {"shapes_results": shapes} | ({"source": source} if source else {})
     if callable(default):  # a class or factory: each config gets its own default value
         return Field(default_factory=default, description=description, json_schema_extra=extra, **bounds)
     return Field(default, description=description, json_schema_extra=extra, **bounds)
@@ -35,7 +36,7 @@ def knob(default: Any = ..., description: str = "", *, shapes: bool = True, sour
 
 def shapes_results(model: type[BaseModel], name: str) -> bool:
     extra = model.model_fields[name].json_schema_extra
-    return not isinstance(extra, dict) or extra.get("shapes_results", True)
+    return not isinstance(extra, dict) or bool(extra.get("shapes_results", True))
 
 
 def shaping_dump(value: Any) -> Any:

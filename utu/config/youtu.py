@@ -30,7 +30,7 @@ UNUSED_AGENT_KEYS = {
 }
 # The keys of Youtu-Agent's ToolkitConfig that change nothing for utu's builtin toolkits, with its defaults (a
 # saved agent writes them all): only a value other than its default is worth a warning.
-UNUSED_TOOLKIT_KEYS = {
+UNUSED_TOOLKIT_KEYS: dict[str, Any] = {
     "mode": "builtin",
     "env_mode": "local",
     "activated_tools": None,

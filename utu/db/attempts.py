@@ -2,15 +2,15 @@
 
 import asyncio
 from collections import defaultdict
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import bindparam
+from sqlalchemy import Table, bindparam
 
 from utu.db.engine import Database
 from utu.db.models import EvaluationSample
 from utu.tracing.redact import Redactor
 
-_table = EvaluationSample.__table__
+_table = cast(Table, EvaluationSample.__table__)  # a mapped class's table: typed as the wider FromClause
 _UPDATE_BY_ID = _table.update().where(_table.c.id == bindparam("row_id"))
 
 

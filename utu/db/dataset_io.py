@@ -200,9 +200,8 @@ def answer_text(answer: str | int | float | None) -> str | None:
 
 async def dataset_size(db: Database, name: str) -> int:
     async with db.sessions() as session:
-        return await session.scalar(
-            select(func.count()).select_from(DatasetSample).where(DatasetSample.dataset == name)
-        )
+        count = select(func.count()).select_from(DatasetSample).where(DatasetSample.dataset == name)
+        return (await session.execute(count)).scalar_one()
 
 
 async def store_dataset(
@@ -222,7 +221,8 @@ async def store_dataset(
         if mode == "replace":
             await session.execute(delete(DatasetSample).where(DatasetSample.dataset == name))
         elif existing:
-            start = 1 + await session.scalar(select(func.max(DatasetSample.index)).where(DatasetSample.dataset == name))
+            last = select(func.max(DatasetSample.index)).where(DatasetSample.dataset == name)
+            start = 1 + (await session.execute(last)).scalar_one()  # not NULL: the data set has rows
         session.add_all(
             DatasetSample(
                 dataset=name,

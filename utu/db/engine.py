@@ -13,8 +13,9 @@ import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import cast
 
-from sqlalchemy import event, inspect, select, update
+from sqlalchemy import Table, event, inspect, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, InterfaceError, InvalidRequestError, NoSuchModuleError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
@@ -172,7 +173,7 @@ def _backfill_owners(conn) -> None:
     """Attempts stored before rows had owners: a practice's `<P>_epoch_<e>` / `<P>_eval_step<N>` rows belong
     to P (the names were the only link then), every other row to its own exp_id."""
     practices = set(conn.execute(select(Experiment.exp_id).where(Experiment.kind == "practice")).scalars())
-    table = EvaluationSample.__table__
+    table = cast(Table, EvaluationSample.__table__)  # a mapped class's table: typed as the wider FromClause
     for exp_id in conn.execute(select(table.c.exp_id).distinct()).scalars():
         base = re.sub(r"_(epoch_\d+|eval_step\d+)$", "", exp_id)
         owner = base if base != exp_id and base in practices else exp_id

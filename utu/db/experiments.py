@@ -58,7 +58,7 @@ async def register_experiment(db: Database, exp_id: str, kind: str, shaping_conf
             if fields:
                 await delete_rows(db, exp_id)
             async with db.transaction() as session:
-                stored = await session.get(Experiment, exp_id)
+                stored = await session.get_one(Experiment, exp_id)  # read above; delete_rows keeps it
                 stored.fingerprint, stored.config = print_, shaping_config
             return True
         added = [f for f in fields if not _has_path(existing.config, f)]

@@ -103,7 +103,7 @@ async def run_attempt(
     retries: int,
     experiences: dict[str, str] | None = None,
     judge: bool = True,
-    slots: asyncio.Semaphore | None = None,
+    slots: contextlib.AbstractAsyncContextManager[Any] | None = None,  # held to roll out: a Semaphore, a counting slot
     **settings: Any,
 ) -> None:
     """Roll out (unless done before) and judge one `evaluation_data` row, in one AGENT span, and save it.

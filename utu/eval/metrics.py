@@ -54,6 +54,13 @@ class ScoredAttempt:
         )
 
 
+def judged_reward(attempt: Any) -> float:
+    """A judged attempt's reward (a ScoredAttempt or an `evaluation_data` row): judging always sets one."""
+    reward: float | None = attempt.reward
+    assert reward is not None, "a judged attempt without a reward"
+    return reward
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased probability that at least one of k attempts drawn from n (c correct) is correct."""
     if n - c < k:
@@ -85,7 +92,7 @@ def mean_and_pass(groups: Iterable[list[ScoredAttempt]]) -> tuple[list[float], f
     """Per-question mean rewards and the share of questions with a correct attempt, over judged attempts."""
     judged = [[a for a in g if a.stage == "judged"] for g in groups]
     judged = [g for g in judged if g]
-    means = [statistics.fmean(a.reward for a in g) for g in judged]
+    means = [statistics.fmean(judged_reward(a) for a in g) for g in judged]
     return means, statistics.fmean(any(a.correct for a in g) for g in judged) if judged else 0.0
 
 
@@ -102,7 +109,8 @@ class ToolStats(BaseModel):
 
     def rewards_text(self) -> tuple[str, str]:
         """The two mean rewards for a table ("-" when no attempt is on that side)."""
-        return tuple(f"{r:.3f}" if r is not None else "-" for r in (self.reward_using, self.reward_not_using))
+        using, not_using = (f"{r:.3f}" if r is not None else "-" for r in (self.reward_using, self.reward_not_using))
+        return using, not_using
 
 
 def tool_stats(attempts: Iterable[ScoredAttempt]) -> dict[str, ToolStats]:
@@ -115,8 +123,8 @@ def tool_stats(attempts: Iterable[ScoredAttempt]) -> dict[str, ToolStats]:
     judged = [a for a in attempts if a.stage == "judged"]
     out = {}
     for tool, log in sorted(calls.items()):
-        using = [a.reward for a in judged if any(c["tool"] == tool for c in a.tools)]
-        others = [a.reward for a in judged if all(c["tool"] != tool for c in a.tools)]
+        using = [judged_reward(a) for a in judged if any(c["tool"] == tool for c in a.tools)]
+        others = [judged_reward(a) for a in judged if all(c["tool"] != tool for c in a.tools)]
         seconds = [c["seconds"] for c in log]
         out[tool] = ToolStats(
             calls=len(log),
@@ -181,7 +189,7 @@ def compute_metrics(attempts: Iterable[ScoredAttempt], pass_k: int, seed: int = 
     levels: dict[str, list[float]] = defaultdict(list)
     for group in scored.values():
         if group[0].level is not None:
-            levels[group[0].level].append(statistics.fmean(a.reward for a in group))
+            levels[group[0].level].append(statistics.fmean(judged_reward(a) for a in group))
     done = [a for a in attempts if a.stage == "judged"]
     by_level = {
         level: LevelMetrics(questions=len(v), mean_at_k=statistics.fmean(v)) for level, v in sorted(levels.items())
@@ -231,7 +239,7 @@ def compare(a: Iterable[ScoredAttempt], b: Iterable[ScoredAttempt], seed: int = 
         groups: dict[tuple[str, int], list[float]] = defaultdict(list)
         for x in attempts:
             if x.stage == "judged":
-                groups[x.question].append(x.reward)
+                groups[x.question].append(judged_reward(x))
         return {q: statistics.fmean(v) for q, v in groups.items()}
 
     mean_a, mean_b = per_question(a), per_question(b)

@@ -21,6 +21,7 @@ from utu.db.engine import Database
 from utu.db.experiments import check_row_owner
 from utu.db.models import DatasetSample, EvaluationSample
 from utu.eval.attempt import needs_judging, needs_rollout, run_attempt
+from utu.eval.metrics import judged_reward
 from utu.tasks import gather_or_cancel
 from utu.tracing.spans import CHAIN, session, span
 from utu.verify import Verifier
@@ -100,7 +101,7 @@ class EvalRunner:
 
     async def run(self, step: Step = "all") -> None:
         """Roll out what has no rollout (or failed before), then judge what is not judged."""
-        self._rewards = [r.reward for r in await self.rows(["judged"]) if not needs_judging(r)]
+        self._rewards = [judged_reward(r) for r in await self.rows(["judged"]) if not needs_judging(r)]
         todo = []
         if step in ("all", "rollout"):
             todo += await self.rows(["init", "failed"])
@@ -132,7 +133,7 @@ class EvalRunner:
                             tag=self.tag,
                         )
                     if row.stage == "judged":
-                        self._rewards.append(row.reward)
+                        self._rewards.append(judged_reward(row))
                     progress.update(task, advance=1, description=describe())
 
                 await gather_or_cancel(*(one(row) for row in todo))

@@ -152,7 +152,7 @@ class LLMClient:
         except _UNREADABLE as e:
             why = f"no reply within {self.config.timeout:g}s" if _timed_out(e) else str(e)
             raise LLMError(f"{self.base_url}: {type(e).__name__} after {attempts} attempt(s): {why}") from e
-        message = {"role": "assistant", "content": reply.content}
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
         if reply.tool_calls:
             message["tool_calls"] = reply.tool_calls
         return ChatResponse(
@@ -272,7 +272,7 @@ class LLMClient:
         """One tiny request per kind of constrained output, without retries. Servers reject what they do not
         support with any status (llama-cpp-python's answers json_schema with a 500), so a failed probe is
         checked against a plain request: if that one works, the endpoint rejects the format."""
-        rejected = []
+        rejected: list[str] = []
         for kind in ("json_schema", "json_object"):
             why = await self._probe(_PROBE_FORMATS[kind])
             if why and not rejected:  # does the endpoint answer at all? (retried; raises like any call if not)

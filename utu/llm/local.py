@@ -11,6 +11,7 @@ agent and learner can run on different models; a second `serve` of a model reuse
 """
 
 import argparse
+import functools
 import logging
 import os
 import shutil
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         def describe(state: ServerState, name: str = name) -> str:
             return f"{name} at {base_url(state)} (pid {state.pid})"
 
-        codes.append(background.cli([args.command], parser.prog, lambda name=name: serve(name), describe))
+        codes.append(background.cli([args.command], parser.prog, functools.partial(serve, name), describe))
     return min(codes) if args.all else codes[0]
 
 

@@ -35,7 +35,7 @@ class RateLimit:
     def __init__(self, requests_per_minute: int | None, tokens_per_minute: int | None):
         self._requests = per_minute(requests_per_minute) if requests_per_minute else None
         self._tokens = per_minute(tokens_per_minute) if tokens_per_minute else None
-        self._tokens_per_minute = tokens_per_minute
+        self._tokens_per_minute = tokens_per_minute or 0  # read only when self._tokens is set
         self._said_long_wait = False
         self._turn = asyncio.Lock()  # first come, first served: a large request's pieces are not interleaved
 

@@ -335,6 +335,8 @@ def _load_function(spec: str) -> Callable[[dict[str, Any]], Reply]:
 
     path, _, name = spec.rpartition(":")
     module_spec = importlib.util.spec_from_file_location("stub_reply_module", path)
+    if module_spec is None or module_spec.loader is None:
+        raise ImportError(f"{path} cannot be imported as a module")
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
     return getattr(module, name)

@@ -13,11 +13,11 @@ import inspect
 import json
 import ssl
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import openai
-from openai.types.responses import Response
+from openai.types.responses import Response, ResponseInputParam
 
 from utu.errors import ConfigError
 
@@ -80,13 +80,20 @@ class Transport:
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
             http = openai.DefaultAioHttpClient(verify=tls_verify(self.base_url))
-            common = {"api_key": self._api_key, "timeout": self._timeout, "max_retries": 0, "http_client": http}
+            key, timeout = self._api_key, self._timeout
             if self._api_version:
                 self._client = openai.AsyncAzureOpenAI(
-                    azure_endpoint=self.base_url, api_version=self._api_version, **common
+                    azure_endpoint=self.base_url,
+                    api_version=self._api_version,
+                    api_key=key,
+                    timeout=timeout,
+                    max_retries=0,
+                    http_client=http,
                 )
             else:
-                self._client = openai.AsyncOpenAI(base_url=self.base_url, **common)
+                self._client = openai.AsyncOpenAI(
+                    base_url=self.base_url, api_key=key, timeout=timeout, max_retries=0, http_client=http
+                )
             self._loop = loop
         return self._client
 
@@ -118,7 +125,10 @@ class Transport:
             params["text"] = {"format": _response_text_format(params.pop("response_format"))}
         known, extra = _split(params, _responses_params())
         response = await self.sdk().responses.create(
-            model=model, input=to_response_input(messages), **known, extra_body=extra or None
+            model=model,
+            input=cast(ResponseInputParam, to_response_input(messages)),  # plain dicts of the items' shapes
+            **known,
+            extra_body=extra or None,
         )
         if not isinstance(response, Response) or response.output is None:
             raise UnreadableReply("the reply has no output")

@@ -264,7 +264,7 @@ class ExperienceUpdater:
         with_notes = gt and any(verifier_note(a.critique) for a, _ in kept)  # a note can give the ground truth
         blocks = [
             f"Attempt {i + 1}"
-            + (f" ({result})" if (result := outcome_of(a, gt)) else "")
+            + (f" ({told})" if (told := outcome_of(a, gt)) else "")
             + (f"\nTools called: {tool_usage(a.tools)}" if with_tools else "")
             + (f"\nVerifier: {note}" if with_notes and (note := verifier_note(a.critique)) else "")
             + f":\n{summary}"

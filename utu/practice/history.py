@@ -6,6 +6,7 @@ give each experience its origin (step, source questions, the learner's rationale
 """
 
 from dataclasses import dataclass, field
+from typing import Literal, cast
 
 from sqlalchemy import select
 
@@ -65,7 +66,7 @@ async def applied_operations(db: Database, exp_id: str, up_to: int | None = None
 
 def as_record(op: ExperienceOperation) -> OpRecord:
     """A logged operation as the loop's record of it."""
-    refused = op.status == "refused" and op.refusal is not None
+    refusal = Refused.stored(op.refusal, op.reason) if op.status == "refused" and op.refusal is not None else None
     return OpRecord(
         op.kind,
         op.experience_id,
@@ -73,9 +74,9 @@ def as_record(op: ExperienceOperation) -> OpRecord:
         op.new_text,
         op.source_questions or [],
         op.rationale,
-        op.status,  # type: ignore[arg-type]
-        refusal=Refused.stored(op.refusal, op.reason) if refused else None,
-        note=None if refused else op.reason,
+        cast(Literal["applied", "refused"], op.status),  # the column holds one of the two
+        refusal=refusal,
+        note=None if refusal is not None else op.reason,
         learner_try=op.learner_try or 0,
     )
 

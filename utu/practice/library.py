@@ -114,16 +114,18 @@ def _apply_one(
         note = f"proposed as UPDATE of {op.id!r}, which is not in the library" if op.id else "UPDATE without an id"
     else:
         note = None
-    if record.kind != "DELETE" and content is None:
-        record.refuse(Refusal.NO_CONTENT, f"{record.kind} without content")
-        return record
-    if record.kind != "DELETE" and screen is not None:
-        others = [text for key, text in lib.experiences.items() if key != op.id]
-        refused = screen(content, p.source_questions, others)
-        if refused:
-            record.refuse(refused.kind, refused.detail)
+    if record.kind != "DELETE":
+        if content is None:
+            record.refuse(Refusal.NO_CONTENT, f"{record.kind} without content")
             return record
+        if screen is not None:
+            others = [text for key, text in lib.experiences.items() if key != op.id]
+            refused = screen(content, p.source_questions, others)
+            if refused:
+                record.refuse(refused.kind, refused.detail)
+                return record
     if record.kind == "ADD":
+        assert content is not None  # refused above when missing
         if content in lib.experiences.values():
             record.refuse(Refusal.DUPLICATE, "duplicate of an existing experience")
         elif max_experiences is not None and len(lib.experiences) >= max_experiences:
@@ -143,6 +145,7 @@ def _apply_one(
     elif op.id in deleted_ids:
         record.refuse(Refusal.DELETE_WINS, "a DELETE of the same id wins over UPDATE")
     else:
+        assert content is not None  # an UPDATE: refused above when missing
         lib.experiences[op.id] = content
         record.status = "applied"
     return record

@@ -21,7 +21,7 @@ from utu.practice.library import Library, Operation, ProposedOp, apply_operation
 from utu.practice.outcomes import Refusal, Refused
 from utu.practice.screening import repeated
 from utu.practice.store import PracticeStore
-from utu.practice.types import GroupOutcome, StepStats
+from utu.practice.types import GroupOutcome, LearnerFailure, StepStats
 
 MERGE_OBJECTIVES = PracticeArguments(
     agent_objective="Answer the questions of both source tasks correctly.",
@@ -43,7 +43,8 @@ async def merge(
             origins.append(f"{exp_id}@{step} {key}")
             op = Operation(operation="ADD", content=text, rationale=f"from {origins[-1]}")
             proposed.append(ProposedOp(op, [len(origins) - 1]))  # the index of its origin
-    start, failures = time.perf_counter(), []  # learner failures: the sources' ADDs are then applied unmerged
+    start = time.perf_counter()
+    failures: list[LearnerFailure] = []  # learner failures: the sources' ADDs are then applied unmerged
     if learner is not None and len(proposed) > 1:
         updater = ExperienceUpdater(learner, MERGE_OBJECTIVES)
         groups = [GroupOutcome(dataset_index=i, used=True, proposed=[p]) for i, p in enumerate(proposed)]

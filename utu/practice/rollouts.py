@@ -5,6 +5,7 @@ other groups' rollouts (`pipeline`)."""
 import asyncio
 import contextlib
 from collections import defaultdict
+from collections.abc import AsyncIterator
 
 from utu.agents.agent import Agent
 from utu.config.models import TrainingFreeGRPOConfig
@@ -99,7 +100,7 @@ class _IssueCount:
             self.all.set()
 
     @contextlib.asynccontextmanager
-    async def counting(self):
+    async def counting(self) -> AsyncIterator[None]:
         async with self.slots:
             self.left -= 1
             if self.left <= 0:

@@ -13,6 +13,7 @@ screening (utu.practice.screening) judges the content.
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic.json_schema import JsonDict
 
 from utu.practice.library import Operation, clean_id
 
@@ -26,14 +27,15 @@ MAX_EXPERIENCES = 3  # per group, whatever num_experiences_per_query asks
 EXPERIENCE_PATTERN = r'^(When [^.,{}"\n]{5,150}, [^."\n]{5,220}\.|[^\x00-\x7f][^"\n]{4,400})$'
 
 
-def _bounded(limit: int, description: str, pattern: str | None = None) -> Any:
+def _bounded(limit: int, description: str, pattern: str | None = None) -> tuple[BeforeValidator, Any]:
+    """A bounded text's metadata, for `Annotated[str, *_bounded(...)]`: a type alias mypy can read, not a call."""
+
     def cut(v: object) -> object:
         return v.strip()[:limit] if isinstance(v, str) else v
 
-    extra = {"pattern": pattern} if pattern else None  # in the schema only: screening, not validation, refuses
-    return Annotated[
-        str, BeforeValidator(cut), Field(max_length=limit, description=description, json_schema_extra=extra)
-    ]
+    # in the schema only: screening, not validation, refuses
+    extra: JsonDict | None = {"pattern": pattern} if pattern else None
+    return BeforeValidator(cut), Field(max_length=limit, description=description, json_schema_extra=extra)
 
 
 def _all_required(schema: dict[str, Any]) -> None:
@@ -47,12 +49,15 @@ class _Op(BaseModel):
     model_config = ConfigDict(json_schema_extra=_all_required)
 
 
-Experience = _bounded(
-    MAX_EXPERIENCE_CHARS,
-    'one sentence, in the language of the task: "When <condition>, <strategy>."',
-    EXPERIENCE_PATTERN,
-)
-Rationale = _bounded(200, "why, in one short sentence")
+Experience = Annotated[
+    str,
+    *_bounded(
+        MAX_EXPERIENCE_CHARS,
+        'one sentence, in the language of the task: "When <condition>, <strategy>."',
+        EXPERIENCE_PATTERN,
+    ),
+]
+Rationale = Annotated[str, *_bounded(200, "why, in one short sentence")]
 ExperienceId = Annotated[str, BeforeValidator(clean_id), Field(description="an id of the existing library")]
 
 
@@ -60,15 +65,19 @@ SUMMARY_MAX_CHARS = 1000
 
 
 class AttemptSummary(BaseModel):
-    summary: _bounded(SUMMARY_MAX_CHARS, "step-by-step summary of the attempt, brief")
+    summary: Annotated[str, *_bounded(SUMMARY_MAX_CHARS, "step-by-step summary of the attempt, brief")]
 
 
 class GroupAdvantage(BaseModel):
     # problem_kind comes before the experiences, so a constrained model names the kind of problem in general
     # words before it writes a condition (the 1.5B's conditions otherwise retold their question).
     model_config = ConfigDict(json_schema_extra=_all_required)
-    analysis: _bounded(600, "which attempts were better or worse, and how their methods differed, briefly")
-    problem_kind: _bounded(150, "the kind of problem, in general words: no name, object or number of the question") = ""
+    analysis: Annotated[
+        str, *_bounded(600, "which attempts were better or worse, and how their methods differed, briefly")
+    ]
+    problem_kind: Annotated[
+        str, *_bounded(150, "the kind of problem, in general words: no name, object or number of the question")
+    ] = ""
     experiences: list[Experience] = Field(
         max_length=MAX_EXPERIENCES, description='each "When <condition>, <strategy>." (or "<topic>: <strategy>.")'
     )
@@ -87,16 +96,22 @@ class Restated(BaseModel):
     copied the refused one): the experience is Youtu-Agent's "<kind>: <strategy>." form, in any language."""
 
     model_config = ConfigDict(json_schema_extra=_all_required)
-    problem_kind: _bounded(
-        RESTATED_KIND_CHARS,
-        "the kind of problem, in general words: no name, object or number of the question",
-        r'^[^"\n{}:：]+$',
-    )
-    strategy: _bounded(
-        MAX_EXPERIENCE_CHARS - RESTATED_KIND_CHARS - 3,  # ": " and the final period: the whole fits max_chars
-        "what to do on any problem of that kind: no name, object or number of the question",
-        r'^[^"\n]+$',
-    )
+    problem_kind: Annotated[
+        str,
+        *_bounded(
+            RESTATED_KIND_CHARS,
+            "the kind of problem, in general words: no name, object or number of the question",
+            r'^[^"\n{}:：]+$',
+        ),
+    ]
+    strategy: Annotated[
+        str,
+        *_bounded(
+            MAX_EXPERIENCE_CHARS - RESTATED_KIND_CHARS - 3,  # ": " and the final period: the whole fits max_chars
+            "what to do on any problem of that kind: no name, object or number of the question",
+            r'^[^"\n]+$',
+        ),
+    ]
 
     @property
     def experience(self) -> str:

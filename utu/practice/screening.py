@@ -183,7 +183,7 @@ ANSWER_REFUSED = "gives its question's answer"
 
 def _answer(text: str, source: Source, config: ScreeningConfig) -> str | None:
     for question in source.answered:
-        if _gives_answer(text, question.answer):
+        if question.answer is not None and _gives_answer(text, question.answer):
             return f"{ANSWER_REFUSED} ({question.answer.strip()!r})"
     return None
 

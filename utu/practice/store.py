@@ -61,12 +61,12 @@ class PracticeStore:
             )
             return [StepStats.model_validate(row.stats) for row in rows]
 
-    async def step_stats(self, step: int) -> StepStats | None:
+    async def step_stats(self, step: int) -> StepStats:
+        """The statistics of a recorded step (`save_step` writes them with the step's snapshot)."""
         async with self.db.sessions() as s:
-            row = await s.scalar(
-                select(PracticeStep).where(PracticeStep.exp_id == self.exp_id, PracticeStep.step == step)
-            )
-        return StepStats.model_validate(row.stats) if row else None
+            this_step = select(PracticeStep).where(PracticeStep.exp_id == self.exp_id, PracticeStep.step == step)
+            row = (await s.execute(this_step)).scalar_one()
+        return StepStats.model_validate(row.stats)
 
     async def save_step(
         self,
@@ -135,9 +135,8 @@ class PracticeStore:
 
     async def update_stats(self, step: int, stats: StepStats) -> None:
         async with self.db.transaction() as s:
-            row = await s.scalar(
-                select(PracticeStep).where(PracticeStep.exp_id == self.exp_id, PracticeStep.step == step)
-            )
+            this_step = select(PracticeStep).where(PracticeStep.exp_id == self.exp_id, PracticeStep.step == step)
+            row = (await s.execute(this_step)).scalar_one()  # the step was stored before its stats
             row.stats = stats.model_dump(mode="json")
 
     async def reset_from(self, step: int) -> None:

@@ -104,7 +104,7 @@ class HuggingFaceGym:
         self.rank = accelerator.process_index if accelerator is not None else 0
         self.max_context_length = max_context_length
         self.tools = None
-        if tools and (apply_chat_template_fn is not None or conversation_template[-1]["role"] == "assistant"):
+        if tools and (conversation_template is None or conversation_template[-1]["role"] == "assistant"):
             raise ValueError(
                 "HuggingFaceGym: tools need the prompt made from conversation_template, ending with a user or "
                 "system message (the tools go into it); apply_chat_template_fn and a started answer cannot show them"
@@ -156,7 +156,7 @@ class HuggingFaceGym:
         for i, row in enumerate(dataset):
             if "question" not in row or "answer" not in row:
                 raise ValueError(f"HuggingFaceGym: row {i} needs 'question' and 'answer' (it has {sorted(row)})")
-            prompt = {"question": str(row["question"]), "answer": str(row["answer"]), **self._tokenize(row)}
+            prompt: Prompt = {"question": str(row["question"]), "answer": str(row["answer"]), **self._tokenize(row)}
             if self.tools is not None:
                 prompt["tools"] = self.tools  # how GRPO.get_action learns of them (it sees only the prompts)
             if self.max_context_length is None or prompt["input_ids"].size(1) <= self.max_context_length:
@@ -169,6 +169,7 @@ class HuggingFaceGym:
         if self.template_fn is not None:
             enc = self.template_fn(row["question"], row["answer"], self.tokenizer)
             return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
+        assert self.template is not None  # the other of the two (__init__ checks)
         fill = {"question": row["question"], "answer": row["answer"]}
         messages = [{"role": m["role"], "content": m["content"].format(**fill)} for m in self.template]
         continues = messages[-1]["role"] == "assistant"  # a started answer ("<think>") the model continues
@@ -296,7 +297,7 @@ class GRPO:
                 "(no evolutionary HPO: hp_config must be None; positions always follow the attention mask)"
             )
         self.observation_space, self.action_space, self.index = observation_space, action_space, index
-        knobs = {
+        knobs: dict[str, Any] = {  # GRPOSettings' fields
             "batch_size": batch_size,
             "lr": lr,
             "clip_coef": clip_coef,

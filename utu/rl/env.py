@@ -84,6 +84,7 @@ async def load_questions(dataset: str | None, file_path: Path | None, db_url: st
     """The questions of a JSONL file, or of a data set in the SQL store (bundled sets are loaded on first use)."""
     if file_path is not None:
         return questions_from_jsonl(file_path)
+    assert dataset is not None  # a data set or a file: RLDataConfig asks for exactly one
     from utu.db.dataset_io import ensure_dataset
 
     async with Database(db_url) as db:

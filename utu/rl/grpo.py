@@ -92,10 +92,12 @@ class LocalGRPO:
             if tokenizer.pad_token_id is None:
                 tokenizer.pad_token = tokenizer.eos_token
             tokenizer.padding_side = "left"
-        self.eos_id = _first_id(eos_token_id, tokenizer and tokenizer.eos_token_id, model.config.eos_token_id)
-        self.pad_id = _first_id(pad_token_id, tokenizer and tokenizer.pad_token_id, self.eos_id)
-        if self.eos_id is None:
+        eos_id = _first_id(eos_token_id, tokenizer and tokenizer.eos_token_id, model.config.eos_token_id)
+        if eos_id is None:
             raise ValueError("no EOS token id: pass a tokenizer or eos_token_id")
+        self.eos_id: int = eos_id
+        pad_id = _first_id(pad_token_id, tokenizer and tokenizer.pad_token_id)
+        self.pad_id: int = eos_id if pad_id is None else pad_id
         if s.lora is not None and not is_peft(model):
             from peft import LoraConfig, get_peft_model
 
@@ -134,6 +136,8 @@ class LocalGRPO:
         """`get_action`, or with `tools` multi-turn completions in which the model calls them (`turns.py`)."""
         if tools is None:
             return self.get_action(messages, group_size)
+        if self.tokenizer is None:
+            raise ValueError("chat prompts need a tokenizer; without one, pass token ids to `rollout_with_tools`")
         texts = [tools.prompt(m) for m in messages]
         enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
         return await self.rollout_with_tools(enc["input_ids"], enc["attention_mask"], tools, group_size)
@@ -365,6 +369,7 @@ class LocalGRPO:
         rows alone)."""
         s = self.settings
         logp, entropy = self.log_probs(self.model, rollout, idx, entropy=True)
+        assert entropy is not None  # asked for
         loss, parts = grpo_loss(
             logp,
             logp.detach() if old is None else old[idx],
@@ -483,7 +488,7 @@ class LocalGRPO:
                 if base_dir.is_dir()
                 else load_causal_lm(state["model_source"])[0]
             )
-            model = PeftModel.from_pretrained(base, path / "model", is_trainable=True)
+            model: torch.nn.Module = PeftModel.from_pretrained(base, path / "model", is_trainable=True)
         else:
             model = AutoModelForCausalLM.from_pretrained(path / "model")
         agent = cls(
@@ -520,6 +525,7 @@ class LearningRateFactor:
     def __call__(self, k: int) -> float:
         if k < self.warmup or self.schedule == "constant":
             return min(1.0, (k + 1) / (self.warmup + 1))
+        assert self.total is not None  # GRPOSettings: a cosine schedule has schedule_steps
         progress = min(1.0, (k - self.warmup) / max(1, self.total - self.warmup))
         return 0.5 * (1.0 + math.cos(math.pi * progress))
 

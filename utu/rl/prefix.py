@@ -12,7 +12,7 @@
 import torch
 from torch import Tensor
 from transformers import DynamicCache
-from transformers.cache_utils import Cache, DynamicLayer
+from transformers.cache_utils import Cache, CacheLayerMixin, DynamicLayer
 
 
 class GrowingLayer(DynamicLayer):
@@ -22,6 +22,7 @@ class GrowingLayer(DynamicLayer):
     def update(self, key_states: Tensor, value_states: Tensor, *args, **kwargs) -> tuple[Tensor, Tensor]:
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
+        assert self.keys is not None and self.values is not None  # lazy_initialization sets them
         if self.keys.dim() != 4:  # nothing cached yet
             self.keys, self.values = key_states[..., :0, :], value_states[..., :0, :]
         length, extra = self.keys.shape[-2], key_states.shape[-2]
@@ -143,6 +144,8 @@ def completion_logits(
     if completion_ids.size(1) == 1:
         return first
     for layer in cache.layers:  # index_select: its backward is index_add, much faster on CPU than indexing's
+        # an attention layer's keys and values, filled by the prompt pass (transformers types it wider)
+        assert isinstance(layer, CacheLayerMixin) and layer.keys is not None and layer.values is not None
         layer.keys, layer.values = layer.keys.index_select(0, inverse), layer.values.index_select(0, inverse)
     attention = torch.cat([mask[inverse], completion_mask.long()], dim=1)[:, :-1]
     steps = torch.arange(1, completion_ids.size(1), device=group.device)

@@ -87,6 +87,7 @@ def tool_metrics(agent: LocalGRPO, batch: list[Prompt], rollout: Rollout, reward
     """Per tool, the fields evaluation and practice report (`utu.eval.metrics.tool_stats`), over every process's
     completions: tools/<name>/calls, errors, mean_seconds, max_seconds, attempts_using, reward_using,
     reward_not_using; and the turns per completion, and the seconds spent in tools and in appending results."""
+    assert rollout.tool_logs is not None and rollout.turns is not None  # a rollout with tools: the caller checks
     g = rollout.group_size
     attempts = [
         ScoredAttempt(question=("", batch[row // g].index), stage="judged", reward=reward, tools=log)

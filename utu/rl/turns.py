@@ -164,7 +164,9 @@ async def _run_calls(chat: ToolChat, calls: list[dict[str, Any]]) -> tuple[list[
     return [message["content"] for message, _ in done], [entry for _, entry in done]
 
 
-def _right_padded(seqs: list[list[int]], roles: list[list[int]], pad_id: int, device: Any) -> tuple[Tensor, ...]:
+def _right_padded(
+    seqs: list[list[int]], roles: list[list[int]], pad_id: int, device: Any
+) -> tuple[Tensor, Tensor, Tensor]:
     width = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long, device=device)
     attention = torch.zeros((len(seqs), width), dtype=torch.long, device=device)

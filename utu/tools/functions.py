@@ -80,7 +80,7 @@ def _load(path: str) -> list[Callable[..., Any]]:
 
 def _arguments_model(fn: Callable[..., Any]) -> type[BaseModel]:
     docs = _parameter_docs(fn)
-    fields = {}
+    fields: dict[str, Any] = {}  # (annotation, FieldInfo) pairs; Any, as create_model's keywords take other types
     for name, p in inspect.signature(fn).parameters.items():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue

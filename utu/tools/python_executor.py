@@ -116,6 +116,7 @@ async def _run(argv: list[str], cwd, env, timeout: float, max_output_chars: int,
     _running.add(proc.pid)
     captured = bytearray()
     dropped = [0]
+    assert proc.stdout is not None  # stdout=PIPE
     reader = asyncio.create_task(_read_capped(proc.stdout, captured, dropped))
     timed_out = False
     try:
@@ -136,6 +137,7 @@ async def _run(argv: list[str], cwd, env, timeout: float, max_output_chars: int,
     if timed_out:  # what it printed before the timeout is kept: it says how far the program got
         return {"success": False, "output": text, "error": f"timed out after {timeout:g}s (process killed)"}
     code = proc.returncode
+    assert code is not None  # waited for above
     if box.bwrap and code > 128:
         code = -(code - 128)
     if code == 0:

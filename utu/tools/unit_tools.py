@@ -14,6 +14,7 @@ All are deterministic; unknown units are errors the model sees.
 import ast
 import asyncio
 import operator
+from collections.abc import Callable
 
 SLOW_SECONDS = 3.0
 
@@ -93,7 +94,7 @@ def convert(value: float, from_unit: str, to_unit: str, factors: dict[str, float
     return value * factors[a] / factors[b]
 
 
-_OPERATORS = {
+_OPERATORS: dict[type[ast.AST], Callable[..., float]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
@@ -105,7 +106,8 @@ _OPERATORS = {
 
 
 def _evaluate(node: ast.AST) -> float:
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+    # Not bool, though it is an int.
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
         return node.value
     if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
         left, right = _evaluate(node.left), _evaluate(node.right)

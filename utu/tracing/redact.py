@@ -18,7 +18,7 @@ import json
 import logging
 import os
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 MASK = "[REDACTED]"
 _SECRET_NAME = re.compile(r"(_API_KEY|_TOKEN|_SECRET|PASSWORD)$|^(OPENAI_API_KEY|PHOENIX_API_KEY)$", re.IGNORECASE)
@@ -40,9 +40,9 @@ MIN_SECRET_LENGTH = 16
 _extra: set[str] = set()
 
 
-def maskable(value: str | None) -> bool:
+def maskable(value: str | None) -> TypeGuard[str]:
     """Long and distinctive enough to be matched as free text without rewriting ordinary data."""
-    return bool(value) and len(value) >= MIN_SECRET_LENGTH and not value.isdigit()
+    return value is not None and len(value) >= MIN_SECRET_LENGTH and not value.isdigit()
 
 
 def register_secret(value: str | None) -> None:

@@ -106,10 +106,15 @@ def llm_span(model: str, messages: list[dict[str, Any]], params: dict[str, Any])
 class LLMReply(Protocol):
     """What `set_llm_output` reads of a reply (utu.llm.transport.Reply; tracing does not import the client)."""
 
-    model: str | None
-    content: str | None
-    prompt_tokens: int
-    completion_tokens: int
+    # Read-only (properties): a reply whose content is always a str is one too.
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def content(self) -> str | None: ...
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def completion_tokens(self) -> int: ...
 
     def raw_json(self) -> str: ...
 

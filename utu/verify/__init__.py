@@ -27,10 +27,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NoReturn, TypeVar, cast
 
 from utu.errors import ConfigError, EndpointError
 from utu.verify import workers
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 log = logging.getLogger(__name__)
 VERIFY_DIR = Path(__file__).resolve().parent
@@ -81,10 +83,10 @@ def load_verifier(verify_filename: str, verify_func_name: str = "verify_func") -
     return func
 
 
-def needs_answer(func: Callable[..., Any]) -> Callable[..., Any]:
+def needs_answer(func: F) -> F:
     """Mark a verify function that can only judge against a gold answer: questions without one are refused
     before any work (`check_answers`), instead of each scoring `timeout_score` with an error."""
-    func.needs_answer = True
+    cast(Any, func).needs_answer = True  # a function attribute, which a callable's type does not declare
     return func
 
 
@@ -131,8 +133,8 @@ def _call_loaded(spec: tuple[str, str], fields: dict[str, Any], timeout_score: f
         os._exit = posix._exit = real_exit
 
 
-def _exit_refused(code: int) -> None:
-    raise RuntimeError(f"the verify function exited (os._exit({code!r})) instead of returning")
+def _exit_refused(status: int) -> NoReturn:  # os._exit's signature
+    raise RuntimeError(f"the verify function exited (os._exit({status!r})) instead of returning")
 
 
 def _import_file(path: Path):
@@ -141,6 +143,8 @@ def _import_file(path: Path):
         return sys.modules[name]
     log.info("verify function from %s", path.resolve())  # once: which file judges, when it is the user's
     spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path} cannot be imported as a module")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)

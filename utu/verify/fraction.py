@@ -6,6 +6,7 @@ for, even when its value is right; the reasoning says which it was.
 
 import math
 import re
+from typing import Any, cast
 
 from utu.verify import needs_answer
 from utu.verify.str_match import BOXED
@@ -49,4 +50,4 @@ def _answer_problem(answer: str) -> str | None:
     return None if parse_fraction(answer) else f"{answer!r} is not a fraction a/b"
 
 
-verify_func.answer_problem = _answer_problem  # checked over the whole data set before any work (check_answers)
+cast(Any, verify_func).answer_problem = _answer_problem  # checked on the whole data set before any work (check_answers)
