@@ -86,7 +86,7 @@ async def run(args) -> dict:
             groups = defaultdict(list)
             for row in rows:
                 groups[row.dataset_index].append(as_attempt(row))
-            outcomes = [await loop.updater.study(g) for g in groups.values()]  # stage 1 once, as in the step
+            outcomes = [await loop.updater.summarise(g) for g in groups.values()]  # stage 1 once, as in the step
             studied = [o for o in outcomes if o.studied]
             looks = []
             for i in range(args.n):

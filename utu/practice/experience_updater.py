@@ -77,7 +77,7 @@ class ExperienceUpdater:
         with span(
             "learner group", CHAIN, input=attempts[0].question, **{"question.index": index, "rewards": rewards}
         ) as s:
-            outcome = await self._learn_from_group(attempts, library)
+            outcome = await self._summarise_and_compare(attempts, library)
             set_io(
                 s,
                 "output",
@@ -89,13 +89,13 @@ class ExperienceUpdater:
             )
             return outcome
 
-    async def _learn_from_group(self, attempts: list[GroupAttempt], library: Library) -> GroupOutcome:
-        outcome = await self.study(attempts)
+    async def _summarise_and_compare(self, attempts: list[GroupAttempt], library: Library) -> GroupOutcome:
+        outcome = await self.summarise(attempts)
         if outcome.studied:
-            await self._passes(outcome, library)
+            await self.compare(outcome, library)
         return outcome
 
-    async def study(self, attempts: list[GroupAttempt]) -> GroupOutcome:
+    async def summarise(self, attempts: list[GroupAttempt]) -> GroupOutcome:
         """Stage 1 for one question's group: skipped (and why), or its judged attempts summarised (`studied`)."""
         index = attempts[0].dataset_index
         reason = self.skip_reason(attempts)
@@ -120,21 +120,21 @@ class ExperienceUpdater:
             return again
         again.studied = outcome.studied
         with span("learner group, again", CHAIN, input=outcome.studied[0][0].question) as s:
-            await self._passes(again, library, refused)
+            await self.compare(again, library, refused)
             set_io(s, "output", [p.op.model_dump() for p in again.proposed])
         return again
 
-    async def _passes(self, outcome: GroupOutcome, library: Library, refused: list[str] | None = None) -> None:
+    async def compare(self, outcome: GroupOutcome, library: Library, refused: list[str] | None = None) -> None:
         # Passes one after another, so the same prompt again may come from the server's prompt cache (llama.cpp's
         # slot that read it, an API's prefix cache); sent at once, 2 passes took about 4 times one pass's time on
         # the embedded 1.5B (one replicate).
         for _ in range(self.p.learner_passes):
             failed_before = len(outcome.failures)
-            operations = await self._propose(outcome.studied, library, outcome, refused)
+            operations = await self._compare_once(outcome.studied, library, outcome, refused)
             outcome.proposed += [ProposedOp(op, [outcome.dataset_index]) for op in operations]
             outcome.answered |= len(outcome.failures) == failed_before
 
-    async def _propose(
+    async def _compare_once(
         self,
         kept: list[tuple[GroupAttempt, str]],
         library: Library,
@@ -149,7 +149,7 @@ class ExperienceUpdater:
             return []
         experiences = advantage.experiences[: self.p.num_experiences_per_query]
         with span("learner.group_update", CHAIN, input=experiences) as s:
-            operations = await self._group_update(experiences, library, outcome)
+            operations = await self._propose_operations(experiences, library, outcome)
             set_io(s, "output", [op.model_dump() for op in operations])
         return operations
 
@@ -293,7 +293,9 @@ class ExperienceUpdater:
         result.experiences = [x.strip() for x in result.experiences if x and x.strip()]
         return result
 
-    async def _group_update(self, experiences: list[str], library: Library, outcome: GroupOutcome) -> list[Operation]:
+    async def _propose_operations(
+        self, experiences: list[str], library: Library, outcome: GroupOutcome
+    ) -> list[Operation]:
         if not library.experiences:
             # Nothing to update, merge or delete: each new experience is an ADD, without a call (small models
             # asked anyway answered NONE to everything). Screening still decides what enters the library.

@@ -129,7 +129,7 @@ class PracticeLoop:
         s.outcomes = await self.rollouts.groups(s.rows, library)
         await self.top_up(s, library)  # more questions when too few groups showed contrast
         s.learner_failures()
-        await self.check_learned(s)
+        await self.check_step(s)
         # consolidate -> restate -> screen -> gate
         new_library = await self.update(s, library)
         while look_again(s.tries, s.latest, self.p, self.usage.over_budget):  # every proposal refused
@@ -196,7 +196,7 @@ class PracticeLoop:
         s.rows, s.outcomes = s.rows + extra, s.outcomes + await self.rollouts.groups(extra, library)
         s.questions_added = len(reserve)
 
-    async def check_learned(self, s: Step) -> None:
+    async def check_step(self, s: Step) -> None:
         """Refuse to record a step whose rollouts failed (beyond the allowed share) or whose learner failed on
         every group it studied (every pass of it; a pass that answered with no proposal is not a failure): the step
         stays undone, and rerunning retries it."""

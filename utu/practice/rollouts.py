@@ -1,5 +1,5 @@
-"""Stages 1-3 of a step, per question's group: G rollouts, each judged; then, as soon as the group is judged, the
-learner summarises its attempts, compares them (the group advantage) and proposes operations, overlapping the
+"""The first stages of a step, per question's group: rollouts, each judged; then, as soon as the group is judged,
+the learner summarises its attempts, compares them (the group advantage) and proposes operations, overlapping the
 other groups' rollouts (`pipeline`)."""
 
 import asyncio
