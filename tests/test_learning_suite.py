@@ -111,3 +111,16 @@ def test_a_run_that_kept_nothing_counts_as_the_baseline_agent():
     baseline = {"200": 0.5, "201": 0.0}
     assert suite_report.per_question({"heldout_rewards": None}, baseline) == baseline
     assert suite_report.per_question({"heldout_rewards": {"200": [1.0, 0.0]}}, baseline) == {"200": 0.5}
+
+
+def test_the_suite_mean_weighs_tasks_equally_and_its_interval_covers_it():
+    questions = [str(i) for i in range(30)]
+    zero = {q: 0.0 for q in questions}
+    helped = {q: 1.0 for q in questions}  # +1 on one task, 0 on the other: the suite mean is 0.5
+    tasks = {
+        "a": {"_scores": {"baseline": zero, "practice": [helped, helped]}},
+        "b": {"_scores": {"baseline": zero, "practice": [zero, zero]}},
+    }
+    result = suite_report.suite_mean(tasks, "practice", random.Random(0))
+    assert result["tasks"] == ["a", "b"] and result["mean"] == 0.5 and result["ci95"] == [0.5, 0.5]
+    assert suite_report.suite_mean(tasks, "gepa", random.Random(0)) is None

@@ -29,31 +29,33 @@ def per_question(run: dict, baseline: Scores) -> Scores:
     return {q: sum(r) / len(r) for q, r in rewards.items()}
 
 
+Pairs = list[tuple[Scores, Scores]]  # (a run of a method, what it is compared with), per seed
+
+
+def mean_difference(pairs: Pairs, questions: list[str]) -> float:
+    return statistics.fmean(statistics.fmean(a[q] - b[q] for q in questions) for a, b in pairs)
+
+
+def resampled(pairs: Pairs, questions: list[str], rng: random.Random) -> float:
+    """One bootstrap draw of `mean_difference`: the pairs (seeds) resampled, then the questions."""
+    return mean_difference([rng.choice(pairs) for _ in pairs], [rng.choice(questions) for _ in questions])
+
+
+def interval(draws: list[float]) -> list[float]:
+    draws = sorted(draws)
+    return [draws[int(0.025 * len(draws))], draws[int(0.975 * len(draws)) - 1]]
+
+
 def hierarchical_ci(runs: list[Scores], baseline: Scores, rng: random.Random) -> tuple[float, list[float]]:
     """Mean gain over runs and questions, and its 95% CI resampling runs (seeds), then questions."""
-    questions = sorted(baseline)
-    gain = statistics.fmean(statistics.fmean(r[q] - baseline[q] for q in questions) for r in runs)
-    draws = []
-    for _ in range(BOOTSTRAP):
-        picked = [rng.choice(runs) for _ in runs]
-        qs = [rng.choice(questions) for _ in questions]
-        draws.append(statistics.fmean(statistics.fmean(r[q] - baseline[q] for q in qs) for r in picked))
-    draws.sort()
-    return gain, [draws[int(0.025 * BOOTSTRAP)], draws[int(0.975 * BOOTSTRAP) - 1]]
+    pairs, questions = [(r, baseline) for r in runs], sorted(baseline)
+    return mean_difference(pairs, questions), interval([resampled(pairs, questions, rng) for _ in range(BOOTSTRAP)])
 
 
 def paired_difference(a: list[Scores], b: list[Scores], rng: random.Random) -> tuple[float, list[float]]:
     """Mean of a − b, run i of a paired with run i of b; CI resampling the pairs, then questions."""
-    questions = sorted(a[0])
-    pairs = list(zip(a, b, strict=True))
-    diff = statistics.fmean(statistics.fmean(x[q] - y[q] for q in questions) for x, y in pairs)
-    draws = []
-    for _ in range(BOOTSTRAP):
-        picked = [rng.choice(pairs) for _ in pairs]
-        qs = [rng.choice(questions) for _ in questions]
-        draws.append(statistics.fmean(statistics.fmean(x[q] - y[q] for q in qs) for x, y in picked))
-    draws.sort()
-    return diff, [draws[int(0.025 * BOOTSTRAP)], draws[int(0.975 * BOOTSTRAP) - 1]]
+    pairs, questions = list(zip(a, b, strict=True)), sorted(a[0])
+    return mean_difference(pairs, questions), interval([resampled(pairs, questions, rng) for _ in range(BOOTSTRAP)])
 
 
 def load(task: str, method: str, seed: int | None) -> dict | None:
@@ -96,53 +98,33 @@ def task_report(task: str, rng: random.Random) -> dict | None:
     return out
 
 
-def suite_mean(tasks: dict[str, dict], method: str, rng: random.Random) -> dict | None:
-    """Equal-weight mean over tasks of a seeded method's gain (or of practice − GEPA), with the tasks' bootstraps
-    drawn together."""
-    usable = {t: r for t, r in tasks.items() if r["_scores"].get(method)}
-    if not usable:
+def across_tasks(tasks: dict[str, Pairs], questions: dict[str, list[str]], rng: random.Random) -> dict | None:
+    """Equal-weight mean over tasks of their mean differences, the tasks' bootstraps drawn together."""
+    if not tasks:
         return None
-    draws = [0.0] * BOOTSTRAP
-    point = 0.0
-    for r in usable.values():
-        baseline, runs = r["_scores"]["baseline"], r["_scores"][method]
-        questions = sorted(baseline)
-        point += statistics.fmean(statistics.fmean(x[q] - baseline[q] for q in questions) for x in runs)
-        for b in range(BOOTSTRAP):
-            picked = [rng.choice(runs) for _ in runs]
-            qs = [rng.choice(questions) for _ in questions]
-            draws[b] += statistics.fmean(statistics.fmean(x[q] - baseline[q] for q in qs) for x in picked)
-    n = len(usable)
-    draws = sorted(d / n for d in draws)
-    return {
-        "tasks": sorted(usable),
-        "mean_gain": point / n,
-        "ci95": [draws[int(0.025 * BOOTSTRAP)], draws[int(0.975 * BOOTSTRAP) - 1]],
+    point = statistics.fmean(mean_difference(pairs, questions[t]) for t, pairs in tasks.items())
+    draws = [statistics.fmean(resampled(p, questions[t], rng) for t, p in tasks.items()) for _ in range(BOOTSTRAP)]
+    return {"tasks": sorted(tasks), "mean": point, "ci95": interval(draws)}
+
+
+def suite_mean(tasks: dict[str, dict], method: str, rng: random.Random) -> dict | None:
+    """A seeded method's gain over the baseline, across the tasks that have runs of it."""
+    pairs = {
+        t: [(run, r["_scores"]["baseline"]) for run in r["_scores"][method]]
+        for t, r in tasks.items()
+        if r["_scores"].get(method)
     }
+    return across_tasks(pairs, {t: sorted(tasks[t]["_scores"]["baseline"]) for t in pairs}, rng)
 
 
 def suite_difference(tasks: dict[str, dict], rng: random.Random) -> dict | None:
-    """Equal-weight mean over tasks of practice − GEPA (seed-paired), tasks with both."""
-    usable = {t: r for t, r in tasks.items() if r["_scores"].get("gepa")}
-    if not usable:
-        return None
-    draws, point = [0.0] * BOOTSTRAP, 0.0
-    for r in usable.values():
-        g = r["_scores"]["gepa"]
-        pairs = list(zip(r["_scores"]["practice"][: len(g)], g, strict=True))
-        questions = sorted(r["_scores"]["baseline"])
-        point += statistics.fmean(statistics.fmean(x[q] - y[q] for q in questions) for x, y in pairs)
-        for b in range(BOOTSTRAP):
-            picked = [rng.choice(pairs) for _ in pairs]
-            qs = [rng.choice(questions) for _ in questions]
-            draws[b] += statistics.fmean(statistics.fmean(x[q] - y[q] for q in qs) for x, y in picked)
-    n = len(usable)
-    draws = sorted(d / n for d in draws)
-    return {
-        "tasks": sorted(usable),
-        "mean": point / n,
-        "ci95": [draws[int(0.025 * BOOTSTRAP)], draws[int(0.975 * BOOTSTRAP) - 1]],
+    """Practice − GEPA (seed-paired), across the tasks that have both."""
+    pairs = {
+        t: list(zip(r["_scores"]["practice"][: len(r["_scores"]["gepa"])], r["_scores"]["gepa"], strict=True))
+        for t, r in tasks.items()
+        if r["_scores"].get("gepa")
     }
+    return across_tasks(pairs, {t: sorted(tasks[t]["_scores"]["baseline"]) for t in pairs}, rng)
 
 
 def build_report(seed: int = 0) -> dict:
