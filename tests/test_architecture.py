@@ -150,3 +150,12 @@ def test_the_module_check_sees_a_cycle_inside_a_package(tmp_path, monkeypatch):
     (package / "b.py").write_text("def f():\n    from . import a\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert module_cycles(imports_between_modules(tmp_path / "utu")) == [["utu.p.a", "utu.p.b"]]
+
+
+COMPAT = {"utu.utils", "utu.rl.agilerl"}  # other projects' names and APIs (Youtu-Agent's, AgileRL's)
+
+
+def test_the_compatibility_modules_are_imported_by_nothing_of_utu():
+    edges = imports_between_modules()
+    importers = sorted(f"{m} -> {t}" for m, targets in edges.items() for t in targets & COMPAT if m not in COMPAT)
+    assert not importers, importers
