@@ -63,7 +63,7 @@ def test_the_code_calls_the_stages_in_the_table_s_order():
     assert in_order(source(rollouts, "Rollouts.groups"), "self.rollout(", "self.learn(")
     assert "run_attempt(" in source(rollouts, "Rollouts.rollout")
     assert "learn_from_group(" in source(rollouts, "Rollouts.learn")
-    assert in_order(source(learner, "ExperienceUpdater._summarise_and_compare"), "self.summarise(", "self.compare(")
+    assert in_order(source(learner, "ExperienceUpdater.learn_from_group"), "self.summarise(", "self.compare(")
     assert in_order(source(learner, "ExperienceUpdater._compare_once"), "self._advantage(", "self._propose_operations(")
 
 

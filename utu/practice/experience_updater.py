@@ -71,13 +71,16 @@ class ExperienceUpdater:
         return None
 
     async def learn_from_group(self, attempts: list[GroupAttempt], library: Library) -> GroupOutcome:
-        """Stages 1–3 for one question's group (one CHAIN span, a child span per stage)."""
+        """Summarise, then compare (group advantage and proposals), for one question's group (one CHAIN span, a
+        child span per stage)."""
         index = attempts[0].dataset_index
         rewards = [a.reward for a in attempts]
         with span(
             "learner group", CHAIN, input=attempts[0].question, **{"question.index": index, "rewards": rewards}
         ) as s:
-            outcome = await self._summarise_and_compare(attempts, library)
+            outcome = await self.summarise(attempts)
+            if outcome.studied:
+                await self.compare(outcome, library)
             set_io(
                 s,
                 "output",
@@ -88,12 +91,6 @@ class ExperienceUpdater:
                 },
             )
             return outcome
-
-    async def _summarise_and_compare(self, attempts: list[GroupAttempt], library: Library) -> GroupOutcome:
-        outcome = await self.summarise(attempts)
-        if outcome.studied:
-            await self.compare(outcome, library)
-        return outcome
 
     async def summarise(self, attempts: list[GroupAttempt]) -> GroupOutcome:
         """Stage 1 for one question's group: skipped (and why), or its judged attempts summarised (`studied`)."""
