@@ -26,7 +26,8 @@ Each run's result is saved as it finishes, to benchmarks/results/learning_suite/
 and never overwritten: `fill` skips what is saved, so the suite fills over several sittings. The database is
 runs/learning_suite.db. A run takes 7 (an evaluation) to 45 minutes (practice, GEPA) on 2 cores. To keep working
 in the checkout while it fills, run it from a worktree of a fixed commit with PYTHONPATH=<worktree> (its runs then
-use that commit's code) and copy its results/learning_suite/ back.
+use that commit's code) and copy its results/learning_suite/ back; to go on in a later sitting, check the next commit
+out in the same worktree, so its runs/ (the database, a practice stopped midway) carries over.
 """
 
 import argparse
@@ -359,7 +360,8 @@ def practice_args(task: str, method: str, seed: int) -> list[str]:
 def practise(task: str, method: str, seed: int, env: dict[str, str]) -> tuple[float, Path | None, str]:
     exp_id = f"suite_{task}_{run_name(method, seed)}"
     args = [*practice_args(task, method, seed), "--exp_id", exp_id, "--db_url", db_url(), "--export_step", "last"]
-    seconds, code = run_timed("scripts/run_training_free_GRPO.py", *args, "--fresh", env=env)
+    # no --fresh: a practice stopped midway (a sitting's end) resumes from its saved steps; another config is refused
+    seconds, code = run_timed("scripts/run_training_free_GRPO.py", *args, env=env)
     if code == 2:  # kept nothing: the agent is the baseline
         return seconds, None, exp_id
     if code != 0:
