@@ -153,3 +153,20 @@ class EvalRunner:
             TimeElapsedColumn(),
             disable=not self.show_progress,
         )
+
+
+async def evaluate_inside(
+    config: EvalConfig,
+    db: Database,
+    agent: Agent,
+    verifier: Verifier,
+    experiences: dict[str, str],
+    owner: str,
+    tag: str = "rollout",
+) -> list[EvaluationSample]:
+    """An evaluation run quietly inside another experiment (`owner`: practice's validations and in-step evals), with
+    `experiences` in place of the agent's own library; its rows."""
+    runner = EvalRunner(config, db, agent, verifier, show_progress=False, experiences=experiences, owner=owner, tag=tag)
+    await runner.prepare()
+    await runner.run()
+    return await runner.rows()

@@ -13,7 +13,7 @@ from utu.config.models import DataConfig, TrainingFreeGRPOConfig, ValidationConf
 from utu.db.engine import Database
 from utu.eval.metrics import ScoredAttempt, compare
 from utu.eval.outcome import check_attempts
-from utu.eval.runner import EvalRunner
+from utu.eval.runner import evaluate_inside
 from utu.practice.library import Library, OpRecord, with_additions
 from utu.practice.outcomes import Refusal
 from utu.practice.store import VALIDATION_INFIX
@@ -123,19 +123,9 @@ class ValidationGate:
                 "data": DataConfig(dataset=v.dataset, offset=v.offset, limit=v.size),
             }
         )
-        runner = EvalRunner(
-            config,
-            self.db,
-            self.agent,
-            self.verifier,
-            show_progress=False,
-            experiences=library.experiences,
-            owner=self.config.exp_id,
-            tag="validation",
+        rows = await evaluate_inside(
+            config, self.db, self.agent, self.verifier, library.experiences, self.config.exp_id, tag="validation"
         )
-        await runner.prepare()
-        await runner.run()
-        rows = await runner.rows()
         check_attempts(rows, self.config.evaluation.max_failed_share, "validation")
         return [ScoredAttempt.from_row(r) for r in rows]
 

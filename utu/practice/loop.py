@@ -19,7 +19,7 @@ from utu.db.engine import Database
 from utu.errors import BudgetExhausted, RunFailed
 from utu.eval.metrics import ScoredAttempt, compute_metrics
 from utu.eval.outcome import RERUN, check_attempts
-from utu.eval.runner import EvalRunner
+from utu.eval.runner import evaluate_inside
 from utu.llm.usage import UsageTracker
 from utu.practice.data_manager import PracticeData
 from utu.practice.experience_updater import ExperienceUpdater
@@ -218,18 +218,10 @@ class PracticeLoop:
                 "data": ev.data.model_copy(update={"limit": limit}),
             }
         )
-        runner = EvalRunner(
-            config,
-            self.db,
-            self.agent,
-            self.verifier,
-            show_progress=False,
-            experiences=library.experiences,
-            owner=self.config.exp_id,
+        rows = await evaluate_inside(
+            config, self.db, self.agent, self.verifier, library.experiences, self.config.exp_id
         )
-        await runner.prepare()
-        await runner.run()
-        metrics = compute_metrics((ScoredAttempt.from_row(r) for r in await runner.rows()), config.pass_k)
+        metrics = compute_metrics((ScoredAttempt.from_row(r) for r in rows), config.pass_k)
         return StepEval(
             exp_id=config.exp_id, k=metrics.k, mean_at_k=metrics.mean_at_k, mean_at_k_ci95=metrics.mean_at_k_ci95
         )
