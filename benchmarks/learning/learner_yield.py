@@ -65,7 +65,7 @@ async def replicate(loop, rows, key: str, second_look: bool = False) -> dict:
         groups[row.dataset_index].append(as_attempt(row))
     start = time.perf_counter()
     empty = Library()
-    outcomes = await asyncio.gather(*(loop.updater.learn_from_group(g, empty) for g in groups.values()))
+    outcomes = await asyncio.gather(*(loop.updater.learn(g, empty) for g in groups.values()))
     failures = [f for o in outcomes for f in o.failures]
     library, records = await loop.propose(Step(0, 0, 0, {}, rows=rows, outcomes=outcomes, failures=failures), empty)
     result = {

@@ -2,6 +2,7 @@
 the step calls them in the table's order."""
 
 import ast
+import itertools
 import re
 
 from tests.conftest import ROOT
@@ -60,11 +61,55 @@ def test_the_code_calls_the_stages_in_the_table_s_order():
     assert in_order(source(loop, "PracticeLoop.practice_step"), "self.rollouts.groups(", "self.update(", "save_step(")
     assert in_order(source(loop, "PracticeLoop.update"), "self.propose(", "self.gate.decide(")
     assert in_order(source(loop, "PracticeLoop.propose"), ".consolidate(", ".restate(", "apply_operations(")
-    assert in_order(source(rollouts, "Rollouts.groups"), "self.rollout(", "self.learn(")
-    assert "run_attempt(" in source(rollouts, "Rollouts.rollout")
-    assert "learn_from_group(" in source(rollouts, "Rollouts.learn")
-    assert in_order(source(learner, "ExperienceUpdater.learn_from_group"), "self.summarise(", "self.compare(")
-    assert in_order(source(learner, "ExperienceUpdater._compare_once"), "self._advantage(", "self._propose_operations(")
+    assert in_order(source(rollouts, "Rollouts.groups"), "run_attempt,", "self.updater.learn(")
+    assert in_order(source("utu/eval/attempt.py", "run_attempt"), "await rollout(", "await verifier(row)")
+    assert in_order(source(learner, "ExperienceUpdater.learn"), "self.summarise(", "self.advantage(", "self.proposals(")
+
+
+LOOP, STEP_FILE = "utu/practice/loop.py", "utu/practice/step.py"
+GROUPS = [(LOOP, "PracticeLoop.practice_step"), ("utu/practice/rollouts.py", "Rollouts.groups")]
+LEARN = [*GROUPS, ("utu/practice/experience_updater.py", "ExperienceUpdater.learn")]
+UPDATE = [(LOOP, "PracticeLoop.practice_step"), (LOOP, "PracticeLoop.update")]
+PROPOSE = [*UPDATE, (LOOP, "PracticeLoop.propose")]
+# How a reader gets from the step to each stage: each function calls (or hands on) the next.
+PATHS = {
+    "rollouts": [*GROUPS, ("utu/eval/attempt.py", "run_attempt")],
+    "judge": [*GROUPS, ("utu/eval/attempt.py", "run_attempt")],
+    "summarise": LEARN,
+    "group advantage": LEARN,
+    "proposals": LEARN,
+    "consolidate": PROPOSE,
+    "restate": PROPOSE,
+    "screen": PROPOSE,
+    "gate": UPDATE,
+    "save": UPDATE[:1],
+}
+
+
+def called(path: str, name: str) -> set[str]:
+    """The functions `name` calls, or hands to `partial`, by their last name."""
+    node = defined(path, name)
+    assert node is not None, f"{name} not in {path}"
+    calls = [n for n in ast.walk(node) if isinstance(n, ast.Call)]
+    handed = [a for c in calls if isinstance(c.func, ast.Name) and c.func.id == "partial" for a in c.args[:1]]
+    targets = [c.func for c in calls] + handed
+    names = {t.id for t in targets if isinstance(t, ast.Name)}
+    return names | {t.attr for t in targets if isinstance(t, ast.Attribute)}
+
+
+def test_no_stage_is_more_than_three_calls_below_the_step():
+    for stage, function, path in stage_table():
+        hops = [*PATHS[stage], (path, function)]
+        assert len(hops) - 1 <= 3, f"{stage} is {len(hops) - 1} calls below practice_step"
+        for (caller_path, caller), (_, callee) in itertools.pairwise(hops):
+            called_as = "verifier" if callee == "Verifier.__call__" else callee.rpartition(".")[2]
+            assert called_as in called(caller_path, caller), f"{stage}: {caller} does not call {callee}"
+
+
+def test_the_path_check_fails_on_a_function_that_does_not_call_the_next():
+    learner = "utu/practice/experience_updater.py"
+    assert "advantage" not in called(learner, "ExperienceUpdater.summarise")
+    assert "advantage" not in called(learner, "ExperienceUpdater.advantage")  # its variable of that name is no call
 
 
 def test_loop_py_stays_a_loop_you_can_read():

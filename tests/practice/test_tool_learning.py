@@ -45,7 +45,7 @@ async def test_the_learner_sees_each_attempts_tools_next_to_its_reward(stub):
     server = stub(StubScript(replies=['{"ok": true}', json.dumps(advantage)]))  # the probe, then the call
     updater = ExperienceUpdater(client_for(server), PracticeArguments())
     group = [attempt(1.0, [call("convert_units")]), attempt(0.0, []), attempt(0.0, [call("python_executor", "boom")])]
-    outcome = await updater.learn_from_group(group, library=Library())
+    outcome = await updater.learn(group, library=Library())
     system, user = (m["content"] for m in server.requests[1]["messages"])
     assert "which tool to\ncall, or to avoid" in system
     assert "Attempt 1 (reward 1)\nTools called: convert_units x1 (ok):" in user
@@ -57,7 +57,7 @@ async def test_the_learner_sees_each_attempts_tools_next_to_its_reward(stub):
 async def test_groups_without_tool_calls_get_the_prompt_as_before(stub):
     server = stub(StubScript(replies=['{"ok": true}', json.dumps({"analysis": "a", "experiences": []})]))
     updater = ExperienceUpdater(client_for(server), PracticeArguments())
-    await updater.learn_from_group([attempt(1.0, []), attempt(0.0, [])], library=Library())
+    await updater.learn([attempt(1.0, []), attempt(0.0, [])], library=Library())
     system, user = (m["content"] for m in server.requests[1]["messages"])
     assert "Tools called" not in user and "tool" not in system
 
@@ -66,7 +66,7 @@ async def test_the_learner_is_told_which_attempts_ran_out_of_tokens(stub):
     server = stub(StubScript(replies=['{"ok": true}', json.dumps({"analysis": "a", "experiences": []})]))
     updater = ExperienceUpdater(client_for(server), PracticeArguments())
     cut = attempt(0.0, []).model_copy(update={"cut": True})
-    await updater.learn_from_group([attempt(1.0, []), cut], library=Library())
+    await updater.learn([attempt(1.0, []), cut], library=Library())
     user = server.requests[1]["messages"][1]["content"]
     assert "Attempt 1 (reward 1):" in user
     assert "Attempt 2 (reward 0; cut off at the agent's token limit before it finished):" in user
@@ -75,7 +75,7 @@ async def test_the_learner_is_told_which_attempts_ran_out_of_tokens(stub):
 async def test_the_advantage_schema_asks_for_the_kind_of_problem_before_the_experiences(stub):
     server = stub(StubScript(replies=['{"ok": true}', json.dumps({"analysis": "a", "experiences": []})]))
     updater = ExperienceUpdater(client_for(server), PracticeArguments())
-    await updater.learn_from_group([attempt(1.0, []), attempt(0.0, [])], library=Library())
+    await updater.learn([attempt(1.0, []), attempt(0.0, [])], library=Library())
     schema = server.requests[1]["response_format"]["json_schema"]["schema"]
     assert list(schema["properties"]) == ["analysis", "problem_kind", "experiences"] == schema["required"]
 
@@ -87,7 +87,7 @@ async def test_the_learner_reads_the_verifiers_note_on_each_attempt(stub):
     updater = ExperienceUpdater(client_for(server), PracticeArguments())
     right = attempt(1.0, []).model_copy(update={"critique": "extracted 11.33; gold 11.33"})
     whole = attempt(0.0, []).model_copy(update={"critique": "extracted 11;\n gold 11.33"})
-    await updater.learn_from_group([right, whole], library=Library())
+    await updater.learn([right, whole], library=Library())
     system, user = (m["content"] for m in server.requests[1]["messages"])
     assert "Attempt 1 (reward 1)\nVerifier: extracted 11.33; gold 11.33:" in user
     assert "Attempt 2 (reward 0)\nVerifier: extracted 11; gold 11.33:" in user
@@ -99,7 +99,7 @@ async def test_without_the_ground_truth_the_learner_gets_no_verifiers_note(stub)
     server = stub(StubScript(replies=['{"ok": true}', json.dumps({"analysis": "a", "experiences": []})]))
     updater = ExperienceUpdater(client_for(server), PracticeArguments(given_ground_truth=False))
     noted = [attempt(r, []).model_copy(update={"critique": "extracted 11; gold 11.33"}) for r in (1.0, 0.0)]
-    await updater.learn_from_group(noted, library=Library())
+    await updater.learn(noted, library=Library())
     system, user = (m["content"] for m in server.requests[-1]["messages"])
     assert "11.33" not in user and "Verifier" not in user and "verifier" not in system
 
@@ -109,7 +109,7 @@ async def test_each_learner_pass_compares_the_group_again_and_every_pass_propose
     replies = [json.dumps({"analysis": "a", "experiences": [text]}) for text in (RULE, other)]
     server = stub(StubScript(replies=['{"ok": true}', *replies]))
     updater = ExperienceUpdater(client_for(server), PracticeArguments(learner_passes=2))
-    outcome = await updater.learn_from_group([attempt(1.0, []), attempt(0.0, [])], library=Library())
+    outcome = await updater.learn([attempt(1.0, []), attempt(0.0, [])], library=Library())
     asked = [r for r in server.requests[1:] if r["response_format"]["json_schema"]["name"] == "GroupAdvantage"]
     assert len(asked) == 2 and asked[0]["messages"] == asked[1]["messages"]
     assert sorted(p.op.content for p in outcome.proposed) == sorted([RULE, other])
@@ -123,7 +123,7 @@ async def test_a_failed_pass_beside_one_that_found_nothing_is_not_a_failed_group
     empty = json.dumps({"analysis": "a", "experiences": []})
     server = stub(StubScript(replies=['{"ok": true}', *["not json"] * 3, empty]))  # 3 tries, then a failure
     updater = ExperienceUpdater(client_for(server), PracticeArguments(learner_passes=2))
-    outcome = await updater.learn_from_group([attempt(1.0, []), attempt(0.0, [])], library=Library())
+    outcome = await updater.learn([attempt(1.0, []), attempt(0.0, [])], library=Library())
     assert [f.stage for f in outcome.failures] == ["advantage"] and not outcome.proposed
     assert outcome.answered and not learner_failed_everywhere([outcome])
     assert learner_failed_everywhere([outcome.model_copy(update={"answered": False})])

@@ -70,17 +70,22 @@ class ExperienceUpdater:
                 return f"all rewards equal ({judged[0].reward:g})"
         return None
 
-    async def learn_from_group(self, attempts: list[GroupAttempt], library: Library) -> GroupOutcome:
-        """Summarise, then compare (group advantage and proposals), for one question's group (one CHAIN span, a
-        child span per stage)."""
+    async def learn(self, attempts: list[GroupAttempt], library: Library) -> GroupOutcome:
+        """Stages 1-3 for one question's group: summarise; then, `learner_passes` times, the group advantage and
+        the proposals it makes against `library` (one CHAIN span, a child span per stage)."""
         index = attempts[0].dataset_index
         rewards = [a.reward for a in attempts]
         with span(
             "learner group", CHAIN, input=attempts[0].question, **{"question.index": index, "rewards": rewards}
         ) as s:
             outcome = await self.summarise(attempts)
-            if outcome.studied:
-                await self.compare(outcome, library)
+            # Passes one after another, so the same prompt again may come from the server's prompt cache (llama.cpp's
+            # slot that read it, an API's prefix cache); sent at once, 2 passes took about 4 times one pass's time on
+            # the embedded 1.5B (one replicate).
+            for _ in range(self.p.learner_passes if outcome.studied else 0):
+                failed_before = len(outcome.failures)
+                advantage = await self.advantage(outcome)
+                outcome.add_pass(await self.proposals(advantage, library, outcome), failed_before)
             set_io(
                 s,
                 "output",
@@ -91,6 +96,23 @@ class ExperienceUpdater:
                 },
             )
             return outcome
+
+    async def learn_again(self, outcome: GroupOutcome, library: Library, refused: list[str]) -> GroupOutcome:
+        """Stages 2-3 again on a studied group's summaries (stage 1 is not repeated), for a step whose every
+        proposal was refused (`practice.learner_retries`). With `refused` (one line each: a text and why), the
+        comparison is shown them, so the new sample looks elsewhere; without, its prompt is the first try's, a
+        fresh sample (a near copy at temperature 0)."""
+        again = GroupOutcome(dataset_index=outcome.dataset_index, used=outcome.used, skip_reason=outcome.skip_reason)
+        if not outcome.studied:
+            return again
+        again.studied = outcome.studied
+        with span("learner group, again", CHAIN, input=outcome.studied[0][0].question) as s:
+            for _ in range(self.p.learner_passes):
+                failed_before = len(again.failures)
+                advantage = await self.advantage(again, refused)
+                again.add_pass(await self.proposals(advantage, library, again), failed_before)
+            set_io(s, "output", [p.op.model_dump() for p in again.proposed])
+        return again
 
     async def summarise(self, attempts: list[GroupAttempt]) -> GroupOutcome:
         """Stage 1 for one question's group: skipped (and why), or its judged attempts summarised (`studied`)."""
@@ -106,49 +128,6 @@ class ExperienceUpdater:
         if not outcome.studied:
             outcome.skip_reason = "no attempt could be summarised"
         return outcome
-
-    async def learn_again(self, outcome: GroupOutcome, library: Library, refused: list[str]) -> GroupOutcome:
-        """Stages 2-3 again on a studied group's summaries (stage 1 is not repeated), for a step whose every
-        proposal was refused (`practice.learner_retries`). With `refused` (one line each: a text and why), the
-        comparison is shown them, so the new sample looks elsewhere; without, its prompt is the first try's, a
-        fresh sample (a near copy at temperature 0)."""
-        again = GroupOutcome(dataset_index=outcome.dataset_index, used=outcome.used, skip_reason=outcome.skip_reason)
-        if not outcome.studied:
-            return again
-        again.studied = outcome.studied
-        with span("learner group, again", CHAIN, input=outcome.studied[0][0].question) as s:
-            await self.compare(again, library, refused)
-            set_io(s, "output", [p.op.model_dump() for p in again.proposed])
-        return again
-
-    async def compare(self, outcome: GroupOutcome, library: Library, refused: list[str] | None = None) -> None:
-        # Passes one after another, so the same prompt again may come from the server's prompt cache (llama.cpp's
-        # slot that read it, an API's prefix cache); sent at once, 2 passes took about 4 times one pass's time on
-        # the embedded 1.5B (one replicate).
-        for _ in range(self.p.learner_passes):
-            failed_before = len(outcome.failures)
-            operations = await self._compare_once(outcome.studied, library, outcome, refused)
-            outcome.proposed += [ProposedOp(op, [outcome.dataset_index]) for op in operations]
-            outcome.answered |= len(outcome.failures) == failed_before
-
-    async def _compare_once(
-        self,
-        kept: list[tuple[GroupAttempt, str]],
-        library: Library,
-        outcome: GroupOutcome,
-        refused: list[str] | None = None,
-    ) -> list[Operation]:
-        """Stages 2-3, one pass: the group's semantic advantage, then operations against the library."""
-        with span("learner.advantage", CHAIN) as s:
-            advantage = await self._advantage(kept, outcome, refused)
-            set_io(s, "output", advantage.model_dump() if advantage else None)
-        if advantage is None or not advantage.experiences:
-            return []
-        experiences = advantage.experiences[: self.p.num_experiences_per_query]
-        with span("learner.group_update", CHAIN, input=experiences) as s:
-            operations = await self._propose_operations(experiences, library, outcome)
-            set_io(s, "output", [op.model_dump() for op in operations])
-        return operations
 
     async def consolidate(
         self, library: Library, groups: list[GroupOutcome], step_failures: list[LearnerFailure]
@@ -253,9 +232,16 @@ class ExperienceUpdater:
             outcome.failures.append(_failure("summary", attempt.dataset_index, e))
             return None
 
-    async def _advantage(
-        self, kept: list[tuple[GroupAttempt, str]], outcome: GroupOutcome, refused: list[str] | None = None
-    ) -> GroupAdvantage | None:
+    async def advantage(self, outcome: GroupOutcome, refused: list[str] | None = None) -> GroupAdvantage | None:
+        """Stage 2, one pass: the group's semantic advantage, compared from its summaries (`outcome.studied`); with
+        `refused`, the texts a second look is shown. None when the learner failed (recorded on `outcome`)."""
+        with span("learner.advantage", CHAIN) as s:
+            advantage = await self._advantage(outcome, refused)
+            set_io(s, "output", advantage.model_dump() if advantage else None)
+        return advantage
+
+    async def _advantage(self, outcome: GroupOutcome, refused: list[str] | None) -> GroupAdvantage | None:
+        kept = outcome.studied
         gt = self.p.given_ground_truth
         with_tools = any(a.tools for a, _ in kept)
         with_notes = gt and any(verifier_note(a.critique) for a, _ in kept)  # a note can give the ground truth
@@ -290,9 +276,20 @@ class ExperienceUpdater:
         result.experiences = [x.strip() for x in result.experiences if x and x.strip()]
         return result
 
-    async def _propose_operations(
-        self, experiences: list[str], library: Library, outcome: GroupOutcome
+    async def proposals(
+        self, advantage: GroupAdvantage | None, library: Library, outcome: GroupOutcome
     ) -> list[Operation]:
+        """Stage 3, one pass: the advantage's experiences (at most `num_experiences_per_query`) as operations
+        against `library`."""
+        if advantage is None or not advantage.experiences:
+            return []
+        experiences = advantage.experiences[: self.p.num_experiences_per_query]
+        with span("learner.group_update", CHAIN, input=experiences) as s:
+            operations = await self._operations(experiences, library, outcome)
+            set_io(s, "output", [op.model_dump() for op in operations])
+        return operations
+
+    async def _operations(self, experiences: list[str], library: Library, outcome: GroupOutcome) -> list[Operation]:
         if not library.experiences:
             # Nothing to update, merge or delete: each new experience is an ADD, without a call (small models
             # asked anyway answered NONE to everything). Screening still decides what enters the library.

@@ -27,7 +27,7 @@ from utu.practice.gate import ValidationGate
 from utu.practice.library import Library, OpRecord, apply_operations
 from utu.practice.retries import look_again, mark_second_look, refusals_for_learner, refused_for_what_they_say
 from utu.practice.rollouts import Rollouts
-from utu.practice.step import Step, groups_with_contrast, learner_failed_everywhere, step_screening
+from utu.practice.step import Step, groups_with_contrast, learner_failed_everywhere, screen_against, step_questions
 from utu.practice.store import EVAL_PREFIX, PracticeStore
 from utu.practice.types import StepEval, StepStats
 from utu.tasks import gather_or_cancel
@@ -160,8 +160,10 @@ class PracticeLoop:
         return new_library
 
     async def propose(self, s: Step, library: Library) -> tuple[Library, list[OpRecord]]:
-        """Consolidate -> restate -> screen: the step's operations applied to a copy of `library`."""
-        screen, story_check, questions = step_screening(s, self.p)
+        """Consolidate -> restate -> screen: the step's operations applied to a copy of `library`, each screened
+        against the step's questions as it is applied."""
+        questions = step_questions(s.rows)
+        screen, story_check = screen_against(questions, self.p.screening, self.p.given_ground_truth, s.refused_before)
         proposed = await self.updater.consolidate(library, s.outcomes, s.failures)
         proposed = await self.updater.restate(proposed, story_check, questions, s.failures)
         return apply_operations(library, proposed, self.p.max_experiences, screen)

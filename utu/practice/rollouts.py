@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 from collections import defaultdict
 from collections.abc import AsyncIterator
+from functools import partial
 
 from utu.agents.agent import Agent
 from utu.config.models import TrainingFreeGRPOConfig
@@ -41,39 +42,35 @@ class Rollouts:
         for row in rows:
             groups[row.dataset_index].append(row)
         issued = _IssueCount(sum(map(needs_rollout, rows)), asyncio.Semaphore(self.config.rollout_concurrency))
-
-        async def group(group_rows: list[EvaluationSample]) -> GroupOutcome | None:
-            await gather_or_cancel(*(self.rollout(row, library, issued) for row in group_rows))  # rollouts, judged
-            if not self.pipeline or any(r.stage == "init" for r in group_rows):  # (init: max_cost was spent)
-                return None
-            if self.updater.llm is self.agent.llm:  # one client: the step's rollouts take its slots first
-                await issued.all.wait()
-            return await self.learn(group_rows, library)
-
-        outcomes = await gather_or_cancel(*(group(g) for g in groups.values()))
-        if any(row.stage == "init" for row in rows):  # attempts not started: the finished ones are saved
-            self.usage.check_budget()
-        if not self.pipeline:
-            outcomes = await gather_or_cancel(*(self.learn(g, library) for g in groups.values()))
-        return outcomes
-
-    async def rollout(self, row: EvaluationSample, library: Library, issued: "_IssueCount") -> None:
-        """One attempt with the library, at the rollout temperature, judged by the verify function."""
-        await run_attempt(
-            row,
+        attempt = partial(  # one attempt with the library at the rollout temperature, judged by the verify function
+            run_attempt,
             agent=self.agent,
             verifier=self.verifier,
             writer=self.writer,
             timeout=self.config.task_timeout,
             retries=self.config.evaluation.max_attempt_retries,
             experiences=library.experiences,
-            slots=issued.counting(),
             temperature=self.config.practice.rollout_temperature,
         )
 
-    async def learn(self, group_rows: list[EvaluationSample], library: Library) -> GroupOutcome:
-        """The learner on one judged group: summarise, group advantage, proposals (ExperienceUpdater)."""
-        return await self.updater.learn_from_group([as_attempt(r) for r in group_rows], library)
+        async def group(group_rows: list[EvaluationSample]) -> GroupOutcome | None:
+            await gather_or_cancel(*(attempt(row, slots=issued.counting()) for row in group_rows))  # rollouts, judged
+            if not self.pipeline or any(r.stage == "init" for r in group_rows):  # (init: max_cost was spent)
+                return None
+            if self.updater.llm is self.agent.llm:  # one client: the step's rollouts take its slots first
+                await issued.all.wait()
+            return await self.updater.learn(attempts_of(group_rows), library)  # summarise, advantage, proposals
+
+        outcomes = await gather_or_cancel(*(group(g) for g in groups.values()))
+        if any(row.stage == "init" for row in rows):  # attempts not started: the finished ones are saved
+            self.usage.check_budget()
+        if not self.pipeline:
+            outcomes = await gather_or_cancel(*(self.updater.learn(attempts_of(g), library) for g in groups.values()))
+        return outcomes
+
+
+def attempts_of(rows: list[EvaluationSample]) -> list[GroupAttempt]:
+    return [as_attempt(r) for r in rows]
 
 
 def as_attempt(row: EvaluationSample) -> GroupAttempt:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from utu.config.models import PracticeArguments, ScreeningConfig
+from utu.config.models import ScreeningConfig
 from utu.db.models import EvaluationSample
 from utu.eval.metrics import ScoredAttempt, mean_and_pass, tool_stats
 from utu.llm.usage import Usage
@@ -61,14 +61,6 @@ class Step:
             wall_time=time.perf_counter() - self.started,
             validation=self.validation,
         )
-
-
-def step_screening(step: Step, p: PracticeArguments) -> tuple[Screen, StoryCheck, dict[int, Question]]:
-    """The library's screening of a proposal against its step's questions, whether a refusal is only for its
-    question's story (which the learner may restate), and the questions by index."""
-    questions = step_questions(step.rows)
-    screen, story = screen_against(questions, p.screening, p.given_ground_truth, step.refused_before)
-    return screen, story, questions
 
 
 def step_questions(rows: list[EvaluationSample]) -> dict[int, Question]:

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from utu.eval.metrics import ToolStats
-from utu.practice.library import ProposedOp
+from utu.practice.library import Operation, ProposedOp
 
 
 class GroupAttempt(BaseModel):
@@ -44,6 +44,12 @@ class GroupOutcome(BaseModel):
     # The summarised attempts (stage 1) the proposals came from, so the learner can compare them again.
     studied: list[tuple[GroupAttempt, str]] = Field(default=[], exclude=True)
     answered: bool = Field(default=False, exclude=True)  # a pass of stages 2-3 got valid replies (maybe no proposal)
+
+    def add_pass(self, operations: list[Operation], failed_before: int) -> None:
+        """One pass of stages 2-3 (`failed_before`: the failures recorded before it): its proposals, and whether
+        it got valid replies."""
+        self.proposed += [ProposedOp(op, [self.dataset_index]) for op in operations]
+        self.answered |= len(self.failures) == failed_before
 
 
 class StageUsage(BaseModel):
