@@ -12,9 +12,15 @@ DOC = ROOT / "docs" / "architecture.md"
 
 def stage_table() -> list[tuple[str, str, str]]:
     section = DOC.read_text().split("## One practice step, end to end", 1)[1]
-    rows = re.findall(r"^\| ([a-z ]+) \| `([\w.]+)` \| `([\w/.]+)` \|$", section, re.MULTILINE)
+    rows = re.findall(r"^\| ([a-z ]+) \| `([\w.]+)` \| `([\w/.]+)` \| (.+) \|$", section, re.MULTILINE)
     assert rows, "no stage table in docs/architecture.md"
-    return rows
+    return [(stage, function, path) for stage, function, path, _ in rows]
+
+
+def stage_spans() -> dict[str, list[str]]:
+    section = DOC.read_text().split("## One practice step, end to end", 1)[1]
+    rows = re.findall(r"^\| ([a-z ]+) \| `[\w.]+` \| `[\w/.]+` \| (.+) \|$", section, re.MULTILINE)
+    return {stage: re.findall(r"`([\w.]+)`", spans) for stage, spans in rows}
 
 
 def defined(path: str, name: str) -> ast.AST | None:
@@ -54,6 +60,14 @@ def test_the_stages_are_the_paper_s_in_order_and_the_loop_s_docstring_names_them
     ]
     docstring = ast.get_docstring(ast.parse((ROOT / "utu/practice/loop.py").read_text())) or ""
     assert in_order(docstring, *(f"{s} ->" for s in stages[:-1]))
+
+
+def test_the_table_s_span_names_are_the_code_s():
+    code = "\n".join(p.read_text() for p in (ROOT / "utu").rglob("*.py"))
+    for stage, names in stage_spans().items():
+        for name in names:  # a span, a usage tag, or a learner stage whose tag is "learner.<stage>"
+            literal = f'"{name}"' in code or f'"{name.removeprefix("learner.")}")' in code
+            assert literal, f"{stage}: no span or tag {name!r} in utu/"
 
 
 def test_the_code_calls_the_stages_in_the_table_s_order():

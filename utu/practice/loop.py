@@ -4,7 +4,8 @@ One step (`PracticeLoop.practice_step`), in the paper's order:
   rollouts -> judge -> summarise -> group advantage -> proposals -> consolidate -> restate -> screen -> gate -> save
 the first five per question's group, as soon as its attempts are judged (rollouts.py, experience_updater.py); the
 rest once for the batch (`update`, gate.py), the library saved with its operations and statistics in one
-transaction (store.py). When every proposal was refused, the learner takes a second look (retries.py).
+transaction (store.py). When every proposal was refused, the learner takes a second look (`second_look`; when, and
+what it is shown: retries.py).
 What one step carries from stage to stage is a `Step` (step.py). Resume (`restart_step`): steps before it are
 reused from the database, steps from it on are recomputed; an unfinished step resumes with the attempts it has.
 """
