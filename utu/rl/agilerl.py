@@ -20,11 +20,9 @@ names them; none is ignored. Rewards: AgileRL's `reward_fn(completion, solution,
 our verify functions (`HuggingFaceGym.from_dataset`).
 """
 
-import asyncio
-import contextlib
-import random
+import copy
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,21 +30,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from utu.config.rl import DEFAULT_SYSTEM_PROMPT
+from utu.rl.evolution import HyperparameterConfig, Mutations, RLParameter, TournamentSelection
+from utu.rl.finetune import finetune_llm, finetune_llm_reasoning, run_selection_and_mutation
+from utu.rl.grpo import LearningRateFactor, Rollout, is_peft, random_state, restore_random_state
 from utu.rl.grpo import LocalGRPO as Trainer
-from utu.rl.grpo import Rollout, is_peft, random_state, restore_random_state
+from utu.rl.hf_gym import HuggingFaceGym, Prompt, TokenSpace, run_sync
 from utu.rl.losses import completion_mask
-
-
-@dataclass(frozen=True)
-class TokenSpace:
-    """Stands in for AgileRL's gym spaces (token ids in [0, vocab_size)); kept so its constructor calls work."""
-
-    vocab_size: int
-
-    @property
-    def shape(self) -> tuple[int]:
-        return (1,)
 
 
 @dataclass(frozen=True)
@@ -57,207 +46,9 @@ class CosineLRScheduleConfig:
     warmup_proportion: float = 0.05
 
 
-Prompt = dict[str, Any]  # {"input_ids": (1, L), "attention_mask": (1, L), "question": str, "answer": str}
-
-
-class HuggingFaceGym:
-    """Prompts from a data set, rewards from a function: AgileRL's `HuggingFaceGym`, over any rows with
-    `question` and `answer` (a `datasets.Dataset`, a list of dicts, or our data sets via `from_dataset`).
-
-    `reset()` gives the next batch of tokenized prompts; `step(completion_ids)` scores the completions of the
-    current batch and gives (next prompts, rewards (prompts, G)). Under several processes each takes prompts
-    r, r + W, ... of a global batch of `data_batch_size_per_gpu * W` (the split our trainer's update expects)."""
-
-    def __init__(
-        self,
-        train_dataset: Sequence[Mapping[str, Any]],
-        test_dataset: Sequence[Mapping[str, Any]],
-        tokenizer: Any,
-        reward_fn: Callable[[str, str, str], float] | None = None,
-        conversation_template: list[dict[str, str]] | None = None,
-        data_batch_size_per_gpu: int = 8,
-        custom_collate_fn: Callable | None = None,
-        accelerator: Any = None,
-        apply_chat_template_fn: Callable | None = None,
-        max_context_length: int | None = None,
-        seed: int = 42,
-        verifier: Any = None,
-        tools: list[Any] | None = None,
-        max_turns: int = 4,
-    ):
-        """Beyond AgileRL's arguments: `verifier` (one of our verify functions, instead of `reward_fn`), and
-        `tools` (toolkits, utu.tools.base.Toolkit) with `max_turns`: `GRPO.get_action` then runs each completion
-        over several turns in which the model calls them; its action mask marks the model's own tokens only."""
-        if custom_collate_fn is not None:
-            raise ValueError(
-                "HuggingFaceGym: custom_collate_fn is not supported; shape prompts with "
-                "conversation_template or apply_chat_template_fn"
-            )
-        if (reward_fn is None) == (verifier is None):
-            raise ValueError("HuggingFaceGym: give exactly one of reward_fn and verifier")
-        if (conversation_template is None) == (apply_chat_template_fn is None):
-            raise ValueError("HuggingFaceGym: give exactly one of conversation_template and apply_chat_template_fn")
-        self.tokenizer, self.reward_fn, self.verifier = tokenizer, reward_fn, verifier
-        self.template, self.template_fn = conversation_template, apply_chat_template_fn
-        self.batch_size, self.seed = data_batch_size_per_gpu, seed
-        self.world = accelerator.num_processes if accelerator is not None else 1
-        self.rank = accelerator.process_index if accelerator is not None else 0
-        self.max_context_length = max_context_length
-        self.tools = None
-        if tools and (conversation_template is None or conversation_template[-1]["role"] == "assistant"):
-            raise ValueError(
-                "HuggingFaceGym: tools need the prompt made from conversation_template, ending with a user or "
-                "system message (the tools go into it); apply_chat_template_fn and a started answer cannot show them"
-            )
-        if tools:
-            from utu.rl.tool_chat import ToolChat
-            from utu.tools.runner import ToolRunner
-
-            self.tools = ToolChat(tokenizer, ToolRunner(tools), max_turns=max_turns)
-        self.splits = {"train": self._rows(train_dataset), "test": self._rows(test_dataset)}
-        self.split = "train"
-        self.cursor = {"train": 0, "test": 0}
-        self.current: list[Prompt] = []
-        self.observation_space = TokenSpace(len(tokenizer))
-        self.action_space = TokenSpace(len(tokenizer))
-
-    @classmethod
-    def from_dataset(
-        cls,
-        source: str | Path,
-        tokenizer: Any,
-        verify: str = "math.py",
-        test_size: int = 16,
-        system: str = DEFAULT_SYSTEM_PROMPT,
-        db_url: str | None = None,
-        **kwargs: Any,
-    ) -> "HuggingFaceGym":
-        """One of our data sets (a name in the SQL store, bundled ones load themselves, or a JSONL file), the last
-        `test_size` questions held out, rewarded by one of our verify functions (`utu/verify/`)."""
-        from utu.rl.env import load_questions
-        from utu.verify import Verifier, load_verifier
-
-        path = Path(source)
-        file_path = path if path.suffix == ".jsonl" else None
-        questions = _run(load_questions(None if file_path else str(source), file_path, db_url))
-        if len(questions) <= test_size:
-            raise ValueError(f"{source}: {len(questions)} questions leave none for training after test_size")
-        rows = [{"question": q, "answer": a or ""} for _, q, a in questions]
-        template = [{"role": "system", "content": system}, {"role": "user", "content": "{question}"}]
-        verifier = Verifier(load_verifier(verify), timeout=10)
-        return cls(
-            rows[:-test_size], rows[-test_size:], tokenizer, conversation_template=template, verifier=verifier, **kwargs
-        )
-
-    # --- prompts --------------------------------------------------------------------------------------
-
-    def _rows(self, dataset: Sequence[Mapping[str, Any]]) -> list[Prompt]:
-        rows = []
-        for i, row in enumerate(dataset):
-            if "question" not in row or "answer" not in row:
-                raise ValueError(f"HuggingFaceGym: row {i} needs 'question' and 'answer' (it has {sorted(row)})")
-            prompt: Prompt = {"question": str(row["question"]), "answer": str(row["answer"]), **self._tokenize(row)}
-            if self.tools is not None:
-                prompt["tools"] = self.tools  # how GRPO.get_action learns of them (it sees only the prompts)
-            if self.max_context_length is None or prompt["input_ids"].size(1) <= self.max_context_length:
-                rows.append(prompt)
-        if not rows:
-            raise ValueError("HuggingFaceGym: no rows (or none within max_context_length)")
-        return rows
-
-    def _tokenize(self, row: Mapping[str, Any]) -> dict[str, Tensor]:
-        if self.template_fn is not None:
-            enc = self.template_fn(row["question"], row["answer"], self.tokenizer)
-            return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
-        assert self.template is not None  # the other of the two (__init__ checks)
-        fill = {"question": row["question"], "answer": row["answer"]}
-        messages = [{"role": m["role"], "content": m["content"].format(**fill)} for m in self.template]
-        continues = messages[-1]["role"] == "assistant"  # a started answer ("<think>") the model continues
-        if self.tools is not None and not continues:
-            text = self.tools.prompt(messages)  # the tools in the prompt, as the template (or we) put them
-        else:
-            text = self.tokenizer.apply_chat_template(
-                messages, tokenize=False, add_generation_prompt=not continues, continue_final_message=continues
-            )
-        enc = self.tokenizer(text, return_tensors="pt", add_special_tokens=False)
-        return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
-
-    def _next_batch(self) -> list[Prompt]:
-        """This process's share of the next global batch; epochs reshuffle with the seed."""
-        rows, size = self.splits[self.split], self.batch_size * self.world
-        per_epoch = max(1, len(rows) // size)  # a last partial batch is dropped
-        epoch, index = divmod(self.cursor[self.split], per_epoch)
-        order = list(range(len(rows)))
-        if self.split == "train":
-            random.Random(f"{self.seed}:{epoch}").shuffle(order)
-        batch = [rows[i] for i in order[index * size : (index + 1) * size]]
-        self.cursor[self.split] += 1
-        return batch[self.rank :: self.world]
-
-    def reset(self, reset_dataloaders: bool = False) -> list[Prompt]:
-        if reset_dataloaders:
-            self.cursor[self.split] = 0
-        for prompt in self.current:  # last turns of completions never scored must not be scored later
-            prompt.pop("last_turns", None)
-        self.current = self._next_batch()
-        return self.current
-
-    def step(self, completion_ids: list[Tensor]) -> tuple[list[Prompt], Tensor]:
-        """Rewards (prompts, G) of the current batch's completions (as `GRPO.get_action` returns them: each
-        prompt's (G, prompt + completion) ids), then the next batch."""
-        if len(completion_ids) != len(self.current):
-            raise ValueError(f"step: {len(completion_ids)} groups for {len(self.current)} prompts")
-        texts = [
-            # with tools, get_action left each completion's last turn: what the verifier reads
-            prompt.pop("last_turns", None)
-            or self.tokenizer.batch_decode(ids[:, prompt["input_ids"].size(1) :], skip_special_tokens=True)
-            for prompt, ids in zip(self.current, completion_ids, strict=True)
-        ]
-        rewards = self._score(texts)
-        self.current = self._next_batch()
-        return self.current, rewards
-
-    def _score(self, texts: list[list[str]]) -> Tensor:
-        if self.reward_fn is not None:
-            scores = [
-                [float(self.reward_fn(t, p["answer"], p["question"])) for t in group]
-                for p, group in zip(self.current, texts, strict=True)
-            ]
-            return torch.tensor(scores)
-        from utu.rl.env import Prompt as EnvPrompt
-        from utu.rl.env import RewardAdapter
-
-        prompts = [EnvPrompt(i, p["question"], p["answer"], []) for i, p in enumerate(self.current)]
-        return _run(RewardAdapter(self.verifier).score(prompts, texts))
-
-    @contextlib.contextmanager
-    def eval_mode(self) -> Iterator[None]:
-        """Inside, `reset` / `step` walk the test set from its start; the training position is kept."""
-        saved, self.split = (self.split, self.current), "test"
-        self.cursor["test"] = 0
-        try:
-            yield
-        finally:
-            self.split, self.current = saved
-
-    def __len__(self) -> int:
-        return len(self.splits["train"])
-
-
-def _run(coroutine: Any) -> Any:
-    """Run a coroutine from synchronous code, also when the caller already runs an event loop (a notebook)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    import concurrent.futures
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
-
-
-# AgileRL arguments with a fixed meaning here: passing another value is refused, naming the argument.
-FIXED = {"hp_config": None, "calc_position_embeddings": True}
+FIXED = {"calc_position_embeddings": True, "use_vllm": False, "vllm_config": None}
+# What evolution may change mid-run (`hp_config`): GRPOSettings fields a running trainer reads at each step.
+EVOLVABLE = ("lr", "beta", "group_size", "batch_size", "clip_coef", "max_grad_norm", "update_epochs", "temperature")
 
 
 class GRPO:
@@ -267,9 +58,11 @@ class GRPO:
         self,
         observation_space: Any,
         action_space: Any,
-        actor_network: Any,
+        actor_network: Any = None,
         pad_token_id: int | None = None,
-        hp_config: Any = None,
+        pad_token: str | None = None,
+        model_name: str | None = None,
+        hp_config: HyperparameterConfig | None = None,
         index: int = 0,
         batch_size: int = 64,
         lr: float = 1e-4,
@@ -282,21 +75,45 @@ class GRPO:
         reduce_memory_peak: bool = False,
         min_output_tokens: int | None = 0,
         max_output_tokens: int = 1024,
+        max_model_len: int | None = None,
         beta: float = 0.001,
         lora_config: Any = None,
         cosine_lr_schedule_config: CosineLRScheduleConfig | None = None,
         accelerator: Any = None,
         device: str = "cpu",
+        use_vllm: bool = False,
+        vllm_config: Any = None,
         **unsupported: Any,
     ):
-        given = {"hp_config": hp_config, "calc_position_embeddings": calc_position_embeddings}
+        """AgileRL's arguments (before 2.4, with the observation and action spaces; since, without them); the
+        model is `actor_network`, or `model_name` (a folder or hub id) loaded with transformers. `pad_token` is
+        taken for AgileRL's signature; the id is what counts. `max_model_len` caps prompt plus completion."""
+        given = {"calc_position_embeddings": calc_position_embeddings, "use_vllm": use_vllm, "vllm_config": vllm_config}
         refused = sorted(unsupported) + [k for k, v in given.items() if v != FIXED[k]]
         if refused:
             raise ValueError(
                 f"utu.rl.agilerl.GRPO does not support {', '.join(refused)} "
-                "(no evolutionary HPO: hp_config must be None; positions always follow the attention mask)"
+                "(sampling is transformers' on this process, no vLLM; positions always follow the attention mask)"
             )
+        if (actor_network is None) == (model_name is None):
+            raise ValueError("GRPO: give exactly one of actor_network and model_name")
+        if actor_network is None:
+            from transformers import AutoModelForCausalLM
+
+            actor_network = AutoModelForCausalLM.from_pretrained(str(model_name), dtype=torch.float32)
+        if hp_config is not None and not isinstance(hp_config, HyperparameterConfig):
+            raise ValueError(f"GRPO: hp_config must be a HyperparameterConfig, not {type(hp_config).__name__}")
+        if hp_config and (unknown := [n for n in hp_config if n not in EVOLVABLE]):
+            raise ValueError(f"GRPO: hp_config names {', '.join(unknown)}; these can evolve: {', '.join(EVOLVABLE)}")
         self.observation_space, self.action_space, self.index = observation_space, action_space, index
+        self.hp_config, self.max_model_len = hp_config, max_model_len
+        self.fitness: list[float] = []  # one entry per `test`
+        self.scores: list[float] = []  # mean training reward per `learn`
+        self.steps: list[int] = [0]
+        self.mut = "None"  # the last mutation, as AgileRL names it
+        self.shared: SharedBase | None = None  # set when population members share one base model
+        self._adapter = ""  # this member's adapter on the shared model
+        self.init_hooks: list[Callable[[], None]] = []
         knobs: dict[str, Any] = {  # GRPOSettings' fields
             "batch_size": batch_size,
             "lr": lr,
@@ -325,6 +142,8 @@ class GRPO:
             "action_space": action_space,
             "pad_token_id": pad_token_id,
             "device": device,
+            "hp_config": hp_config,
+            "max_model_len": max_model_len,
         }
         self.trainer = Trainer(
             actor_network, None, accelerator=accelerator, device=device, pad_token_id=pad_token_id, **knobs
@@ -343,14 +162,15 @@ class GRPO:
     def get_action(self, states: list[Prompt], training: bool = True) -> tuple[list[Tensor], list[Tensor]]:
         """For each prompt, (G, prompt + completion) token ids and the (G, length - 1) action mask that marks
         which next tokens were generated (pads after the EOS are not). `training=False`: one completion each."""
+        self._activate()
         group = self.trainer.settings.group_size if training else 1
         prompts = [s["input_ids"][0][s["attention_mask"][0].bool()] for s in states]  # without any padding
         prompt_ids, prompt_mask = _left_pad(prompts, self.trainer.pad_id)
         tools = states[0].get("tools")
         if tools is None:
-            rollout = self.trainer.rollout(prompt_ids, prompt_mask, group)
+            rollout = self.trainer.rollout(prompt_ids, prompt_mask, group, self._room(prompt_ids.size(1)))
         else:
-            rollout = _run(self.trainer.rollout_with_tools(prompt_ids, prompt_mask, tools, group))
+            rollout = run_sync(self.trainer.rollout_with_tools(prompt_ids, prompt_mask, tools, group))
             for state, texts in zip(states, rollout.texts, strict=True):
                 state["last_turns"] = texts
         completions, masks = [], []
@@ -366,10 +186,23 @@ class GRPO:
 
     def learn(self, experiences: tuple[list[Tensor], list[Tensor], Tensor]) -> tuple[float, float]:
         """One GRPO update from (completion_ids, action_masks, rewards (prompts, G)); returns (loss, kl)."""
+        self._activate()
         completion_ids, action_masks, rewards = experiences
         rollout = self._rollout_from(completion_ids, action_masks)
-        metrics = self.trainer.learn(rollout, torch.as_tensor(rewards, dtype=torch.float32))
+        rewards = torch.as_tensor(rewards, dtype=torch.float32)
+        metrics = self.trainer.learn(rollout, rewards)
+        self.scores.append(float(rewards.mean()))
+        self.steps[-1] += len(completion_ids)
         return metrics.get("loss", 0.0), metrics.get("kl", 0.0)
+
+    def _room(self, prompt_width: int) -> int | None:
+        """Completion tokens `max_model_len` leaves after the longest prompt (None: no cap)."""
+        if self.max_model_len is None:
+            return None
+        room = self.max_model_len - prompt_width
+        if room < 1:
+            raise ValueError(f"get_action: a prompt of {prompt_width} tokens fills max_model_len={self.max_model_len}")
+        return min(room, self.trainer.settings.max_new_tokens)
 
     def _rollout_from(self, completion_ids: list[Tensor], action_masks: list[Tensor]) -> Rollout:
         prompts, completions, masks = [], [], []
@@ -409,6 +242,7 @@ class GRPO:
     def test(self, env: HuggingFaceGym, loop: int = 1) -> float:
         """Mean reward of one completion per prompt over `loop` batches of the env's test set (AgileRL's
         fitness); every random state is restored afterwards."""
+        self._activate()
         saved = random_state(self.trainer.shuffle)
         rewards = []
         try:
@@ -420,7 +254,9 @@ class GRPO:
                     rewards.append(scores.float().mean())
         finally:
             restore_random_state(saved, self.trainer.shuffle)
-        return float(torch.stack(rewards).mean())
+        fitness = float(torch.stack(rewards).mean())
+        self.fitness.append(fitness)
+        return fitness
 
     def set_training_mode(self, training: bool) -> None:
         self.trainer.model.train(training)
@@ -428,35 +264,211 @@ class GRPO:
     # --- checkpoints and copies -------------------------------------------------------------------------
 
     def save_checkpoint(self, path: str | Path) -> None:
+        """The agent alone: its weights (under a population, its adapter and the base), optimizer, scheduler,
+        step, random state, hyperparameters and evolution record (index, fitness, scores, steps, mutation)."""
+        self._activate()
         self.trainer.save_checkpoint(path)
         if self.accelerator.is_main_process:
-            torch.save({"index": self.index, **self.init_args}, Path(path) / "agilerl.pt")
+            torch.save({**self.init_args, **self._record()}, Path(path) / "agilerl.pt")
         self.accelerator.wait_for_everyone()
 
+    def _record(self) -> dict[str, Any]:
+        return {"index": self.index, "fitness": self.fitness, "scores": self.scores, "steps": self.steps}
+
     def load_checkpoint(self, path: str | Path) -> None:
-        """Weights, optimizer, scheduler, step and random state from `path` into this agent."""
+        """Weights, optimizer, scheduler, step, random state and evolution record from `path` into this agent."""
+        self.clean_up()
         self.trainer = Trainer.load(path, device=self.init_args["device"], accelerator=self.accelerator)
-        self.index = torch.load(Path(path) / "agilerl.pt", weights_only=False)["index"]
+        self._restore(torch.load(Path(path) / "agilerl.pt", weights_only=False))
+
+    def _restore(self, extra: dict[str, Any]) -> None:
+        self.index, self.fitness, self.scores = extra["index"], list(extra["fitness"]), list(extra["scores"])
+        self.steps, self.mut, self.shared, self.init_hooks = list(extra["steps"]), "None", None, []
+        self._adapter = ""
+        self.hp_config, self.max_model_len = extra["hp_config"], extra["max_model_len"]
 
     @classmethod
     def load(cls, path: str | Path, device: str = "cpu", accelerator: Any = None) -> "GRPO":
         extra = torch.load(Path(path) / "agilerl.pt", weights_only=False)
         agent = cls.__new__(cls)
         agent.observation_space, agent.action_space = extra["observation_space"], extra["action_space"]
-        agent.index, agent.init_args = extra["index"], {**extra, "device": device}
-        agent.init_args.pop("index")
+        agent.init_args = {k: extra[k] for k in ("observation_space", "action_space", "pad_token_id")}
+        agent.init_args |= {"device": device, "hp_config": extra["hp_config"], "max_model_len": extra["max_model_len"]}
         agent.trainer = Trainer.load(path, device=device, accelerator=accelerator)
+        agent._restore(extra)
         return agent
 
     def clone(self, index: int | None = None, wrap: bool = True) -> "GRPO":
-        """An independent copy (weights, optimizer state, step, random state), through a checkpoint."""
+        """An independent copy: weights, optimizer state, step, random state, hyperparameters and evolution
+        record. A population member's copy is a new adapter on the same base model; any other agent's goes
+        through a checkpoint."""
         if not wrap:
             raise ValueError("clone: wrap=False is not supported (models are always prepared by Accelerate)")
-        with tempfile.TemporaryDirectory() as tmp:
-            self.save_checkpoint(Path(tmp) / "agent")
-            copy = GRPO.load(Path(tmp) / "agent", device=self.init_args["device"], accelerator=self.accelerator)
-        copy.index = self.index if index is None else index
-        return copy
+        if self.shared is not None:
+            twin = self._member(copy_of=self)
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                self.save_checkpoint(Path(tmp) / "agent")
+                twin = GRPO.load(Path(tmp) / "agent", device=self.init_args["device"], accelerator=self.accelerator)
+        twin.index = self.index if index is None else index
+        twin.mut = self.mut
+        return twin
+
+    # --- populations ------------------------------------------------------------------------------------
+
+    @classmethod
+    def population(
+        cls,
+        size: int,
+        observation_space: Any = None,
+        action_space: Any = None,
+        wrapper_cls: Any = None,
+        wrapper_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list["GRPO"]:
+        """`size` agents with the same arguments, indices 0..size-1. With `lora_config` they share one frozen
+        base model, each with its own adapter, optimizer and hyperparameters (memory grows by adapters, not
+        models); without, each holds a copy of the model."""
+        if wrapper_cls is not None or wrapper_kwargs:
+            raise ValueError("GRPO.population: wrapper_cls is not supported (AgileRL's LLM agents take none)")
+        if size < 1:
+            raise ValueError(f"GRPO.population: size must be >= 1, not {size}")
+        kwargs.pop("index", None)
+        first = cls(observation_space, action_space, index=0, **kwargs)
+        if kwargs.get("lora_config") is None:
+            network = kwargs.pop("actor_network", None)
+            return [first] + [
+                cls(observation_space, action_space, actor_network=copy.deepcopy(network), index=i, **kwargs)
+                for i in range(1, size)
+            ]
+        if first.accelerator.num_processes > 1 and size > 1:
+            raise ValueError(
+                "GRPO.population: members sharing a base model run in one process for now; under several "
+                "processes build the agents one by one (GRPO(...)) or run without accelerate launch"
+            )
+        first._adapter = first.unwrap_models().active_adapter
+        first.shared = SharedBase(first.unwrap_models(), {first._adapter})
+        members = [first]
+        for i in range(1, size):
+            member = first._member(copy_of=None)
+            member.index = i
+            members.append(member)
+        return members
+
+    def _activate(self) -> None:
+        """Under a shared base, this member's adapter is the one in use (and the only one trainable)."""
+        if self.shared is not None:
+            self.shared.model.set_adapter(self._adapter)
+
+    def _member(self, copy_of: "GRPO | None") -> "GRPO":
+        """A new member on this agent's base model: a fresh adapter (initialised as LoRA does), or a copy of
+        `copy_of`'s adapter with its optimizer, scheduler, step, random state and evolution record."""
+        assert self.shared is not None
+        source = copy_of or self
+        model, name = self.shared.model, self.shared.new_name()
+        model.add_adapter(name, model.peft_config[source._adapter])
+        if copy_of is not None:
+            from peft import get_peft_model_state_dict, set_peft_model_state_dict
+
+            weights = get_peft_model_state_dict(model, adapter_name=copy_of._adapter)
+            set_peft_model_state_dict(model, weights, adapter_name=name)
+        model.set_adapter(name)
+        rng = torch.get_rng_state()  # a trainer seeds torch when built; the run's stream goes on untouched
+        trainer = Trainer(
+            model,
+            None,
+            accelerator=self.accelerator,
+            device=self.init_args["device"],
+            pad_token_id=self.trainer.pad_id,
+            eos_token_id=self.trainer.eos_id,
+            **source.trainer.settings.model_dump(),
+        )
+        torch.set_rng_state(rng)
+        if copy_of is not None:
+            trainer.optimizer.load_state_dict(copy_of.trainer.optimizer.state_dict())
+            trainer.scheduler.load_state_dict(copy_of.trainer.scheduler.state_dict())
+            trainer.step = copy_of.trainer.step
+            trainer.shuffle.set_state(copy_of.trainer.shuffle.get_state())
+        member = GRPO.__new__(GRPO)
+        member.__dict__ |= {k: v for k, v in self.__dict__.items() if k not in ("trainer", "_adapter")}
+        member.trainer, member._adapter, member.shared = trainer, name, self.shared
+        member.init_args = dict(source.init_args)
+        member.hp_config = copy.deepcopy(source.hp_config)
+        record = copy.deepcopy(source._record()) if copy_of is not None else {"fitness": [], "scores": [], "steps": [0]}
+        member.fitness, member.scores, member.steps = record["fitness"], record["scores"], record["steps"]
+        member.mut, member.init_hooks = "None", list(source.init_hooks)
+        self.shared.adapters.add(name)
+        self._activate()
+        return member
+
+    def clean_up(self) -> None:
+        """Free what only this agent holds: under a shared base its adapter (the others keep theirs)."""
+        shared = getattr(self, "shared", None)
+        if shared is not None and self._adapter in shared.adapters:
+            shared.adapters.discard(self._adapter)
+            if shared.adapters:
+                shared.model.set_adapter(next(iter(shared.adapters)))
+                shared.model.delete_adapter(self._adapter)
+
+    # --- hyperparameters --------------------------------------------------------------------------------
+
+    def hyperparameter(self, name: str) -> float:
+        return getattr(self.trainer.settings, name)
+
+    def set_hyperparameter(self, name: str, value: float) -> None:
+        """Set an evolvable hyperparameter (EVOLVABLE); a new learning rate takes effect at once, keeping the
+        optimizer's moments (AgileRL rebuilds the optimizer instead)."""
+        if name not in EVOLVABLE:
+            raise ValueError(f"set_hyperparameter: {name} cannot change mid-run; these can: {', '.join(EVOLVABLE)}")
+        if name == "beta" and value > 0 and self.trainer.reference is None and not self.is_lora:
+            raise ValueError("set_hyperparameter: beta > 0 needs a reference model; start with beta > 0 or LoRA")
+        settings = self.trainer.settings
+        self.trainer.settings = type(settings)(**{**settings.model_dump(), name: value})
+        if name == "lr":
+            scheduler = getattr(self.trainer.scheduler, "scheduler", self.trainer.scheduler)  # inside Accelerate's
+            factor = LearningRateFactor(self.trainer.settings)(scheduler.last_epoch)
+            scheduler.base_lrs = [value for _ in scheduler.base_lrs]
+            for group in self.trainer.optimizer.param_groups:
+                group["initial_lr"], group["lr"] = value, value * factor
+
+    def __getattr__(self, name: str) -> Any:
+        """AgileRL's agents expose their hyperparameters as attributes (`agent.lr`)."""
+        if name in EVOLVABLE and "trainer" in self.__dict__:
+            return self.hyperparameter(name)
+        raise AttributeError(name)
+
+    def register_init_hook(self, hook: Callable[[], None]) -> None:
+        """`hook` runs after each mutation of this agent (AgileRL's hook, e.g. to resync a copy elsewhere)."""
+        self.init_hooks.append(hook)
+
+    def mutation_hook(self) -> None:
+        for hook in self.init_hooks:
+            hook()
+
+    def get_policy(self) -> Any:
+        return self.trainer.model
+
+    def evolvable_attributes(self, networks_only: bool = False) -> dict[str, Any]:
+        return {"actor": self.trainer.model} | ({} if networks_only else {"optimizer": self.trainer.optimizer})
+
+    def to_device(self, *experiences: Any) -> tuple[Any, ...]:
+        device = self.accelerator.device
+        return tuple(e.to(device) if isinstance(e, Tensor) else [t.to(device) for t in e] for e in experiences)
+
+    def preprocess_observation(self, observation: Any) -> Any:
+        """Prompts come tokenized from the env: nothing to do (as in AgileRL's GRPO)."""
+        return observation
+
+    @staticmethod
+    def copy_attributes(agent: "GRPO", clone: "GRPO") -> "GRPO":
+        """The evolution record and hyperparameters of `agent` onto `clone` (the weights are `clone`'s)."""
+        for name in ("index", "mut", "max_model_len"):
+            setattr(clone, name, getattr(agent, name))
+        clone.fitness, clone.scores, clone.steps = list(agent.fitness), list(agent.scores), list(agent.steps)
+        clone.hp_config = copy.deepcopy(agent.hp_config)
+        for name in EVOLVABLE:
+            clone.set_hyperparameter(name, agent.hyperparameter(name))
+        return clone
 
     def unwrap_models(self) -> Any:
         """The plain model (no DDP / DeepSpeed wrapper), e.g. to save it with `save_pretrained`."""
@@ -468,6 +480,19 @@ class GRPO:
     @property
     def is_lora(self) -> bool:
         return is_peft(self.unwrap_models())
+
+
+@dataclass
+class SharedBase:
+    """The one peft model a population's members share, and the adapters in use on it."""
+
+    model: Any
+    adapters: set[str]
+    made: int = 0
+
+    def new_name(self) -> str:
+        self.made += 1
+        return f"member{self.made}"
 
 
 def _left_pad(sequences: list[Tensor], pad_id: int) -> tuple[Tensor, Tensor]:
@@ -504,4 +529,19 @@ def _lora_settings(config: Any) -> dict | None:
     return ours
 
 
-__all__ = ["GRPO", "CosineLRScheduleConfig", "HuggingFaceGym", "TokenSpace"]
+ReasoningGym = HuggingFaceGym  # AgileRL 2.4+'s name (agilerl.llm_envs), with the same arguments used here
+
+__all__ = [
+    "GRPO",
+    "ReasoningGym",
+    "finetune_llm",
+    "finetune_llm_reasoning",
+    "run_selection_and_mutation",
+    "CosineLRScheduleConfig",
+    "HuggingFaceGym",
+    "HyperparameterConfig",
+    "Mutations",
+    "RLParameter",
+    "TokenSpace",
+    "TournamentSelection",
+]

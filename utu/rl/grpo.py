@@ -177,8 +177,11 @@ class LocalGRPO:
         )
 
     @torch.no_grad()
-    def rollout(self, prompt_ids: Tensor, prompt_mask: Tensor, group_size: int | None = None) -> Rollout:
-        """Sample `group_size` (default G) completions for each left-padded tokenized prompt."""
+    def rollout(
+        self, prompt_ids: Tensor, prompt_mask: Tensor, group_size: int | None = None, max_new_tokens: int | None = None
+    ) -> Rollout:
+        """Sample `group_size` (default G) completions for each left-padded tokenized prompt, each at most
+        `max_new_tokens` long (default: the `max_new_tokens` knob)."""
         s, g = self.settings, group_size or self.settings.group_size
         prompt_ids, prompt_mask = prompt_ids.to(self.accelerator.device), prompt_mask.to(self.accelerator.device)
         model = self.accelerator.unwrap_model(self.model)
@@ -188,7 +191,7 @@ class LocalGRPO:
             prompt_ids,
             prompt_mask,
             g,
-            s.max_new_tokens,
+            max_new_tokens or s.max_new_tokens,
             self.eos_id,
             self.pad_id,
             s.temperature,
@@ -443,7 +446,11 @@ class LocalGRPO:
         model = acc.unwrap_model(self.model)
         weights = acc.get_state_dict(self.model)  # gathers sharded weights (ZeRO-3, FSDP); DDP: the model's own
         if acc.is_main_process:
-            model.save_pretrained(tmp / "model", state_dict=None if is_peft(model) else weights)
+            adapter = model.active_adapter if is_peft(model) else None  # one of a population's (utu.rl.agilerl)
+            if adapter is not None:
+                model.save_pretrained(tmp / "model", selected_adapters=[adapter])
+            else:
+                model.save_pretrained(tmp / "model", state_dict=weights)
             if is_peft(model) and self.model_source is None:  # nothing else to rebuild the base from
                 copy.deepcopy(model).unload().save_pretrained(tmp / "base")  # unload: the plain base, no adapter
             if self.reference is not None:  # the KL anchor is the initial policy, not the current one
@@ -458,6 +465,7 @@ class LocalGRPO:
                 "scheduler": self.scheduler.state_dict(),
                 "processes": acc.num_processes,
                 "token_ids": {"pad_token_id": self.pad_id, "eos_token_id": self.eos_id},
+                "adapter": adapter,
             }
             torch.save(state, tmp / STATE_FILE)
             old = path.with_name(path.name + ".old")
@@ -488,7 +496,9 @@ class LocalGRPO:
                 if base_dir.is_dir()
                 else load_causal_lm(state["model_source"])[0]
             )
-            model: torch.nn.Module = PeftModel.from_pretrained(base, path / "model", is_trainable=True)
+            adapter = state.get("adapter") or "default"  # peft saves any other adapter in a folder of its name
+            adapter_dir = path / "model" if adapter == "default" else path / "model" / adapter
+            model: torch.nn.Module = PeftModel.from_pretrained(base, adapter_dir, is_trainable=True)
         else:
             model = AutoModelForCausalLM.from_pretrained(path / "model")
         agent = cls(
