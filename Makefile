@@ -13,7 +13,7 @@ LLAMA_VERSION := 0.3.36
 # The native llama.cpp build crashed (SIGSEGV in llama_decode) on these CPUs; these flags are safe everywhere.
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF
 
-.PHONY: sandbox install install-local install-local-1.5b install-phoenix install-rl demo test test-fast typecheck \
+.PHONY: agilerl-interop sandbox install install-local install-local-1.5b install-phoenix install-rl demo test test-fast typecheck \
 	lint bench phoenix clean
 
 $(PY):
@@ -91,6 +91,13 @@ lint: install
 
 bench: install
 	$(PY) benchmarks/speed/llm_client_overhead.py
+
+# What the real agilerl 2.58.0 does with scripts/rl/agilerl_interop.py, recorded to benchmarks/results (by hand:
+# its environment takes 3.6 GB); tests/rl/test_agilerl_interop.py compares utu.rl.agilerl with the record.
+agilerl-interop:
+	test -x .venv-agilerl/bin/python || python3.11 -m venv .venv-agilerl
+	.venv-agilerl/bin/python -m pip --disable-pip-version-check -q install "agilerl[cpu-llm]==2.58.0" torch==2.13.0
+	.venv-agilerl/bin/python scripts/rl/agilerl_interop.py --impl agilerl --record
 
 clean:
 	-$(PY) -m utu.llm.local stop --all

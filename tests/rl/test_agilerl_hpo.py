@@ -120,14 +120,14 @@ def test_the_hpo_tutorial_runs_with_its_imports_switched(tmp_path):
         mutation=mutations,
         selection_strategy=tournament,
         verbose=True,
-        num_epochs=4,
+        num_epochs=2,
     )
     assert len(pop) == 4 and len(fitnesses) == 4
     assert len({id(agent.trainer.model) for agent in pop}) == 1  # one base model, one adapter each
     assert len(pop[0].unwrap_models().peft_config) == 4  # the losers' adapters were freed
     rows = [json.loads(line) for line in Path(f"{elite_path}_metrics.jsonl").read_text().splitlines()]
     generations = [r["generation"] for r in rows if "generation" in r]
-    assert len(generations) == 3  # 4 epochs of 6 rows, 2 rows per agent and step, 4 agents: 3 steps, 3 generations
+    assert len(generations) == 2  # 2 epochs of 6 rows, 2 rows per agent and step, 4 agents: 2 steps, 2 generations
     mutated = {member["mutation"] for generation in generations for member in generation}
     assert mutated - {"None"} <= {"lr", "beta", "group_size"} and mutated - {"None"}
     for member in (m for generation in generations for m in generation):

@@ -324,6 +324,8 @@ class GRPO:
         action_space: Any = None,
         wrapper_cls: Any = None,
         wrapper_kwargs: dict[str, Any] | None = None,
+        device: str = "cpu",
+        resume_from_checkpoint: str | None = None,
         **kwargs: Any,
     ) -> list["GRPO"]:
         """`size` agents with the same arguments, indices 0..size-1. With `lora_config` they share one frozen
@@ -331,6 +333,11 @@ class GRPO:
         models); without, each holds a copy of the model."""
         if wrapper_cls is not None or wrapper_kwargs:
             raise ValueError("GRPO.population: wrapper_cls is not supported (AgileRL's LLM agents take none)")
+        if resume_from_checkpoint is not None:
+            raise ValueError(
+                "GRPO.population: resume_from_checkpoint is not supported; load each saved member with GRPO.load"
+            )
+        kwargs["device"] = device
         if size < 1:
             raise ValueError(f"GRPO.population: size must be >= 1, not {size}")
         kwargs.pop("index", None)

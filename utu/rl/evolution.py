@@ -108,8 +108,9 @@ class Member(Protocol):
 
 class Mutations:
     """Mutates a population: each agent gets no mutation or a learning-hyperparameter mutation, drawn with the
-    given relative probabilities. `mutation_sd` is accepted for AgileRL's signature; RL hyperparameters move by
-    their RLParameter's factors, as in AgileRL. `rand_seed` seeds this object's draws (and, as in AgileRL, the
+    given relative probabilities. `mutation_sd`, `dormant_threshold` and `activation_selection` are accepted for
+    AgileRL's signature and serve only the network mutations refused here; RL hyperparameters move by their
+    RLParameter's factors, as in AgileRL. `rand_seed` seeds this object's draws (and, as in AgileRL, the
     global torch / NumPy / Python seeds, which tournament selection draws from)."""
 
     def __init__(
@@ -121,6 +122,7 @@ class Mutations:
         activation: float,
         rl_hp: float,
         mutation_sd: float = 0.1,
+        dormant_threshold: float = 0.01,
         activation_selection: list[str] | None = None,
         mutate_elite: bool = True,
         rand_seed: int | None = None,
