@@ -56,8 +56,8 @@ class GRPO:
 
     def __init__(
         self,
-        observation_space: Any,
-        action_space: Any,
+        observation_space: Any = None,
+        action_space: Any = None,
         actor_network: Any = None,
         pad_token_id: int | None = None,
         pad_token: str | None = None,
@@ -83,6 +83,7 @@ class GRPO:
         device: str = "cpu",
         use_vllm: bool = False,
         vllm_config: Any = None,
+        seed: int = 0,
         **unsupported: Any,
     ):
         """AgileRL's arguments (before 2.4, with the observation and action spaces; since, without them); the
@@ -129,6 +130,7 @@ class GRPO:
             "lora": _lora_settings(lora_config),
             # AgileRL's GRPO averages per-sequence token means: our "grpo" loss type
             "loss_type": "grpo",
+            "seed": seed,
         }
         if cosine_lr_schedule_config is not None:
             c = cosine_lr_schedule_config
