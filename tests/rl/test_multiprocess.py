@@ -1,6 +1,7 @@
 """GRPO on two CPU processes (gloo), launched as users launch it: parity with one process for every loss type,
 with and without gradient accumulation and LoRA; the real command end to end; resume; main-process-only writes."""
 
+import json
 import os
 import subprocess
 import sys
@@ -114,3 +115,15 @@ def test_the_command_on_two_processes_writes_once_and_resumes_exactly(tmp_path):
     )
     assert one.returncode == 2
     assert "saved by 2 process(es)" in one.stderr and "--num_processes 2" in one.stderr
+
+
+def test_an_evolving_population_stays_one_population_across_processes(tmp_path):
+    """Under 2 processes each draws its own tournaments and mutations (no seed), and each samples its own test
+    completions; the main process's draws and the fitness over both processes' prompts are what every process
+    uses, so both hold the same population, generation after generation."""
+    done = launch(str(ROOT / "tests" / "rl" / "population_cases.py"), str(tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"population_rank{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0] == ranks[1]
+    lrs = {member["lr"] for generation in ranks[0] for member in generation}
+    assert lrs - {0.03}, "no learning rate mutated: the comparison would mean little"

@@ -20,9 +20,11 @@ names them; none is ignored. Rewards: AgileRL's `reward_fn(completion, solution,
 our verify functions (`HuggingFaceGym.from_dataset`).
 """
 
+import contextlib
 import copy
+import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -243,7 +245,7 @@ class GRPO:
 
     def test(self, env: HuggingFaceGym, loop: int = 1) -> float:
         """Mean reward of one completion per prompt over `loop` batches of the env's test set (AgileRL's
-        fitness); every random state is restored afterwards."""
+        fitness), over every process's prompts, so all processes agree; every random state is restored after."""
         self._activate()
         saved = random_state(self.trainer.shuffle)
         rewards = []
@@ -253,7 +255,7 @@ class GRPO:
                 for _ in range(loop):
                     completion_ids, _ = self.get_action(prompts, training=False)
                     prompts, scores = env.step(completion_ids)
-                    rewards.append(scores.float().mean())
+                    rewards.append(self.accelerator.gather(scores.float().to(self.accelerator.device)).mean())
         finally:
             restore_random_state(saved, self.trainer.shuffle)
         fitness = float(torch.stack(rewards).mean())
@@ -309,12 +311,28 @@ class GRPO:
         if self.shared is not None:
             twin = self._member(copy_of=self)
         else:
-            with tempfile.TemporaryDirectory() as tmp:
-                self.save_checkpoint(Path(tmp) / "agent")
-                twin = GRPO.load(Path(tmp) / "agent", device=self.init_args["device"], accelerator=self.accelerator)
+            with self._shared_temporary_folder() as tmp:
+                self.save_checkpoint(tmp / "agent")
+                twin = GRPO.load(tmp / "agent", device=self.init_args["device"], accelerator=self.accelerator)
         twin.index = self.index if index is None else index
         twin.mut = self.mut
         return twin
+
+    @contextlib.contextmanager
+    def _shared_temporary_folder(self) -> Iterator[Path]:
+        """A temporary folder the main process makes and every process uses (a checkpoint is written by all)."""
+        acc = self.accelerator
+        made = [tempfile.mkdtemp(prefix="utu-clone-") if acc.is_main_process else None]
+        if acc.num_processes > 1:
+            from accelerate.utils import broadcast_object_list
+
+            made = broadcast_object_list(made, from_process=0)
+        try:
+            yield Path(str(made[0]))
+        finally:
+            acc.wait_for_everyone()
+            if acc.is_main_process:
+                shutil.rmtree(str(made[0]), ignore_errors=True)
 
     # --- populations ------------------------------------------------------------------------------------
 

@@ -161,13 +161,22 @@ class Mutations:
         choices = self.rng.choice(2, size=len(targets), p=weights / weights.sum())
         if not self.mutate_elite and targets and targets[0] is population[0]:
             choices[0] = 0  # the elite heads the population after tournament selection
-        for agent, choice in zip(targets, choices, strict=True):
-            if choice == 0:
+        drawn = [self.draw(agent) if choice else None for agent, choice in zip(targets, choices, strict=True)]
+        for agent, change in zip(targets, same_on_every_process(drawn, population), strict=True):
+            if change is None:
                 self.no_mutation(agent)
             else:
-                self.rl_hyperparam_mutation(agent)
+                agent.set_hyperparameter(*change)
+                agent.mut = change[0]
             agent.mutation_hook()
         return population
+
+    def draw(self, individual: Any) -> tuple[str, int | float] | None:
+        """A learning-hyperparameter mutation for `individual`: (name, new value), or None without `hp_config`."""
+        if not individual.hp_config:
+            return None
+        name, parameter = individual.hp_config.sample(self.rng)
+        return name, parameter.mutate(individual.hyperparameter(name), self.rng)
 
     def no_mutation(self, individual: Any) -> Any:
         individual.mut = "None"
@@ -175,12 +184,12 @@ class Mutations:
 
     def rl_hyperparam_mutation(self, individual: Any) -> Any:
         """One hyperparameter of the agent's `hp_config`, grown or shrunk within its range."""
-        if not individual.hp_config:
+        change = self.draw(individual)
+        if change is None:
             individual.mut = "None"
-            return individual
-        name, parameter = individual.hp_config.sample(self.rng)
-        individual.set_hyperparameter(name, parameter.mutate(individual.hyperparameter(name), self.rng))
-        individual.mut = name
+        else:
+            individual.set_hyperparameter(*change)
+            individual.mut = change[0]
         return individual
 
 
@@ -217,6 +226,7 @@ class TournamentSelection:
             contenders = np.random.randint(0, len(population), size=self.tournament_size)
             next_index += 1
             picks.append((int(contenders[np.argmax(rank[contenders])]), next_index))
+        picks = same_on_every_process(picks, population)
         chosen = {parent for parent, _ in picks}
         for i, agent in enumerate(population):
             if i not in chosen:
@@ -231,6 +241,17 @@ class TournamentSelection:
                 placed.add(parent)
             new_population.append(member)
         return new_population[0], new_population, None
+
+
+def same_on_every_process(drawn: Any, population: list[Any]) -> Any:
+    """What the main process drew, on every process of a multi-process run (as AgileRL broadcasts its selection),
+    so the processes keep one population; `drawn` itself in one process."""
+    accelerator = getattr(population[0], "accelerator", None) if population else None
+    if accelerator is None or accelerator.num_processes == 1:
+        return drawn
+    from accelerate.utils import broadcast_object_list
+
+    return broadcast_object_list([drawn], from_process=0)[0]
 
 
 def _seed_everything(seed: int) -> None:
