@@ -17,7 +17,8 @@
 Everything runs on `utu.rl.grpo.LocalGRPO` (its losses, prefix sharing, multi-process update and checkpoints), so
 the arithmetic is the one tested against TRL. Arguments AgileRL has and we do not honour raise an error that
 names them; none is ignored. Rewards: AgileRL's `reward_fn(completion, solution, prompt) -> float`, or any of
-our verify functions (`HuggingFaceGym.from_dataset`).
+our verify functions (`HuggingFaceGym.from_dataset`). Evolutionary HPO (`GRPO.population`, `Mutations`,
+`TournamentSelection`, `finetune_llm`): utu/rl/evolution.py and utu/rl/finetune.py, re-exported here.
 """
 
 import contextlib
