@@ -249,3 +249,70 @@ def test_a_member_s_checkpoint_loads_alone(tmp_path):
     ids = torch.tensor([[3, 4, 5, 6]])
     assert torch.equal(logits(member, ids), loaded.unwrap_models()(ids).logits.detach())
     assert loaded.index == 2 and loaded.fitness == [0.25]
+
+
+def test_a_lost_agent_says_so_and_frees_its_optimizer(tmp_path):
+    tokenizer = char_tokenizer()
+    pop = make_population(tokenizer, size=3)
+    accelerator = pop[0].accelerator
+    prepared, losers = len(accelerator._optimizers), []
+    np.random.seed(0)
+    for generation in range(3):
+        for agent, fitness in zip(pop, (0.1, 0.9, 0.5), strict=True):
+            agent.fitness.append(fitness + generation)
+        before = list(pop)
+        _, pop, _ = TournamentSelection(2, True, 3).select(pop)
+        losers += [a for a in before if all(a is not b for b in pop)]
+    assert losers and len(accelerator._optimizers) == prepared  # clones take the losers' places, not more
+    assert len(pop[0].unwrap_models().peft_config) == 3
+    with pytest.raises(RuntimeError, match="was cleaned up"):
+        losers[0].get_action(make_env(tokenizer).reset())
+
+
+def test_hyperparameters_are_checked_before_anything_changes():
+    tokenizer = char_tokenizer()
+    agent = make_population(tokenizer, size=1)[0]
+    with pytest.raises(ValueError):
+        agent.set_hyperparameter("lr", "fast")
+    assert agent.lr == 0.03 and agent.trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.03)
+    agent.lr = 0.05  # as AgileRL's mutation writes it
+    assert agent.trainer.settings.lr == 0.05 and agent.trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.05)
+    refused = {
+        "whole number": HyperparameterConfig(group_size=RLParameter(min=4, max=12)),
+        "not a valid group_size": HyperparameterConfig(group_size=RLParameter(min=1, max=12, dtype=int)),
+        "outside": HyperparameterConfig(lr=RLParameter(min=1e-7, max=1e-5)),
+    }
+    for message, hp_config in refused.items():
+        with pytest.raises(ValueError, match=message):
+            make_population(tokenizer, size=1, hp_config=hp_config)
+    with pytest.raises(ValueError, match="starts at 0"):
+        make_population(tokenizer, size=1, hp_config=HyperparameterConfig(beta=RLParameter(0, 0.1)), beta=0.0)
+    with pytest.raises(ValueError, match="finite number"):
+        RLParameter(min="1e-6", max="1e-3")
+    assert (RLParameter(min=4.5, max=7.5, dtype=int).min, RLParameter(min=4.5, max=7.5, dtype=int).max) == (5, 7)
+
+
+def test_finetune_refuses_what_would_waste_or_lose_a_run(tmp_path):
+    tokenizer = char_tokenizer()
+    env = make_env(tokenizer)
+    pop = make_population(tokenizer, size=2)
+    evolving = {"mutation": Mutations(0.5, 0, 0, 0, 0, 0.5), "tournament": TournamentSelection(2, True, 2)}
+    for kwargs, message in [
+        ({"evo_steps": 3, "evaluation_interval": 2, **evolving}, "not a multiple"),
+        ({"num_epochs": 0}, "num_epochs must be"),
+        ({"max_steps": -5}, "max_steps must be"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            finetune_llm_reasoning(pop=pop, env=env, **kwargs)
+    with pytest.raises(ValueError, match="pop is empty"):
+        finetune_llm_reasoning(pop=[], env=env)
+    with pytest.raises(ValueError, match="population has 2"):
+        TournamentSelection(2, True, 8).select(pop)
+    kept = tmp_path / "results"
+    kept.mkdir()
+    (kept / "thesis.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not a checkpoint"):
+        pop[0].save_checkpoint(kept)
+    assert (kept / "thesis.txt").read_text() == "mine"
+    finetune_llm_reasoning(pop=pop, env=env, wb=True, elite_path=f"{tmp_path}/elite/", max_steps=4, verbose=False)
+    assert (tmp_path / "elite_metrics.jsonl").read_text().count("\n") == 2  # one row per agent and step

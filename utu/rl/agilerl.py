@@ -153,6 +153,30 @@ class GRPO:
         self.trainer = Trainer(
             actor_network, None, accelerator=accelerator, device=device, pad_token_id=pad_token_id, **knobs
         )
+        if hp_config:
+            self._check_ranges(hp_config)
+
+    def _check_ranges(self, hp_config: HyperparameterConfig) -> None:
+        """Each evolving hyperparameter's range holds valid values of its knob, the value it starts at, and can
+        move it; refused here rather than at the first mutation."""
+        from pydantic import ValidationError
+
+        settings = self.trainer.settings
+        for name, parameter in hp_config.items():
+            current = getattr(settings, name)
+            if isinstance(current, int) and parameter.dtype is not int:
+                raise ValueError(f"hp_config: {name} is a whole number; give RLParameter(..., dtype=int)")
+            for bound in (parameter.min, parameter.max):
+                try:
+                    type(settings)(**{**settings.model_dump(), name: bound})
+                except ValidationError as e:
+                    raise ValueError(f"hp_config: {name}={bound} is not a valid {name}: {e.errors()[0]['msg']}") from e
+            if not parameter.min <= current <= parameter.max:
+                raise ValueError(f"hp_config: {name} starts at {current}, outside [{parameter.min}, {parameter.max}]")
+            if current == 0:
+                raise ValueError(f"hp_config: {name} starts at 0, which growing or shrinking never moves")
+            if name == "beta" and self.trainer.reference is None and not self.is_lora:
+                raise ValueError("hp_config: beta can evolve only with a reference model; start with beta > 0 or LoRA")
 
     # --- acting and learning --------------------------------------------------------------------------
 
@@ -309,6 +333,7 @@ class GRPO:
         through a checkpoint."""
         if not wrap:
             raise ValueError("clone: wrap=False is not supported (models are always prepared by Accelerate)")
+        self._activate()
         if self.shared is not None:
             twin = self._member(copy_of=self)
         else:
@@ -384,7 +409,9 @@ class GRPO:
         return members
 
     def _activate(self) -> None:
-        """Under a shared base, this member's adapter is the one in use (and the only one trainable)."""
+        """Under a shared base, this member's adapter is the one in use (and the only one trainable). Every
+        method that uses the model starts here, so a cleaned-up agent says so."""
+        self._trainer()
         if self.shared is not None:
             self.shared.model.set_adapter(self._adapter)
 
@@ -430,40 +457,68 @@ class GRPO:
         return member
 
     def clean_up(self) -> None:
-        """Free what only this agent holds: under a shared base its adapter (the others keep theirs)."""
-        shared = getattr(self, "shared", None)
-        if shared is not None and self._adapter in shared.adapters:
-            shared.adapters.discard(self._adapter)
-            if shared.adapters:
-                shared.model.set_adapter(next(iter(shared.adapters)))
-                shared.model.delete_adapter(self._adapter)
+        """Free what only this agent holds (its trainer, optimizer and scheduler; under a shared base its adapter,
+        the others keep theirs). The agent cannot be used after it."""
+        trainer = self.__dict__.get("trainer")
+        if trainer is None:
+            return
+        acc = trainer.accelerator
+        for prepared, mine in ((acc._optimizers, trainer.optimizer), (acc._schedulers, trainer.scheduler)):
+            prepared[:] = [x for x in prepared if x is not mine]  # Accelerate keeps what it prepared otherwise
+        if self.shared is None:
+            acc._models[:] = [m for m in acc._models if m is not trainer.model]
+        elif self._adapter in self.shared.adapters:
+            self.shared.adapters.discard(self._adapter)
+            if self.shared.adapters:  # the last member keeps its adapter: peft needs one
+                self.shared.model.set_adapter(next(iter(self.shared.adapters)))
+                self.shared.model.delete_adapter(self._adapter)
+        del self.trainer
 
     # --- hyperparameters --------------------------------------------------------------------------------
 
     def hyperparameter(self, name: str) -> float:
-        return getattr(self.trainer.settings, name)
+        return getattr(self._trainer().settings, name)
 
     def set_hyperparameter(self, name: str, value: float) -> None:
-        """Set an evolvable hyperparameter (EVOLVABLE); a new learning rate takes effect at once, keeping the
-        optimizer's moments (AgileRL rebuilds the optimizer instead)."""
+        """Set an evolvable hyperparameter (EVOLVABLE), checked as the knob is; a new learning rate takes effect
+        at once, keeping the optimizer's moments (AgileRL rebuilds the optimizer instead)."""
         if name not in EVOLVABLE:
             raise ValueError(f"set_hyperparameter: {name} cannot change mid-run; these can: {', '.join(EVOLVABLE)}")
-        if name == "beta" and value > 0 and self.trainer.reference is None and not self.is_lora:
+        trainer = self._trainer()
+        settings = type(trainer.settings)(**{**trainer.settings.model_dump(), name: value})  # raises before a change
+        if name == "beta" and settings.beta > 0 and trainer.reference is None and not self.is_lora:
             raise ValueError("set_hyperparameter: beta > 0 needs a reference model; start with beta > 0 or LoRA")
-        settings = self.trainer.settings
-        self.trainer.settings = type(settings)(**{**settings.model_dump(), name: value})
+        trainer.settings = settings
         if name == "lr":
-            scheduler = getattr(self.trainer.scheduler, "scheduler", self.trainer.scheduler)  # inside Accelerate's
-            factor = LearningRateFactor(self.trainer.settings)(scheduler.last_epoch)
-            scheduler.base_lrs = [value for _ in scheduler.base_lrs]
-            for group in self.trainer.optimizer.param_groups:
-                group["initial_lr"], group["lr"] = value, value * factor
+            scheduler = getattr(trainer.scheduler, "scheduler", trainer.scheduler)  # inside Accelerate's wrapper
+            factor = LearningRateFactor(settings)(scheduler.last_epoch)
+            scheduler.base_lrs = [settings.lr for _ in scheduler.base_lrs]
+            for group in trainer.optimizer.param_groups:
+                group["initial_lr"], group["lr"] = settings.lr, settings.lr * factor
+
+    def _trainer(self) -> Trainer:
+        trainer = self.__dict__.get("trainer")
+        if trainer is None:
+            raise RuntimeError(
+                f"agent {self.index} was cleaned up (it lost a tournament, or clean_up was called); "
+                "use the population TournamentSelection.select returned"
+            )
+        return trainer
 
     def __getattr__(self, name: str) -> Any:
         """AgileRL's agents expose their hyperparameters as attributes (`agent.lr`)."""
+        if name == "trainer":  # only missing after clean_up
+            self._trainer()
         if name in EVOLVABLE and "trainer" in self.__dict__:
             return self.hyperparameter(name)
         raise AttributeError(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """`agent.lr = x` (as AgileRL's mutations write it) sets the hyperparameter the trainer uses."""
+        if name in EVOLVABLE and "trainer" in self.__dict__:
+            self.set_hyperparameter(name, value)
+        else:
+            super().__setattr__(name, value)
 
     def register_init_hook(self, hook: Callable[[], None]) -> None:
         """`hook` runs after each mutation of this agent (AgileRL's hook, e.g. to resync a copy elsewhere)."""

@@ -11,9 +11,10 @@
 
 For language models only the learning hyperparameters evolve (AgileRL says the same): an architecture, parameter
 or activation mutation is refused when `Mutations` is built. The agents are `utu.rl.agilerl.GRPO`; any object
-with `hp_config`, `fitness`, `index`, `mut`, `clone(index)`, `clean_up()` and `set_hyperparameter` would do.
+with what `Member` lists would do.
 """
 
+import math
 from collections.abc import ItemsView, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -33,10 +34,16 @@ class RLParameter:
     dtype: type = float
 
     def __post_init__(self) -> None:
-        if self.min > self.max:
-            raise ValueError(f"RLParameter: min {self.min} is above max {self.max}")
+        for name in ("min", "max", "shrink_factor", "grow_factor"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise ValueError(f"RLParameter: {name} must be a finite number, not {value!r}")
         if self.dtype not in (int, float):
             raise ValueError(f"RLParameter: dtype must be int or float, not {self.dtype!r}")
+        if self.dtype is int:  # the whole numbers within the range
+            self.min, self.max = math.ceil(self.min), math.floor(self.max)
+        if self.min > self.max:
+            raise ValueError(f"RLParameter: min {self.min} is above max {self.max}")
 
     def mutate(self, value: float, rng: np.random.Generator) -> int | float:
         factor = self.shrink_factor if rng.random() < 0.5 else self.grow_factor
@@ -107,7 +114,8 @@ class Member(Protocol):
 
 
 class Mutations:
-    """Mutates a population: each agent gets no mutation or a learning-hyperparameter mutation, drawn with the
+    """Mutates a population (agents with `hp_config`, `hyperparameter`, `set_hyperparameter`, `mut`,
+    `mutation_hook`): each agent gets no mutation or a learning-hyperparameter mutation, drawn with the
     given relative probabilities. `mutation_sd`, `dormant_threshold` and `activation_selection` are accepted for
     AgileRL's signature and serve only the network mutations refused here; RL hyperparameters move by their
     RLParameter's factors, as in AgileRL. `rand_seed` seeds this object's draws (and, as in AgileRL, the
@@ -137,8 +145,8 @@ class Mutations:
                 "them too); set them to 0 and evolve the learning hyperparameters with rl_hp"
             )
         for name, p in {"no_mutation": no_mutation, "rl_hp": rl_hp, "mutation_sd": mutation_sd}.items():
-            if not isinstance(p, int | float) or p < 0:
-                raise ValueError(f"Mutations: {name} must be a number >= 0, not {p!r}")
+            if isinstance(p, bool) or not isinstance(p, int | float) or not 0 <= p < math.inf:
+                raise ValueError(f"Mutations: {name} must be a finite number >= 0, not {p!r}")
         if not 0 <= new_layer_prob <= 1:
             raise ValueError(f"Mutations: new_layer_prob must be in [0, 1], not {new_layer_prob!r}")
         if no_mutation + rl_hp == 0:
@@ -196,12 +204,15 @@ class Mutations:
 class TournamentSelection:
     """The next generation: the elite (the best last fitness) first, then `population_size - 1` winners of
     tournaments of `tournament_size` agents drawn at random (NumPy's global generator, as AgileRL), ranked by
-    fitness; each winner after its first place is a clone under a new index. `eval_loop` (AgileRL before 2.4):
+    fitness; every winner but the elite takes a new index (above the highest), and a winner placed more than once
+    is cloned for its later places. `eval_loop` (AgileRL before 2.4):
     rank by the mean of the last `eval_loop` fitness values. Elitism is required for language models."""
 
     def __init__(self, tournament_size: int, elitism: bool, population_size: int, eval_loop: int = 1):
-        if tournament_size < 1 or population_size < 1 or eval_loop < 1:
-            raise ValueError("TournamentSelection: tournament_size, population_size and eval_loop must be >= 1")
+        sizes = {"tournament_size": tournament_size, "population_size": population_size, "eval_loop": eval_loop}
+        for name, size in sizes.items():
+            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+                raise ValueError(f"TournamentSelection: {name} must be a whole number >= 1, not {size!r}")
         if not elitism:
             raise ValueError(
                 "TournamentSelection(elitism=False) is not supported for language model populations (nor in "
@@ -213,10 +224,18 @@ class TournamentSelection:
     def fitness_of(self, agent: Any) -> float:
         if not agent.fitness:
             raise ValueError(f"TournamentSelection: agent {agent.index} has no fitness yet; call agent.test(env) first")
-        return float(np.mean(agent.fitness[-self.eval_loop :]))
+        fitness = float(np.mean(agent.fitness[-self.eval_loop :]))
+        if math.isnan(fitness):
+            raise ValueError(f"TournamentSelection: agent {agent.index}'s fitness is NaN; check its reward function")
+        return fitness
 
     def select(self, population: list[Any]) -> tuple[Any, list[Any], None]:
         """(elite, new population, None); agents not chosen are cleaned up (their adapters freed)."""
+        if len(population) != self.population_size:
+            raise ValueError(
+                f"TournamentSelection: population_size={self.population_size} but the population has "
+                f"{len(population)} agents"
+            )
         fitness = [self.fitness_of(agent) for agent in population]
         rank = np.argsort(np.argsort(fitness))  # ties: the earlier agent ranks lower, as in AgileRL
         best = int(np.argmax(rank))

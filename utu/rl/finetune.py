@@ -5,8 +5,8 @@ Each iteration every agent samples a group per prompt of the env's next batch, i
 `evaluation_interval` iterations each agent's `test` appends to its fitness; every `evo_steps` iterations
 tournament selection and mutation make the next generation (`utu.rl.evolution`), and the elite is saved when
 `save_elite`. Differences on purpose: `wb=True` writes the metrics AgileRL would send to Weights & Biases to
-`<elite_path or checkpoint_path or finetune>_metrics.jsonl` beside the checkpoints (no W&B here; a checkpoint
-folder is replaced whole when saved again); TensorBoard is refused.
+`<elite_path or checkpoint_path>_metrics.jsonl` beside the checkpoints (else `./finetune_metrics.jsonl`; no
+W&B here; a checkpoint folder is replaced whole when saved again); TensorBoard is refused.
 """
 
 import json
@@ -48,8 +48,9 @@ def finetune_llm(
     tensorboard_log_dir: str | None = None,
     wandb_kwargs: dict[str, Any] | None = None,
 ) -> tuple[list[Any], list[float]]:
-    """Train `pop` on `env` (or one env per agent from `env_fn`) for `max_steps` samples (default: `num_epochs`
-    passes over the training set, default one); returns the final population and each agent's last fitness."""
+    """Train `pop` on `env` (or one env per agent from `env_fn`) for `max_steps` prompts, counted over the whole
+    population (default: `num_epochs` passes over the training set, default one), as AgileRL counts them; returns
+    the final population and each agent's last fitness."""
     if tensorboard or tensorboard_log_dir or wandb_api_key or wandb_kwargs:
         raise ValueError("finetune_llm: TensorBoard and W&B keys are not supported here; wb=True writes metrics.jsonl")
     if (env is None) == (env_fn is None):
@@ -62,14 +63,25 @@ def finetune_llm(
         raise ValueError("finetune_llm: tournament and mutation need evo_steps")
     if save_elite and not elite_path:
         raise ValueError("finetune_llm: save_elite needs elite_path")
-    if evaluation_interval < 1:
-        raise ValueError(f"finetune_llm: evaluation_interval must be >= 1, not {evaluation_interval}")
+    if not pop:
+        raise ValueError("finetune_llm: pop is empty; make it with GRPO.population(size, ...)")
+    counts = {"evaluation_interval": evaluation_interval, "evo_steps": evo_steps, "max_steps": max_steps}
+    counts |= {"num_epochs": num_epochs, "checkpoint_steps": checkpoint_steps}
+    for name, count in counts.items():
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
+            raise ValueError(f"finetune_llm: {name} must be a whole number >= 1, not {count!r}")
+    if evolving and evo_steps % evaluation_interval:  # type: ignore[operator]  # evo_steps checked above
+        raise ValueError(
+            f"finetune_llm: evo_steps={evo_steps} is not a multiple of evaluation_interval={evaluation_interval}; "
+            "selection needs a fresh fitness"
+        )
     envs = [env] * len(pop) if env_fn is None else [env_fn() for _ in pop]
     batch = envs[0].batch_size * envs[0].world
     if max_steps is None:
         max_steps = (num_epochs or 1) * len(envs[0])
     iterations = -(max_steps // -(batch * len(pop)))
-    metrics = MetricsFile(Path(f"{elite_path or checkpoint_path or 'finetune'}_metrics.jsonl")) if wb else None
+    beside = Path(elite_path or checkpoint_path or "finetune")
+    metrics = MetricsFile(beside.with_name(beside.name + "_metrics.jsonl")) if wb else None
     main = accelerator is None or accelerator.is_main_process
     prompts = [e.reset(reset_dataloaders=True) for e in envs] if env_fn else [envs[0].reset(reset_dataloaders=True)]
     seen, next_checkpoint = 0, checkpoint_steps
@@ -94,7 +106,7 @@ def finetune_llm(
             pop = run_selection_and_mutation(selection, pop, mutation, elite_path=elite_path, save_elite=save_elite)
             if metrics is not None and main:
                 metrics.write({"iteration": i, "generation": [_hyperparameters(a) | {"agent": a.index} for a in pop]})
-        elif checkpoint_steps and checkpoint_path and next_checkpoint is not None and seen >= next_checkpoint:
+        if checkpoint_steps and checkpoint_path and next_checkpoint is not None and seen >= next_checkpoint:
             for agent in pop:
                 agent.save_checkpoint(Path(checkpoint_path) / f"agent_{agent.index}")
             next_checkpoint += checkpoint_steps

@@ -437,6 +437,8 @@ class LocalGRPO:
         Every process calls it (a collective under DeepSpeed / FSDP); the main process writes all but its
         own random state. The folder must be on a filesystem all processes see."""
         acc, path = self.accelerator, Path(path)
+        if path.exists() and not (path / STATE_FILE).is_file():  # a save replaces the folder whole
+            raise ValueError(f"{path} exists and is not a checkpoint; save to a new path (nothing was written)")
         tmp = path.with_name(path.name + ".tmp")
         if acc.is_main_process:
             shutil.rmtree(tmp, ignore_errors=True)
