@@ -53,29 +53,11 @@ def parameters(api: dict[str, Any]) -> dict[str, list[str]]:
     return out
 
 
-def tiny_model() -> Any:
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=32,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-        bos_token_id=0,
-        eos_token_id=0,
-        pad_token_id=0,
-    )
-    return LlamaForCausalLM(config)
-
-
 def user_script(api: dict[str, Any]) -> dict[str, Any]:
     """What a user of AgileRL's HPO writes around a population of GRPO agents."""
     from peft import LoraConfig
+
+    from utu.rl.toy import tiny_llama
 
     seen: dict[str, Any] = {}
     hp_config = api["HyperparameterConfig"](
@@ -85,7 +67,7 @@ def user_script(api: dict[str, Any]) -> dict[str, Any]:
     )
     pop = api["GRPO"].population(
         size=3,
-        actor_network=tiny_model(),
+        actor_network=tiny_llama(32),  # utu/rl/toy.py: torch and transformers only, so agilerl's venv runs it
         hp_config=hp_config,
         pad_token_id=0,
         pad_token="<pad>",
@@ -142,6 +124,7 @@ def main() -> int:
     parser.add_argument("--out", help="a JSON file to write")
     parser.add_argument("--record", action="store_true", help="write benchmarks/results/agilerl_interop.json")
     args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for utu.rl.toy
     api = load(args.impl)
     record: dict[str, Any] = {"impl": args.impl, "parameters": parameters(api)}
     if args.impl == "agilerl":
@@ -152,7 +135,6 @@ def main() -> int:
         record["script_error"] = f"{type(e).__name__}: {e}"
         traceback.print_exc()
     if args.record:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
         from benchmarks._common import write_result
 
         write_result("agilerl_interop", json.loads(json.dumps(record, default=str)))
