@@ -306,8 +306,9 @@ class GRPO:
 
     def load_checkpoint(self, path: str | Path) -> None:
         """Weights, optimizer, scheduler, step, random state and evolution record from `path` into this agent."""
-        self.clean_up()
-        self.trainer = Trainer.load(path, device=self.init_args["device"], accelerator=self.accelerator)
+        accelerator = self.accelerator
+        self.clean_up()  # what this agent held before; it is now the one in `path`, on a model of its own
+        self.trainer = Trainer.load(path, device=self.init_args["device"], accelerator=accelerator)
         self._restore(torch.load(Path(path) / "agilerl.pt", weights_only=False))
 
     def _restore(self, extra: dict[str, Any]) -> None:
