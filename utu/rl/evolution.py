@@ -171,11 +171,7 @@ class Mutations:
             choices[0] = 0  # the elite heads the population after tournament selection
         drawn = [self.draw(agent) if choice else None for agent, choice in zip(targets, choices, strict=True)]
         for agent, change in zip(targets, same_on_every_process(drawn, population), strict=True):
-            if change is None:
-                self.no_mutation(agent)
-            else:
-                agent.set_hyperparameter(*change)
-                agent.mut = change[0]
+            self._apply(agent, change)
             agent.mutation_hook()
         return population
 
@@ -192,12 +188,13 @@ class Mutations:
 
     def rl_hyperparam_mutation(self, individual: Any) -> Any:
         """One hyperparameter of the agent's `hp_config`, grown or shrunk within its range."""
-        change = self.draw(individual)
+        return self._apply(individual, self.draw(individual))
+
+    def _apply(self, individual: Any, change: tuple[str, int | float] | None) -> Any:
         if change is None:
-            individual.mut = "None"
-        else:
-            individual.set_hyperparameter(*change)
-            individual.mut = change[0]
+            return self.no_mutation(individual)
+        individual.set_hyperparameter(*change)
+        individual.mut = change[0]
         return individual
 
 

@@ -9,16 +9,14 @@ tournament selection and mutation make the next generation (`utu.rl.evolution`),
 W&B here; a checkpoint folder is replaced whole when saved again); TensorBoard is refused.
 """
 
-import json
 import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from utu.rl.evolution import Mutations, TournamentSelection
+from utu.rl.train import MetricsLog
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +59,7 @@ def finetune_llm(
     evolving = selection is not None and mutation is not None
     if evolving and not evo_steps:
         raise ValueError("finetune_llm: tournament and mutation need evo_steps")
+    evolve_every = evo_steps if evolving else None
     if save_elite and not elite_path:
         raise ValueError("finetune_llm: save_elite needs elite_path")
     if not pop:
@@ -70,7 +69,7 @@ def finetune_llm(
     for name, count in counts.items():
         if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
             raise ValueError(f"finetune_llm: {name} must be a whole number >= 1, not {count!r}")
-    if evolving and evo_steps % evaluation_interval:  # type: ignore[operator]  # evo_steps checked above
+    if evolve_every and evolve_every % evaluation_interval:
         raise ValueError(
             f"finetune_llm: evo_steps={evo_steps} is not a multiple of evaluation_interval={evaluation_interval}; "
             "selection needs a fresh fitness"
@@ -81,8 +80,8 @@ def finetune_llm(
         max_steps = (num_epochs or 1) * len(envs[0])
     iterations = -(max_steps // -(batch * len(pop)))
     beside = Path(elite_path or checkpoint_path or "finetune")
-    metrics = MetricsFile(beside.with_name(beside.name + "_metrics.jsonl")) if wb else None
     main = accelerator is None or accelerator.is_main_process
+    metrics = MetricsLog(beside.with_name(beside.name + "_metrics.jsonl"), tensorboard=False) if wb and main else None
     prompts = [e.reset(reset_dataloaders=True) for e in envs] if env_fn else [envs[0].reset(reset_dataloaders=True)]
     seen, next_checkpoint = 0, checkpoint_steps
     for i in range(iterations):
@@ -95,17 +94,18 @@ def finetune_llm(
             row = {"iteration": i, "agent": agent.index, "loss": loss, "kl": kl, "reward": float(rewards.mean())}
             if max_reward is not None:
                 row["accuracy"] = float((rewards == max_reward).float().mean())
-            if metrics is not None and main:
-                metrics.write(row | _hyperparameters(agent))
+            if metrics is not None:
+                metrics.write({"time": time.time(), **row, **_hyperparameters(agent)})
         if (i + 1) % evaluation_interval == 0:
             for k, agent in enumerate(pop):
                 agent.test(envs[k])
             if verbose and main:
                 log.info("iteration %d: fitness %s", i + 1, [round(a.fitness[-1], 3) for a in pop])
-        if evolving and (i + 1) % evo_steps == 0:  # type: ignore[operator]  # evo_steps checked above
+        if evolve_every and (i + 1) % evolve_every == 0:
             pop = run_selection_and_mutation(selection, pop, mutation, elite_path=elite_path, save_elite=save_elite)
-            if metrics is not None and main:
-                metrics.write({"iteration": i, "generation": [_hyperparameters(a) | {"agent": a.index} for a in pop]})
+            if metrics is not None:
+                generation = [_hyperparameters(a) | {"agent": a.index} for a in pop]
+                metrics.write({"time": time.time(), "iteration": i, "generation": generation})
         if checkpoint_steps and checkpoint_path and next_checkpoint is not None and seen >= next_checkpoint:
             for agent in pop:
                 agent.save_checkpoint(Path(checkpoint_path) / f"agent_{agent.index}")
@@ -142,22 +142,6 @@ def run_selection_and_mutation(
 
 def _hyperparameters(agent: Any) -> dict[str, Any]:
     return {name: agent.hyperparameter(name) for name in agent.hp_config or []} | {"mutation": agent.mut}
-
-
-class MetricsFile:
-    """One JSON line per record, flushed as written (a run stopped midway keeps what it logged)."""
-
-    def __init__(self, path: Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-
-    def write(self, row: dict[str, Any]) -> None:
-        with self.path.open("a") as f:
-            f.write(json.dumps({"time": time.time(), **row}, default=_plain) + "\n")
-
-
-def _plain(value: Any) -> Any:
-    return value.tolist() if isinstance(value, torch.Tensor) else str(value)
 
 
 __all__ = ["finetune_llm", "finetune_llm_reasoning", "run_selection_and_mutation"]
