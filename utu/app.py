@@ -6,9 +6,10 @@ it is entered into.
 """
 
 from contextlib import AsyncExitStack
+from pathlib import Path
 
 from utu.agents import Agent
-from utu.config.models import EvalConfig, ModelConfig
+from utu.config.models import AgentConfig, EvalConfig, ModelConfig
 from utu.db.engine import Database
 from utu.db.experiments import check_kind, check_row_owner, delete_rows, forget_experiment, register_experiment
 from utu.db.leases import experiment_lease
@@ -80,5 +81,21 @@ async def build_eval(stack: AsyncExitStack, config: EvalConfig, db: Database) ->
     client = await open_client(stack, config.agent.model, usage)
     judge = await open_judge(stack, config, usage)
     verifier = Verifier(verify, config.verify_timeout, config.timeout_score, llm=judge)
-    agent = Agent(config.agent, client, await open_toolkits(stack, config.agent.toolkits, llm=client))
+    agent = await open_agent(stack, config.agent, client)
     return EvalRunner(config, db, agent, verifier)
+
+
+async def open_agent(
+    stack: AsyncExitStack, config: AgentConfig, client: LLMClient, *, run_dir: Path | None = None
+) -> Agent:
+    """The agent with its toolkits (servers closed with `stack`) and its router, if the config names one
+    (`run_dir`: practice's folder, where the router resumes and saves; without it the router is frozen)."""
+    toolkits = await open_toolkits(stack, config.toolkits, llm=client)
+    if config.tool_router is None:
+        return Agent(config, client, toolkits)
+    try:
+        from utu.router.routing import open_router
+    except ImportError as e:
+        raise ConfigError(f"tool_router needs torch ({e}): pip install -e '.[rl]'") from None
+    tools = [s["function"]["name"] for toolkit in toolkits for s in toolkit.schemas()]
+    return Agent(config, client, toolkits, await open_router(config.tool_router, tools, run_dir=run_dir))

@@ -30,12 +30,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from utu import cli
 from utu.agents import Agent
 from utu.agents.experience import place_library
-from utu.app import open_client
+from utu.app import open_agent, open_client
 from utu.config import load_agent_config
 from utu.config.flags import add_place_flags
 from utu.config.models import AgentConfig
 from utu.errors import ConfigError, EndpointError, LLMError
-from utu.tools import open_toolkits
 from utu.tracing import setup_tracing
 from utu.tracing.spans import AGENT, set_io, span
 
@@ -193,7 +192,7 @@ async def load_agents(args, stack: contextlib.AsyncExitStack) -> dict[str, Serve
         if name in agents:
             raise ConfigError(f"two agents are named {name!r}: serve them as --agent_config NAME=PATH")
         client = await open_client(stack, config.model)
-        agents[name] = Served(name, Agent(config, client, await open_toolkits(stack, config.toolkits, llm=client)))
+        agents[name] = Served(name, await open_agent(stack, config, client))
     return agents
 
 

@@ -169,6 +169,8 @@ def print_metrics(m: EvalMetrics) -> None:
         usage = f"{t.calls} calls, {t.errors} errors, {t.mean_seconds:.2f}s avg"
         rewards = f"reward {with_} with it ({t.attempts_using} attempts), {without} without"
         table.add_row(f"tool {tool}", f"{usage}; {rewards}")
+    for choice, r in m.routes.items():
+        table.add_row(f"router chose {choice}", f"{r.attempts} attempts, reward {r.mean_reward:.3f}")
     table.add_row("tokens (total / avg per attempt)", f"{m.total_tokens} / {m.avg_tokens:.0f}")
     table.add_row("cost", f"${m.total_cost:.4f}")
     table.add_row("wall time", f"{m.wall_time:.1f}s")

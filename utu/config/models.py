@@ -220,6 +220,35 @@ class ToolkitConfig(StrictModel):
         return self
 
 
+class RouterEmbeddingsConfig(StrictModel):
+    base_url: str | None = knob(
+        None, "An OpenAI-compatible endpoint serving /embeddings; null: the embedded model's embeddings server."
+    )
+    model: str | None = knob(None, "The embedding model; with no base_url, an embedded model (default smollm2-135m).")
+    api_key: str | None = knob(None, "The endpoint's key, e.g. '${oc.env:EMBED_API_KEY}'.", shapes=False)
+
+
+class ToolRouterConfig(StrictModel):
+    """A learned router (utu/router): before the LLM is called, it chooses which tools the LLM is offered."""
+
+    choices: dict[str, list[str]] | None = knob(
+        None,
+        "What the router chooses between: name -> the tools the LLM is then offered ([]: none, it answers "
+        "alone). null: each of the agent's tools on its own.",
+    )
+    state: str | None = knob(
+        None,
+        "A saved router (weights, optimisers, observations) to start from. Evaluation uses it frozen; practice "
+        "learns on from it and saves to runs/<exp_id>/tool_router.pt, which the enhanced agent names.",
+    )
+    embeddings: RouterEmbeddingsConfig = knob(RouterEmbeddingsConfig, "Where the query's features come from.")
+    hidden: int = knob(64, "Hidden units of each member's policy network.", gt=0)
+    lr: float = knob(0.01, "Adam's learning rate for the policies.", gt=0)
+    epochs: int = knob(8, "Passes over a practice step's observations per update.", gt=0)
+    clip: float = knob(0.2, "PPO's clip range of the probability ratio.", gt=0, lt=1)
+    seed: int = knob(0, "Seeds the networks' initial weights and the exploration.")
+
+
 class AgentConfig(StrictModel):
     @model_validator(mode="before")
     @classmethod
@@ -240,6 +269,9 @@ class AgentConfig(StrictModel):
         "system", "Where the library goes: after the system prompt, or before the question."
     )
     experiences: dict[str, str] = knob(dict, "The library, id -> text, placed by one function.")
+    tool_router: ToolRouterConfig | None = knob(
+        None, "A learned router that picks the tools the LLM is offered for each question (docs/tools.md)."
+    )
 
 
 class DataConfig(StrictModel):

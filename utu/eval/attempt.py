@@ -37,7 +37,8 @@ class RolloutOutcome:
             "tool_calls": r.tool_calls,
             "time_cost": self.time_cost,
             "augmented_question": r.trajectory[1]["content"] if len(r.trajectory) > 1 else None,
-            "meta": {"stop_reason": r.stop_reason, "turns": r.turns, "tries": self.tries, "tools": r.tool_log},
+            "meta": {"stop_reason": r.stop_reason, "turns": r.turns, "tries": self.tries, "tools": r.tool_log}
+            | ({"route": r.route.summary()} if r.route is not None else {}),
         }
 
 
@@ -113,6 +114,7 @@ async def run_attempt(
     where = {"exp_id": row.exp_id, "question.index": row.dataset_index, "attempt": row.attempt, "step": row.step}
     with span("attempt", AGENT, input=row.raw_question, **where) as current:
         values: dict[str, Any] = {}
+        route = None  # the router's decision for a rollout made now: its reward teaches the router
         if needs_rollout(row):
             async with slots or contextlib.nullcontext():
                 if agent.llm.usage.over_budget:  # max_cost spent: this attempt is not started (the row stays)
@@ -124,6 +126,7 @@ async def run_attempt(
                 except BudgetExhausted:  # its next request could pass max_cost: the row stays to be redone
                     return
             values = outcome.row_values()
+            route = outcome.result.route if outcome.result is not None else None
             if values.get("response"):  # judged as it will be stored, so a judgement redone from the row agrees
                 values["response"] = Redactor().secrets_only(values["response"])
             for key, value in values.items():
@@ -135,6 +138,8 @@ async def run_attempt(
                     judging, {"reward": verdict.reward, "reasoning": verdict.reasoning, "error": verdict.error}
                 )
             values |= judged_values(verdict)
+            if route is not None and agent.router is not None and not verdict.error:
+                agent.router.observe(route, verdict.reward)
         set_io(current, "output", row.response or "")
         final = {key: values.get(key, getattr(row, key)) for key in ("reward", "tokens", "error", "stage")}
         set_attributes(current, final)

@@ -35,6 +35,7 @@ class ScoredAttempt:
     verify_error: bool = False
     tools: list[dict[str, Any]] = field(default_factory=list)  # the agent's tool log (utu.agents.AgentResult)
     cut: bool = False  # its final reply was cut by the token limit (stop reason max_tokens)
+    route: str | None = None  # the router's choice for it, when the agent has a router
 
     @classmethod
     def from_row(cls, row: Any) -> "ScoredAttempt":
@@ -51,6 +52,7 @@ class ScoredAttempt:
             verify_error=row.stage == "judged" and row.error is not None,
             tools=(row.meta or {}).get("tools") or [],
             cut=(row.meta or {}).get("stop_reason") == "max_tokens",
+            route=((row.meta or {}).get("route") or {}).get("choice"),
         )
 
 
@@ -138,6 +140,21 @@ def tool_stats(attempts: Iterable[ScoredAttempt]) -> dict[str, ToolStats]:
     return out
 
 
+class RouteStats(BaseModel):
+    """How the judged attempts the router sent one way fared."""
+
+    attempts: int
+    mean_reward: float
+
+
+def route_stats(attempts: Iterable[ScoredAttempt]) -> dict[str, RouteStats]:
+    rewards: dict[str, list[float]] = defaultdict(list)
+    for a in attempts:
+        if a.route is not None and a.stage == "judged":
+            rewards[a.route].append(judged_reward(a))
+    return {c: RouteStats(attempts=len(r), mean_reward=statistics.fmean(r)) for c, r in sorted(rewards.items())}
+
+
 class LevelMetrics(BaseModel):
     questions: int
     mean_at_k: float
@@ -162,6 +179,7 @@ class EvalMetrics(BaseModel):
     by_level: dict[str, LevelMetrics]
     avg_tool_calls: float
     tools: dict[str, ToolStats] = {}  # by tool name
+    routes: dict[str, RouteStats] = {}  # by the router's choice (agents with a tool_router)
     avg_tokens: float
     total_tokens: int
     total_cost: float
@@ -211,6 +229,7 @@ def compute_metrics(attempts: Iterable[ScoredAttempt], pass_k: int, seed: int = 
         by_level=by_level,
         avg_tool_calls=_avg(a.tool_calls for a in done),
         tools=tool_stats(attempts),
+        routes=route_stats(attempts),
         avg_tokens=_avg(a.tokens for a in done),
         total_tokens=sum(a.tokens or 0 for a in attempts),
         total_cost=sum(a.cost or 0.0 for a in attempts),

@@ -28,9 +28,13 @@ DEFAULT_PARALLEL = 8
 DEFAULT_CTX = 4096  # per request slot
 
 
-def server(model: str) -> BackgroundServer:
+EMBEDDING_PARALLEL, EMBEDDING_CTX = 4, 512  # queries to embed are short; a router embeds one at a time
+
+
+def server(model: str, *, embeddings: bool = False) -> BackgroundServer:
     lookup(model)  # a clear error for an unknown name before any file is touched
-    return BackgroundServer(f"local_llm-{model}", health_path="/health", start_timeout=300.0, error=LLMError)
+    name = f"local_{'embed' if embeddings else 'llm'}-{model}"
+    return BackgroundServer(name, health_path="/health", start_timeout=300.0, error=LLMError)
 
 
 def default_model() -> str:
@@ -65,17 +69,23 @@ def status(model: str | None = None) -> ServerState | None:
     return server(model or default_model()).status()
 
 
-def serve(model: str | None = None) -> tuple[ServerState, bool]:
-    """Start the server for `model`, or reuse the running one. Returns (state, started_now)."""
+def serve(model: str | None = None, *, embeddings: bool = False) -> tuple[ServerState, bool]:
+    """Start the server for `model`, or reuse the running one. Returns (state, started_now).
+
+    With `embeddings`, a second server of the same model that only answers `/v1/embeddings` (mean-pooled,
+    L2-normalised): llama-server serves either embeddings or completions, not both."""
     model = model or default_model()
-    background = server(model)
+    background = server(model, embeddings=embeddings)
     running = background.status()
     if running:
         return running, False
     binary = llama_server_binary()
     path = gguf_path(model)
-    parallel = _int_env("UTU_LOCAL_PARALLEL", DEFAULT_PARALLEL)
-    ctx = _int_env("UTU_LOCAL_CTX", DEFAULT_CTX)
+    if embeddings:
+        parallel, ctx, mode = EMBEDDING_PARALLEL, EMBEDDING_CTX, ["--embeddings", "--pooling", "mean"]
+    else:
+        parallel = _int_env("UTU_LOCAL_PARALLEL", DEFAULT_PARALLEL)
+        ctx, mode = _int_env("UTU_LOCAL_CTX", DEFAULT_CTX), ["--jinja"]
     threads = str(max(1, os.cpu_count() or 1))
 
     def command(port: int) -> list[str]:
@@ -97,7 +107,7 @@ def serve(model: str | None = None) -> tuple[ServerState, bool]:
             threads,
             "--threads-batch",
             threads,
-            "--jinja",
+            *mode,
             "--no-webui",
         ]
 
@@ -110,12 +120,13 @@ def stop(model: str | None = None) -> bool:
     return server(model or default_model()).stop()
 
 
-def ensure_running(model: str | None = None) -> str:
-    """Base URL of the embedded model, starting it if needed; says so in one log line."""
+def ensure_running(model: str | None = None, *, embeddings: bool = False) -> str:
+    """Base URL of the embedded model (or its embeddings server), starting it if needed; says so in one log line."""
     model = model or default_model()
-    state, started = serve(model)
+    state, started = serve(model, embeddings=embeddings)
     verb = "started" if started else "reusing"
-    log.warning("No UTU_LLM_BASE_URL set: %s the embedded model %s at %s", verb, model, base_url(state))
+    what = "embeddings of the embedded model" if embeddings else "the embedded model"
+    log.warning("No UTU_LLM_BASE_URL set: %s %s %s at %s", verb, what, model, base_url(state))
     return base_url(state)
 
 
@@ -125,23 +136,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--model", default=None, choices=list(MODELS), help=f"default: UTU_LOCAL_MODEL, else {DEFAULT_MODEL}"
     )
-    parser.add_argument("--all", action="store_true", help="status/stop: every embedded model")
+    parser.add_argument("--embeddings", action="store_true", help="the model's embeddings server (for a router)")
+    parser.add_argument("--all", action="store_true", help="status/stop: every embedded model, both kinds of server")
     args = parser.parse_args(argv)
-    names = list(MODELS) if args.all else [args.model or default_model()]
     if args.all and args.command == "serve":
         parser.error("--all is for status and stop")
+    kinds = [False, True] if args.all else [args.embeddings]
+    servers = [(m, e) for e in kinds for m in (list(MODELS) if args.all else [args.model or default_model()])]
     codes = []
-    for name in names:
+    for name, embeddings in servers:
         try:
-            background = server(name)
+            background = server(name, embeddings=embeddings)
         except UtuError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
 
-        def describe(state: ServerState, name: str = name) -> str:
-            return f"{name} at {base_url(state)} (pid {state.pid})"
+        def describe(state: ServerState, name: str = name, embeddings: bool = embeddings) -> str:
+            return f"{name}{' embeddings' if embeddings else ''} at {base_url(state)} (pid {state.pid})"
 
-        codes.append(background.cli([args.command], parser.prog, functools.partial(serve, name), describe))
+        start = functools.partial(serve, name, embeddings=embeddings)
+        codes.append(background.cli([args.command], parser.prog, start, describe))
     return min(codes) if args.all else codes[0]
 
 

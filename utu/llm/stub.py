@@ -13,6 +13,7 @@ tests) or at random rates with a seed (soak tests).
 
 import argparse
 import asyncio
+import hashlib
 import json
 import random
 import socket
@@ -66,6 +67,7 @@ class StubServer:
         self.faults_served: list[str] = []
         self.in_flight = 0
         self.max_in_flight = 0  # the most chat requests being handled at once
+        self.embedding_requests = 0
         self._reply_index = 0
         self._rng = random.Random(self.script.seed)
         self._socket = socket.create_server((host, port), backlog=1024)  # bound now, so base_url is known
@@ -105,6 +107,7 @@ class StubServer:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/v1/responses", self._chat)
         app.router.add_post("/openai/deployments/{deployment}/chat/completions", self._chat)
+        app.router.add_post("/v1/embeddings", self._embeddings)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/health", self._models)
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.1)
@@ -153,6 +156,18 @@ class StubServer:
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "stub-model", "object": "model"}]})
 
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        """A hashed bag of words per input (STUB_EMBEDDING_SIZE floats, unit length): deterministic, and texts
+        that share words are near, so a router's tests can learn from it."""
+        try:
+            texts = json.loads(await request.read() or b"{}")["input"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            return _error(400, "expected a JSON body with `input`")
+        texts = [texts] if isinstance(texts, str) else texts
+        self.embedding_requests += 1
+        data = [{"object": "embedding", "index": i, "embedding": stub_embedding(t)} for i, t in enumerate(texts)]
+        return web.json_response({"object": "list", "data": data, "model": "stub-embedding", "usage": {}})
+
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         try:
             body = json.loads(await request.read() or b"{}")
@@ -200,6 +215,17 @@ class StubServer:
         message = {"role": "assistant", "content": ""} if fault == "empty" else _as_message(reply)
         completion = _completion(body, message)
         return web.json_response(_as_response(completion) if body.get("api") == "responses" else completion)
+
+
+STUB_EMBEDDING_SIZE = 64
+
+
+def stub_embedding(text: str) -> list[float]:
+    vector = [0.0] * STUB_EMBEDDING_SIZE
+    for word in text.lower().split():
+        vector[int(hashlib.md5(word.encode()).hexdigest(), 16) % STUB_EMBEDDING_SIZE] += 1.0
+    norm = sum(v * v for v in vector) ** 0.5 or 1.0
+    return [v / norm for v in vector]
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:

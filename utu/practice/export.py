@@ -10,10 +10,15 @@ from utu.config.models import AgentConfig, EvalConfig
 from utu.errors import ConfigError
 from utu.names import check_name, inside
 from utu.practice.library import Library
+from utu.router import STATE_FILE
 
 
-def enhanced_agent(baseline: AgentConfig, library: Library) -> AgentConfig:
-    return baseline.model_copy(update={"experiences": dict(library.experiences)})
+def enhanced_agent(baseline: AgentConfig, library: Library, router_state: Path | None = None) -> AgentConfig:
+    """The baseline with the library; with `router_state` (the practice's trained router), its router starts there."""
+    update: dict = {"experiences": dict(library.experiences)}
+    if baseline.tool_router is not None and router_state is not None:
+        update["tool_router"] = baseline.tool_router.model_copy(update={"state": str(router_state)})
+    return baseline.model_copy(update=update)
 
 
 def agent_yaml(agent: AgentConfig, provider_source: dict | None = None) -> str:
@@ -27,6 +32,9 @@ def agent_yaml(agent: AgentConfig, provider_source: dict | None = None) -> str:
             provider[key] = written
     if not (isinstance(provider.get("api_key"), str) and "${" in provider["api_key"]):
         provider["api_key"] = "${oc.env:UTU_LLM_API_KEY,null}"  # never write a key to disk
+    embeddings = (data.get("tool_router") or {}).get("embeddings") or {}
+    if embeddings.get("api_key") and "${" not in str(embeddings["api_key"]):
+        embeddings["api_key"] = "${oc.env:UTU_EMBED_API_KEY,null}"
     return "# @package _global_\n" + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
 
 
@@ -83,7 +91,8 @@ def write_outputs(
 ) -> dict[str, Path]:
     """The enhanced agent under the run's folder, with `export_to` also into configs/ (never over a file), and
     with `export_agent` as the agent config of that name (replacing only what practice wrote before)."""
-    agent = enhanced_agent(evaluation.agent, library)
+    router_state = output_dir / STATE_FILE
+    agent = enhanced_agent(evaluation.agent, library, router_state if router_state.exists() else None)
     text = f"{WRITTEN_BY_PRACTICE} (exp_id {exp_id}); a later practice may replace it.\n" + agent_yaml(
         agent, provider_source
     )

@@ -4,17 +4,17 @@ preflighted and closed with the run's `AsyncExitStack`), and the loop built from
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from utu.agents import Agent
-from utu.app import budget, open_client, open_judge
+from utu.app import budget, open_agent, open_client, open_judge
 from utu.config.models import TrainingFreeGRPOConfig
 from utu.db.engine import Database
 from utu.llm.usage import UsageTracker
 from utu.practice.experience_updater import ExperienceUpdater
 from utu.practice.library import Library
 from utu.practice.loop import PracticeLoop
-from utu.tools import open_toolkits
 from utu.verify import Verifier, load_verifier, warm_up
 
 
@@ -37,10 +37,14 @@ class PracticeParts:
 
 
 async def open_practice(
-    stack: AsyncExitStack, config: TrainingFreeGRPOConfig, verify: Callable[..., Any] | None = None
+    stack: AsyncExitStack,
+    config: TrainingFreeGRPOConfig,
+    verify: Callable[..., Any] | None = None,
+    run_dir: Path | None = None,
 ) -> PracticeParts:
     """Agent, learner (the agent's client unless `learner_model` is set), verifier; closed with `stack`. `verify`:
-    the verify function, if the caller loaded it already (else loaded from the config)."""
+    the verify function, if the caller loaded it already (else loaded from the config). `run_dir`: the run's
+    folder, where an agent's router resumes and saves."""
     ev = config.evaluation
     verify = verify or load_verifier(ev.verify_filename, ev.verify_func_name)
     warm_up(verify)  # while the clients connect and the first rollouts run
@@ -51,5 +55,5 @@ async def open_practice(
         learner = await open_client(stack, config.practice.learner_model, usage)
     judge = await open_judge(stack, ev, usage)
     verifier = Verifier(verify, ev.verify_timeout, ev.timeout_score, llm=judge)
-    agent = Agent(ev.agent, client, await open_toolkits(stack, ev.agent.toolkits, llm=client))
+    agent = await open_agent(stack, ev.agent, client, run_dir=run_dir)
     return PracticeParts(agent, ExperienceUpdater(learner, config.practice), verifier, usage)

@@ -51,6 +51,7 @@ class Rollouts:
             retries=self.config.evaluation.max_attempt_retries,
             experiences=library.experiences,
             temperature=self.config.practice.rollout_temperature,
+            explore=True,  # a router (if the agent has one) tries distinct choices across a question's attempts
         )
 
         async def group(group_rows: list[EvaluationSample]) -> GroupOutcome | None:
@@ -62,6 +63,8 @@ class Rollouts:
             return await self.updater.learn(attempts_of(group_rows), library)  # summarise, advantage, proposals
 
         outcomes = await gather_or_cancel(*(group(g) for g in groups.values()))
+        if self.agent.router is not None:  # learns from the step's rewards, saved in the run's folder
+            self.agent.router.update()
         if any(row.stage == "init" for row in rows):  # attempts not started: the finished ones are saved
             self.usage.check_budget()
         if not self.pipeline:

@@ -107,7 +107,7 @@ class TrainingFreeGRPO:
         async with contextlib.AsyncExitStack() as resources:
             db = await resources.enter_async_context(Database(self.db_url))  # its URL checked, nothing opened
             # every client answers its preflight call before anything is written: a dead endpoint leaves no trace
-            parts = await open_practice(resources, config, self.verify)
+            parts = await open_practice(resources, config, self.verify, self.run_dir)
             for name in self._datasets():
                 check_dataset_reachable(db, name)
             await db.create_tables()

@@ -24,6 +24,14 @@ class ToolRunner:
     def names(self) -> set[str]:
         return set(self.owner)
 
+    def only(self, names: list[str]) -> "ToolRunner":
+        """A runner offering only `names` (a router's choice): a call to any other tool is an unknown tool."""
+        narrowed = ToolRunner([])
+        narrowed.toolkits = self.toolkits
+        narrowed.owner = {name: self.owner[name] for name in names}
+        narrowed.schemas = [s for s in self.schemas or [] if s["function"]["name"] in names] or None
+        return narrowed
+
     async def run(self, call: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """The `tool` message for one API-style call, and its tool-log entry."""
         function = call.get("function", {})

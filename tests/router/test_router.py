@@ -1,0 +1,166 @@
+"""The router's policy update against a hand-computed example, its learning on a bandit, its state and its locks."""
+
+import math
+import threading
+
+import pytest
+import torch
+
+from utu.router.policy import group_advantages, grpo_loss
+from utu.router.router import Router, RouterError
+
+DIM = 32
+
+
+def test_the_clipped_surrogate_and_entropy_match_a_hand_computed_example():
+    # Two choices, a uniform policy (logits 0): each probability 0.5, entropy ln 2 per sample.
+    logits = torch.zeros(3, 2, requires_grad=True)
+    actions = torch.tensor([0, 1, 1])
+    old = torch.log(torch.tensor([0.5, 0.25, 0.25]))  # ratios 1, 2, 2
+    advantages = torch.tensor([1.0, 1.0, -1.0])
+    terms = grpo_loss(logits, actions, old, advantages, clip=0.2, entropy_coef=0.01)
+    # min(r A, clip(r) A): 1 * 1 = 1; min(2, 1.2) = 1.2 (clipped); min(-2, -1.2) = -2 (not clipped).
+    assert terms.surrogate == pytest.approx((1 + 1.2 - 2) / 3)
+    assert terms.entropy == pytest.approx(math.log(2))
+    assert terms.loss.item() == pytest.approx(-(1 + 1.2 - 2) / 3 - 0.01 * math.log(2))
+    assert terms.clipped == pytest.approx(1 / 3)
+    terms.loss.backward()
+    # d(-r A / 3)/dz = -(r A / 3) (onehot(a) - p); the entropy's gradient is 0 at the uniform policy.
+    expected = torch.tensor([[-1 / 6, 1 / 6], [0.0, 0.0], [-1 / 3, 1 / 3]])
+    assert torch.allclose(logits.grad, expected, atol=1e-6)
+
+
+def test_advantages_are_relative_to_the_group_and_zero_without_contrast():
+    rewards = torch.tensor([1.0, 0.0, 0.5, 0.5, 1.0, 0.0, 0.0])
+    groups = torch.tensor([0, 0, 1, 1, 2, 2, 2])
+    got = group_advantages(rewards, groups)
+    third = torch.tensor([1.0, 0.0, 0.0])
+    expected_third = (third - third.mean()) / third.std(unbiased=False)
+    assert torch.allclose(got[:4], torch.tensor([1.0, -1.0, 0.0, 0.0]), atol=1e-3)
+    assert torch.allclose(got[4:], expected_third, atol=1e-3)
+
+
+class Bandit:
+    """Three kinds of query (noisy directions in feature space); the right choice of four depends on the kind."""
+
+    best = (0, 2, 3)
+
+    def __init__(self, seed: int = 1):
+        self.rng = torch.Generator().manual_seed(seed)
+        self.centres = torch.randn(3, DIM, generator=self.rng)
+
+    def query(self, i: int) -> tuple[str, torch.Tensor, int]:
+        kind = i % 3
+        features = self.centres[kind] + 0.5 * torch.randn(DIM, generator=self.rng)
+        return f"q{i}", features / features.norm(), kind
+
+    def right_rate(self, router: Router, start: int = 100_000, n: int = 150) -> float:
+        right = 0
+        for i in range(start, start + n):
+            query, features, kind = self.query(i)
+            right += router.decide(query, features, explore=False).index == self.best[kind]
+        return right / n
+
+
+def test_the_router_finds_the_best_choice_per_kind_of_query_within_a_budget():
+    bandit, router = Bandit(), Router(["a", "b", "c", "d"], DIM, seed=0)
+    assert bandit.right_rate(router) == pytest.approx(1 / 3)  # untrained: "a" everywhere, right for one kind
+    for step in range(12):  # 96 queries, 2 tries each: 192 rewards
+        for i in range(step * 8, step * 8 + 8):
+            query, features, kind = bandit.query(i)
+            for _ in range(2):
+                decision = router.decide(query, features, explore=True)
+                router.observe(decision, 1.0 if decision.index == bandit.best[kind] else 0.0)
+        router.update()
+    assert bandit.right_rate(router) >= 0.95
+
+
+def test_attempts_at_one_query_try_distinct_choices_while_exploring():
+    router = Router(["a", "b", "c"], DIM)
+    features = torch.randn(DIM)
+    tried = [router.decide("q", features, explore=True) for _ in range(3)]
+    assert sorted(d.index for d in tried) == [0, 1, 2]
+    assert len({d.member for d in tried}) == 1  # one member's sample without replacement
+    frozen = router.decide("q", features, explore=False)
+    assert not frozen.explored and frozen.member == -1
+
+
+def trained_router() -> Router:
+    bandit, router = Bandit(), Router(["a", "b", "c", "d"], DIM, seed=3)
+    for i in range(24):
+        query, features, kind = bandit.query(i)
+        decision = router.decide(query, features, explore=True)
+        router.observe(decision, float(decision.index == bandit.best[kind]))
+    router.update()
+    for i in range(24, 30):  # observed, not learned from yet: the buffer is part of the state
+        query, features, kind = bandit.query(i)
+        router.observe(router.decide(query, features, explore=True), 1.0)
+    return router
+
+
+def test_a_saved_router_loads_to_the_same_decisions_buffer_and_next_update(tmp_path):
+    router = trained_router()
+    router.save(tmp_path / "r.pt")
+    loaded = Router.load(tmp_path / "r.pt", choices=["a", "b", "c", "d"], features=DIM)
+    features = Bandit().query(7)[1]
+    assert loaded.decide("x", features, explore=False).probabilities == pytest.approx(
+        router.decide("x", features, explore=False).probabilities
+    )
+    assert len(loaded.buffer) == len(router.buffer) == 6 and loaded.observed == router.observed == 30
+    router.update(), loaded.update()  # the same optimiser state and observations: the same weights after
+    for a, b in zip(router.nets, loaded.nets, strict=True):
+        for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
+            assert torch.allclose(pa, pb)
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_a_bad_or_mismatched_state_file_is_one_clear_error(tmp_path):
+    trained_router().save(tmp_path / "good.pt")
+    (tmp_path / "garbage.pt").write_bytes(b"\x00not a router")
+    torch.save({"format": "something else"}, tmp_path / "other.pt")
+    with pytest.raises(RouterError, match=r"garbage.pt: not a usable router state .*delete it"):
+        Router.load(tmp_path / "garbage.pt")
+    with pytest.raises(RouterError, match="other.pt: not a usable router state"):
+        Router.load(tmp_path / "other.pt")
+    with pytest.raises(RouterError, match="no router state there"):
+        Router.load(tmp_path / "missing.pt")
+    with pytest.raises(RouterError, match=r"saved for choices \['a', 'b', 'c', 'd'\], but the config names"):
+        Router.load(tmp_path / "good.pt", choices=["a", "b"])
+    with pytest.raises(RouterError, match="saved for features of size 32, but the embedding gives 64"):
+        Router.load(tmp_path / "good.pt", features=64)
+    cut = (tmp_path / "good.pt").read_bytes()[:200]
+    (tmp_path / "cut.pt").write_bytes(cut)
+    with pytest.raises(RouterError, match="cut.pt: not a usable router state"):
+        Router.load(tmp_path / "cut.pt")
+
+
+def test_bad_inputs_are_refused():
+    with pytest.raises(RouterError, match="two distinct choices"):
+        Router(["a", "a"], DIM)
+    router = Router(["a", "b"], DIM)
+    with pytest.raises(RouterError, match="features of size 5, but this router reads 32"):
+        router.decide("q", torch.zeros(5), explore=True)
+    decision = router.decide("q", torch.zeros(DIM), explore=True)
+    with pytest.raises(RouterError, match="not a finite number"):
+        router.observe(decision, float("nan"))
+    router.observe(router.decide("q", torch.zeros(DIM), explore=False), 1.0)  # frozen: teaches nothing
+    assert router.buffer == []
+
+
+def test_many_attempts_observing_at_once_lose_no_update():
+    router = Router(["a", "b", "c"], DIM)
+    features = torch.randn(DIM)
+
+    def attempts(worker: int) -> None:
+        for i in range(300):
+            decision = router.decide(f"q{worker}-{i // 3}", features, explore=True)
+            router.observe(decision, float(decision.index == 0))
+
+    threads = [threading.Thread(target=attempts, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert router.observed == 2400 and len(router.buffer) == 2400
+    report = router.update()
+    assert sum(r["samples"] for r in report.values()) == 2400 and router.buffer == []

@@ -1,0 +1,219 @@
+"""The design's names for the router (../reference: `MultiAgentGroupRL`, `ToolSelectionGRPO`), over `Router`.
+
+    selector = ToolSelectionGRPO(["convert_units", "calculator", "none"])   # embedded-model features
+    tool = selector.select_tool("Convert 3 miles to km")
+    selector.observe_result(selector.current_agent_id, reward)            # the verify function's reward
+    selector.update(); selector.save(); selector.load()
+
+Where they differ from the sketch, on purpose: features are a real embedding (never random); the reward is the
+number you pass (or what your `context_evaluator(result, context)` returns), not a quality delta; agents are
+drawn at random per query instead of taking turns; updates are GRPO's over the choices tried for the same query.
+"""
+
+import functools
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import openai
+import torch
+
+from utu.router.embeddings import DEFAULT_EMBEDDING_MODEL
+from utu.router.router import DEFAULT_MEMBERS, Decision, Member, Router, RouterError
+
+FeatureExtractor = Callable[[Any], Sequence[float]]
+
+
+def embedding_features(base_url: str | None = None, model: str | None = None, api_key: str | None = None):
+    """A cached, synchronous text -> embedding function: the endpoint given, else the embedded model's."""
+    if not base_url:
+        from utu.llm import local
+
+        model = model or DEFAULT_EMBEDDING_MODEL
+        base_url = local.ensure_running(model, embeddings=True)
+    client = openai.OpenAI(base_url=base_url, api_key=api_key or "none", max_retries=3)
+
+    @functools.lru_cache(maxsize=20_000)
+    def embed(text: str) -> np.ndarray:
+        return np.asarray(client.embeddings.create(model=model or "", input=[text or " "]).data[0].embedding, "float32")
+
+    return embed
+
+
+class MultiAgentGroupRL:
+    """Several GRPO policies by id over one action space: `select_action`, `observe`, `update_all_agents`."""
+
+    def __init__(
+        self,
+        agent_configs: Sequence[dict[str, Any]],
+        feature_extractor: FeatureExtractor,
+        reward_function: Callable[..., float] | None = None,
+        update_interval: int = 1000,
+        training_epochs: int = 10,
+        batch_size: int = 64,  # accepted for the design's signature: an update takes every observation
+        save_dir: str | Path = "runs/router",
+        device: str = "cpu",  # the policies are small enough that the CPU is the right place
+        *,
+        action_names: Sequence[str] | None = None,
+    ):
+        if not agent_configs:
+            raise RouterError("agent_configs: give at least one agent ({'agent_id': ..., 'action_dim': N})")
+        dims = {int(c["action_dim"]) for c in agent_configs if "action_dim" in c}
+        if action_names is None and len(dims) != 1:
+            raise RouterError("agent_configs: every agent needs the same action_dim (or pass action_names)")
+        self.action_names = list(action_names) if action_names else [str(i) for i in range(dims.pop())]
+        self.agent_ids = [str(c.get("agent_id", i)) for i, c in enumerate(agent_configs)]
+        members = tuple(
+            Member(
+                self.agent_ids[i],
+                temperature=float(c.get("temperature", 1.0)),
+                advantage_weight=float(c.get("relative_advantage_weight", 0.5)),
+                entropy_coef=float(c.get("entropy_coef", 0.01)),
+            )
+            for i, c in enumerate(agent_configs)
+        )
+        self.feature_extractor = feature_extractor
+        self.reward_function = reward_function
+        self.update_interval = update_interval
+        self.save_dir = Path(save_dir)
+        self._extra = {"epochs": training_epochs}
+        self._members = members
+        self.router: Router | None = None  # made on the first observation: its size is the features'
+
+    def _router(self, features: torch.Tensor) -> Router:
+        if self.router is None:
+            self.router = Router(self.action_names, features.numel(), members=self._members, **self._extra)
+        return self.router
+
+    def _member(self, agent_id: Any) -> int:
+        if str(agent_id) not in self.agent_ids:
+            raise RouterError(f"agent {agent_id!r}: the agents are {self.agent_ids}")
+        return self.agent_ids.index(str(agent_id))
+
+    def _features(self, observation: Any) -> tuple[str, torch.Tensor]:
+        features = torch.as_tensor(np.asarray(self.feature_extractor(observation), dtype=np.float32))
+        return str(observation), features
+
+    def select_action(self, agent_id: Any, observation: Any, deterministic: bool = False) -> tuple[int, float]:
+        """(action index, its log-probability) from that agent's policy."""
+        index, log_prob, _ = self._decide(agent_id, observation, deterministic)
+        return index, log_prob
+
+    def _decide(self, agent_id: Any, observation: Any, deterministic: bool) -> tuple[int, float, Decision]:
+        query, features = self._features(observation)
+        decision = self._router(features).decide(
+            query, features, explore=not deterministic, member=self._member(agent_id)
+        )
+        return decision.index, decision.log_prob, decision
+
+    def observe(
+        self,
+        agent_id: Any,
+        observation: Any,
+        action: int,
+        reward: float,
+        next_observation: Any = None,
+        done: bool = True,
+    ) -> dict[str, dict[str, float]] | None:
+        """Keep one (observation, action, reward); every `update_interval` observations, an update."""
+        query, features = self._features(observation)
+        router = self._router(features)
+        if not 0 <= action < len(self.action_names):
+            raise RouterError(f"action {action}: the actions are 0-{len(self.action_names) - 1}")
+        router.observe(router.decision_of(query, features, action, self._member(agent_id)), float(reward))
+        if len(router.buffer) >= self.update_interval:
+            return self.update_all_agents()
+        return None
+
+    def update_all_agents(self) -> dict[str, dict[str, float]]:
+        return self.router.update() if self.router else {}
+
+    def _path(self, suffix: str) -> Path:
+        return self.save_dir / f"router{suffix}.pt"
+
+    def save_agents(self, suffix: str = "") -> Path:
+        if self.router is None:
+            raise RouterError("nothing to save: no agent has observed anything yet")
+        self.router.save(self._path(suffix))
+        return self._path(suffix)
+
+    def load_agents(self, suffix: str = "") -> None:
+        self.router = Router.load(self._path(suffix), choices=self.action_names)
+
+
+class ToolSelectionGRPO:
+    """The design's tool selector: `select_tool(user_query, context)`, `observe_result(agent_id, result, ...)`."""
+
+    def __init__(
+        self,
+        tool_registry: Sequence[str] | dict[str, Any],
+        context_evaluator: Callable[[Any, Any], float] | None = None,
+        state_dim: int | None = None,  # the embedding's size, read from the first query; given, it is checked
+        num_agents: int = 3,
+        update_interval: int = 100,
+        device: str = "cpu",
+        *,
+        feature_extractor: Callable[[str], Sequence[float]] | None = None,
+        save_dir: str | Path = "runs/router",
+    ):
+        self.tools = list(tool_registry)
+        self.context_evaluator = context_evaluator
+        self.state_dim = state_dim
+        members = [asdict_member(m) for m in (DEFAULT_MEMBERS * num_agents)[:num_agents]]
+        for i, m in enumerate(members):
+            m["agent_id"] = f"{m['agent_id']}_{i}" if num_agents > len(DEFAULT_MEMBERS) else m["agent_id"]
+        self.group = MultiAgentGroupRL(
+            members,
+            self._checked(feature_extractor or embedding_features()),
+            update_interval=update_interval,
+            save_dir=save_dir,
+            action_names=self.tools,
+        )
+        self.current_agent_id: str | None = None
+        self._pending: dict[str, tuple[str, int]] = {}
+
+    def _checked(self, extract: Callable[[str], Sequence[float]]) -> FeatureExtractor:
+        def features(query: Any) -> Sequence[float]:
+            vector = extract(str(query))
+            if self.state_dim is not None and len(vector) != self.state_dim:
+                raise RouterError(f"state_dim {self.state_dim}, but the features have {len(vector)} values")
+            return vector
+
+        return features
+
+    def select_tool(self, user_query: str, context: Any = None, visualizer: Any = None) -> str:
+        """The tool for this query, from an agent drawn at random (exploring); `visualizer(agent_id, probs)`."""
+        agent_id = self.group.agent_ids[int(torch.randint(len(self.group.agent_ids), (1,)))]
+        index, _, decision = self.group._decide(agent_id, user_query, deterministic=False)
+        if visualizer is not None:
+            visualizer(agent_id, dict(zip(self.tools, decision.probabilities, strict=True)))
+        self.current_agent_id = agent_id
+        self._pending[agent_id] = (user_query, index)
+        return self.tools[index]
+
+    def observe_result(self, agent_id: str, result: Any, context: Any = None, done: bool = True) -> None:
+        """The reward of the tool that agent chose last: `result` itself, or `context_evaluator(result, context)`."""
+        if agent_id not in self._pending:
+            raise RouterError(f"agent {agent_id!r} has no tool choice waiting for its result")
+        query, index = self._pending.pop(agent_id)
+        reward = self.context_evaluator(result, context) if self.context_evaluator else float(result)
+        self.group.observe(agent_id, query, index, reward, done=done)
+
+    def update(self) -> dict[str, dict[str, float]]:
+        return self.group.update_all_agents()
+
+    def save(self, suffix: str = "") -> Path:
+        return self.group.save_agents(suffix)
+
+    def load(self, suffix: str = "") -> None:
+        self.group.load_agents(suffix)
+
+
+def asdict_member(member: Member) -> dict[str, Any]:
+    return {
+        "agent_id": member.name,
+        "temperature": member.temperature,
+        "relative_advantage_weight": member.advantage_weight,
+        "entropy_coef": member.entropy_coef,
+    }

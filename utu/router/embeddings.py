@@ -1,0 +1,59 @@
+"""A query's features for the router: its embedding from an OpenAI-compatible `/embeddings` endpoint, cached.
+
+With no endpoint configured, the embedded model's own embeddings server (`utu.llm.local`, started on first use:
+llama-server with `--embeddings --pooling mean`) gives them; SmolLM2-135M by default, the smallest bundled model.
+"""
+
+import asyncio
+from collections import OrderedDict
+
+import numpy as np
+import openai
+
+from utu.errors import LLMError
+
+CACHED = 20_000  # query texts whose embedding is kept (a 576-float vector each: about 46 MB at most)
+DEFAULT_EMBEDDING_MODEL = "smollm2-135m"
+
+
+class Embedder:
+    def __init__(self, client: openai.AsyncOpenAI, model: str, *, cached: int = CACHED):
+        self.client = client
+        self.model = model
+        self.cached = cached
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    def connect(cls, base_url: str | None, model: str | None, api_key: str | None = None) -> "Embedder":
+        """The endpoint given, else the embedded model's embeddings server (started if it is not running)."""
+        if not base_url:
+            from utu.llm import local
+
+            model = model or DEFAULT_EMBEDDING_MODEL
+            base_url = local.ensure_running(model, embeddings=True)
+        if not model:
+            raise LLMError("tool_router.embeddings: a base_url needs its model's name (embeddings.model)")
+        return cls(openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "none", max_retries=3), model)
+
+    async def __call__(self, texts: list[str]) -> list[np.ndarray]:
+        """One float32 vector per text, in order; texts seen before cost nothing."""
+        async with self._lock:  # two attempts at one question ask once
+            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+            if missing:
+                try:
+                    reply = await self.client.embeddings.create(model=self.model, input=missing)
+                except openai.OpenAIError as e:
+                    raise LLMError(f"embeddings from {self.client.base_url} ({self.model}) failed: {e}") from e
+                if len(reply.data) != len(missing):
+                    raise LLMError(f"embeddings: asked for {len(missing)}, the endpoint gave {len(reply.data)}")
+                for text, item in zip(missing, sorted(reply.data, key=lambda d: d.index), strict=True):
+                    self._cache[text] = np.asarray(item.embedding, dtype=np.float32)
+            for text in texts:
+                self._cache.move_to_end(text)
+            while len(self._cache) > self.cached:
+                self._cache.popitem(last=False)
+            return [self._cache[t] for t in texts]
+
+    async def one(self, text: str) -> np.ndarray:
+        return (await self([text or " "]))[0]  # an empty input is an error to some endpoints
