@@ -67,14 +67,17 @@ class Agent:
         tag: str = "rollout",
         explore: bool = False,
         route_on: str | None = None,
+        tools: ToolRunner | None = None,
         **settings: Any,
     ) -> AgentResult:
-        """Continue a conversation whose system prompt and library are in place (`place_library`). A router
-        chooses the tools offered from `route_on` (default: the last user message)."""
-        tools, route = self.tools, None
-        if self.router is not None:
+        """Continue a conversation whose system prompt and library are in place (`place_library`). `tools`: what
+        the LLM is offered, else what the router (if any) chooses from `route_on` (default: the last user
+        message), else every tool of the agent."""
+        route = None
+        if tools is None and self.router is not None:
             route = await self.router.choose(route_on or _last_user_text(messages), explore=explore)
             tools = self.tools.only(self.router.offered(route))
+        tools = self.tools if tools is None else tools
         messages = list(messages)
         usage, response = Usage(), ""
         tool_log: list[dict[str, Any]] = []

@@ -33,6 +33,8 @@ MODELS: dict[str, type[BaseModel]] = {
         models.ModelConfig,
         models.ModelSettings,
         models.ToolkitConfig,
+        models.ToolRouterConfig,
+        models.RouterEmbeddingsConfig,
         GRPOSettings,
         RLConfig,
     )

@@ -1,0 +1,72 @@
+"""The agent's side of the router: what the LLM is offered, the decision on the result, the config's checks."""
+
+import json
+
+import openai
+import pytest
+
+from tests.conftest import client_for
+from utu.agents import Agent
+from utu.config import AgentConfig, ToolkitConfig
+from utu.config.models import ToolRouterConfig
+from utu.errors import ConfigError
+from utu.llm.stub import StubScript
+from utu.router.embeddings import Embedder
+from utu.router.router import Router
+from utu.router.routing import AgentRouter, route_choices
+from utu.tools import build_toolkits
+
+UNIT_TOOLS = ToolkitConfig(name="function", function="utu.tools.unit_tools:UnitTools")
+CALL = {"id": "c", "type": "function", "function": {"name": "convert_units", "arguments": json.dumps({"value": 1})}}
+
+
+def routed_agent(server, choices: dict[str, list[str]]) -> Agent:
+    config = AgentConfig(name="a", toolkits=[UNIT_TOOLS])
+    client = client_for(server)
+    embedder = Embedder(openai.AsyncOpenAI(base_url=server.base_url, api_key="k"), "stub")
+    router = AgentRouter(Router(list(choices), 64), embedder, choices)
+    return Agent(config, client, build_toolkits(config.toolkits), router)
+
+
+def offered(request: dict) -> list[str]:
+    return [t["function"]["name"] for t in request.get("tools") or []]
+
+
+async def test_the_llm_is_offered_only_the_chosen_tools_and_a_call_to_another_is_unknown(stub):
+    server = stub(StubScript(replies=[{"tool_calls": [CALL]}, "\\boxed{1}"]))
+    agent = routed_agent(server, {"rough": ["quick_convert"], "exact": ["convert_units"]})
+    result = await agent.run("Convert 1 mile to km.")
+    assert result.route.choice == "rough"  # untrained: the first choice
+    assert offered(server.requests[0]) == ["quick_convert"]
+    assert "unknown tool 'convert_units'" in result.trajectory[3]["content"]  # it was not offered
+    assert server.embedding_requests == 1
+
+
+async def test_an_empty_choice_sends_no_tools_and_explicit_tools_bypass_the_router(stub):
+    server = stub(StubScript(replies=["\\boxed{1}"]))
+    agent = routed_agent(server, {"alone": [], "exact": ["convert_units"]})
+    result = await agent.run("Convert 1 mile to km.")
+    assert result.route.choice == "alone" and "tools" not in server.requests[0]
+    messages = [{"role": "user", "content": "Convert 1 mile to km."}]
+    direct = await agent.run_messages(messages, tools=agent.tools.only(["calculator"]))
+    assert direct.route is None and offered(server.requests[1]) == ["calculator"]
+
+
+async def test_exploring_attempts_at_one_question_take_distinct_choices(stub):
+    server = stub(StubScript(replies=["\\boxed{1}"]))
+    agent = routed_agent(server, {"a": [], "b": ["convert_units"], "c": ["calculator"]})
+    results = [await agent.run("Convert 2 feet to m.", explore=True) for _ in range(3)]
+    assert sorted(r.route.choice for r in results) == ["a", "b", "c"]
+    agent.router.observe(results[0].route, 1.0)
+    assert agent.router.stats()[results[0].route.choice] == {"attempts": 1, "mean_reward": 1.0}
+
+
+def test_the_config_s_choices_are_checked_against_the_agent_s_tools():
+    tools = ["convert_units", "quick_convert"]
+    assert route_choices(ToolRouterConfig(), tools) == {t: [t] for t in tools}
+    with pytest.raises(ConfigError, match="names teleport, which the agent's toolkits do not offer"):
+        route_choices(ToolRouterConfig(choices={"a": ["teleport"], "b": []}), tools)
+    with pytest.raises(ConfigError, match="needs two choices or more"):
+        route_choices(ToolRouterConfig(choices={"a": ["convert_units"]}), tools)
+    with pytest.raises(ConfigError, match="the agent has 1 tool"):
+        route_choices(ToolRouterConfig(), ["convert_units"])
