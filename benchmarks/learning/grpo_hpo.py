@@ -5,7 +5,7 @@ rates, with the same number of updates, on the toy task (utu/rl/toy.py: a tiny L
     python benchmarks/learning/grpo_hpo.py [--seeds 5] [--iterations 16]      # resumable: finished runs are kept
 
 Arms, each seeded 0..seeds-1 (the model's initialisation, the sampling and the mutations):
-  default    one agent at utu.rl.agilerl.GRPO's default lr (1e-4, AgileRL's), 4 x iterations updates;
+  default    one agent at utu.rl.agilerl.GRPO's default lr (1e-4: ours; AgileRL 2.58's is 5e-7), 4 x iterations updates;
   sweep      4 agents at lr 1e-4, 1e-3, 1e-2, 1e-1, iterations updates each; the one with the best validation
              fitness is reported (the same selection information evolution has);
   evolution  GRPO.population(4) starting at the sweep's 4 learning rates (population-based training: the same
@@ -165,17 +165,29 @@ def summarise(seeds: int) -> dict:
     return out
 
 
+def positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number >= 1")
+    return int(text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--iterations", type=int, default=16)
-    parser.add_argument("--evo_every", type=int, default=4)
+    parser.add_argument("--seeds", type=positive, default=5)
+    parser.add_argument("--iterations", type=positive, default=16)
+    parser.add_argument("--evo_every", type=positive, default=4)
     args = parser.parse_args()
     RUNS.mkdir(parents=True, exist_ok=True)
     for seed in range(args.seeds):
         for arm, run in ARMS.items():
             path = RUNS / f"{arm}_s{seed}.json"
             if path.exists():
+                saved = json.loads(path.read_text())
+                if (saved["iterations"], saved["evo_every"]) != (args.iterations, args.evo_every):
+                    parser.error(
+                        f"{path} was run with --iterations {saved['iterations']} --evo_every {saved['evo_every']}; "
+                        "give those to resume, or move results/grpo_hpo/ aside to start over"
+                    )
                 continue
             result = run(seed, args.iterations, args.evo_every)
             record = {"arm": arm, "seed": seed, **provenance(), **vars(args), **result}

@@ -314,5 +314,54 @@ def test_finetune_refuses_what_would_waste_or_lose_a_run(tmp_path):
     with pytest.raises(ValueError, match="not a checkpoint"):
         pop[0].save_checkpoint(kept)
     assert (kept / "thesis.txt").read_text() == "mine"
-    finetune_llm_reasoning(pop=pop, env=env, wb=True, elite_path=f"{tmp_path}/elite/", max_steps=4, verbose=False)
+    with pytest.raises(ValueError, match=r"make 1 iteration\(s\).*fewer than evaluation_interval=10"):
+        finetune_llm_reasoning(pop=pop, env=env, max_steps=4)  # AgileRL would return NaN fitness
+    with pytest.raises(ValueError, match="results exists and is not a checkpoint"):  # before any training
+        finetune_llm_reasoning(pop=pop, env=env, max_steps=4, evaluation_interval=1, elite_path=str(kept), wb=True)
+    assert not (tmp_path / "results_metrics.jsonl").exists()
+    finetune_llm_reasoning(
+        pop=pop, env=env, wb=True, elite_path=f"{tmp_path}/elite/", max_steps=4, evaluation_interval=1, verbose=False
+    )
     assert (tmp_path / "elite_metrics.jsonl").read_text().count("\n") == 2  # one row per agent and step
+
+
+def test_a_save_keeps_your_folders_a_failed_load_keeps_the_agent_and_a_lost_one_says_so(tmp_path):
+    tokenizer = char_tokenizer()
+    pop = make_population(tokenizer, size=2)
+    mine = tmp_path / "ckpt.tmp"  # the name a save writes to first
+    mine.mkdir()
+    (mine / "thesis.txt").write_text("mine")
+    with pytest.raises(ValueError, match="ckpt.tmp exists and is not a checkpoint's leftover"):
+        pop[0].save_checkpoint(tmp_path / "ckpt")
+    assert (mine / "thesis.txt").read_text() == "mine" and not (tmp_path / "ckpt").exists()
+    pop[0].save_checkpoint(tmp_path / "good")
+    pop[0].save_checkpoint(tmp_path / "good")  # again: the first is replaced whole, nothing left beside
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.tmp", "good"]
+    broken = tmp_path / "broken"
+    pop[1].save_checkpoint(broken)
+    (broken / "trainer_state.pt").write_bytes((broken / "trainer_state.pt").read_bytes()[:100])
+    with pytest.raises(Exception):  # noqa: B017 - torch's own error for a cut file
+        pop[1].load_checkpoint(broken)
+    assert pop[1].lr == 0.03 and pop[1].get_action(make_env(tokenizer).reset())  # still the agent it was
+    pop[1].clean_up()
+    for use in (lambda: pop[1].lr, lambda: setattr(pop[1], "lr", 0.5)):
+        with pytest.raises(RuntimeError, match="agent 1 was cleaned up"):
+            use()
+
+
+def test_evolution_s_arguments_are_checked_as_agilerl_s_are():
+    tokenizer = char_tokenizer()
+    for factors in ({"grow_factor": -1}, {"shrink_factor": 0}, {"grow_factor": 0.9}):
+        with pytest.raises(ValueError, match="shrink_factor must be in"):
+            RLParameter(min=1e-4, max=1e-2, **factors)
+    with pytest.raises(ValueError, match="elitism=True"):
+        TournamentSelection(2, "no", 4)
+    with pytest.raises(ValueError, match="new_layer_prob must be in"):
+        Mutations(0.1, 0, None, 0, 0, 0.5)
+    with pytest.raises(ValueError, match="size must be a whole number"):
+        make_population(tokenizer, size=2.0)
+    with pytest.raises(ValueError, match="beta is a real number"):
+        make_population(tokenizer, size=1, hp_config=HyperparameterConfig(beta=RLParameter(0, 1, dtype=int)))
+    agent = make_population(tokenizer, size=1)[0]
+    with pytest.raises(ValueError, match=r"^set_hyperparameter: lr='fast': [^\n]+$"):
+        agent.set_hyperparameter("lr", "fast")

@@ -15,10 +15,12 @@
     fitness = agent.test(env)
 
 Everything runs on `utu.rl.grpo.LocalGRPO` (its losses, prefix sharing, multi-process update and checkpoints), so
-the arithmetic is the one tested against TRL. Arguments AgileRL has and we do not honour raise an error that
-names them; none is ignored. Rewards: AgileRL's `reward_fn(completion, solution, prompt) -> float`, or any of
-our verify functions (`HuggingFaceGym.from_dataset`). Evolutionary HPO (`GRPO.population`, `Mutations`,
-`TournamentSelection`, `finetune_llm`): utu/rl/evolution.py and utu/rl/finetune.py, re-exported here.
+the arithmetic is the one tested against TRL. The agent's arguments that AgileRL has and we do not honour raise
+an error that names them; a few loop arguments with no meaning here are accepted and unused (`init_hp` of
+`finetune_llm`; `env_name`, `algo`, `accelerator`, `language_model` of `run_selection_and_mutation`).
+Rewards: AgileRL's `reward_fn(completion, solution, prompt) -> float`, or any of our verify functions
+(`HuggingFaceGym.from_dataset`). Evolutionary HPO (`GRPO.population`, `Mutations`, `TournamentSelection`,
+`finetune_llm`): utu/rl/evolution.py and utu/rl/finetune.py, re-exported here.
 """
 
 import contextlib
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from pydantic import ValidationError
 from torch import Tensor
 
 from utu.rl.evolution import HyperparameterConfig, Mutations, RLParameter, TournamentSelection
@@ -49,6 +52,7 @@ class CosineLRScheduleConfig:
     warmup_proportion: float = 0.05
 
 
+# AgileRL arguments with a fixed meaning here: passing another value is refused, naming the argument.
 FIXED = {"calc_position_embeddings": True, "use_vllm": False, "vllm_config": None}
 # What evolution may change mid-run (`hp_config`): GRPOSettings fields a running trainer reads at each step.
 EVOLVABLE = ("lr", "beta", "group_size", "batch_size", "clip_coef", "max_grad_norm", "update_epochs", "temperature")
@@ -166,6 +170,8 @@ class GRPO:
             current = getattr(settings, name)
             if isinstance(current, int) and parameter.dtype is not int:
                 raise ValueError(f"hp_config: {name} is a whole number; give RLParameter(..., dtype=int)")
+            if isinstance(current, float) and parameter.dtype is int:
+                raise ValueError(f"hp_config: {name} is a real number; dtype=int would only ever give it whole values")
             for bound in (parameter.min, parameter.max):
                 try:
                     type(settings)(**{**settings.model_dump(), name: bound})
@@ -294,7 +300,8 @@ class GRPO:
 
     def save_checkpoint(self, path: str | Path) -> None:
         """The agent alone: its weights (under a population, its adapter and the base), optimizer, scheduler,
-        step, random state, hyperparameters and evolution record (index, fitness, scores, steps, mutation)."""
+        step, random state, hyperparameters and evolution record (index, fitness, scores, steps; the last
+        mutation is not kept: a loaded agent's `mut` is "None")."""
         self._activate()
         self.trainer.save_checkpoint(path)
         if self.accelerator.is_main_process:
@@ -306,10 +313,11 @@ class GRPO:
 
     def load_checkpoint(self, path: str | Path) -> None:
         """Weights, optimizer, scheduler, step, random state and evolution record from `path` into this agent."""
-        accelerator = self.accelerator
+        loaded = Trainer.load(path, device=self.init_args["device"], accelerator=self.accelerator)
+        extra = torch.load(Path(path) / "agilerl.pt", weights_only=False)  # both read before anything is let go
         self.clean_up()  # what this agent held before; it is now the one in `path`, on a model of its own
-        self.trainer = Trainer.load(path, device=self.init_args["device"], accelerator=accelerator)
-        self._restore(torch.load(Path(path) / "agilerl.pt", weights_only=False))
+        self.trainer = loaded
+        self._restore(extra)
 
     def _restore(self, extra: dict[str, Any]) -> None:
         self.index, self.fitness, self.scores = extra["index"], list(extra["fitness"]), list(extra["scores"])
@@ -385,9 +393,9 @@ class GRPO:
                 "GRPO.population: resume_from_checkpoint is not supported; load each saved member with GRPO.load"
             )
         kwargs["device"] = device
-        if size < 1:
-            raise ValueError(f"GRPO.population: size must be >= 1, not {size}")
-        kwargs.pop("index", None)
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"GRPO.population: size must be a whole number >= 1, not {size!r}")
+        kwargs.pop("index", None)  # a population's members are numbered 0..size-1, whatever index was passed
         first = cls(observation_space, action_space, index=0, **kwargs)
         if kwargs.get("lora_config") is None:
             network = kwargs.pop("actor_network", None)
@@ -486,7 +494,11 @@ class GRPO:
         if name not in EVOLVABLE:
             raise ValueError(f"set_hyperparameter: {name} cannot change mid-run; these can: {', '.join(EVOLVABLE)}")
         trainer = self._trainer()
-        settings = type(trainer.settings)(**{**trainer.settings.model_dump(), name: value})  # raises before a change
+        try:  # checked as the knob is, before any change
+            settings = type(trainer.settings)(**{**trainer.settings.model_dump(), name: value})
+        except ValidationError as e:
+            reason = e.errors()[0]["msg"]
+            raise ValueError(f"set_hyperparameter: {name}={value!r}: {reason}") from None
         if name == "beta" and settings.beta > 0 and trainer.reference is None and not self.is_lora:
             raise ValueError("set_hyperparameter: beta > 0 needs a reference model; start with beta > 0 or LoRA")
         trainer.settings = settings
@@ -507,16 +519,17 @@ class GRPO:
         return trainer
 
     def __getattr__(self, name: str) -> Any:
-        """AgileRL's agents expose their hyperparameters as attributes (`agent.lr`)."""
+        """AgileRL's agents expose their hyperparameters as attributes (`agent.lr`); after clean_up, reading one
+        (or the trainer) says so."""
         if name == "trainer":  # only missing after clean_up
             self._trainer()
-        if name in EVOLVABLE and "trainer" in self.__dict__:
+        if name in EVOLVABLE:
             return self.hyperparameter(name)
         raise AttributeError(name)
 
     def __setattr__(self, name: str, value: Any) -> None:
         """`agent.lr = x` (as AgileRL's mutations write it) sets the hyperparameter the trainer uses."""
-        if name in EVOLVABLE and "trainer" in self.__dict__:
+        if name in EVOLVABLE:
             self.set_hyperparameter(name, value)
         else:
             super().__setattr__(name, value)

@@ -17,6 +17,7 @@ with what `Member` lists would do.
 import math
 from collections.abc import ItemsView, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -44,6 +45,11 @@ class RLParameter:
             self.min, self.max = math.ceil(self.min), math.floor(self.max)
         if self.min > self.max:
             raise ValueError(f"RLParameter: min {self.min} is above max {self.max}")
+        if not 0 < self.shrink_factor < 1 or self.grow_factor <= 1:
+            raise ValueError(
+                f"RLParameter: shrink_factor must be in (0, 1) and grow_factor above 1, not {self.shrink_factor!r} "
+                f"and {self.grow_factor!r} (a mutation multiplies by one of them)"
+            )
 
     def mutate(self, value: float, rng: np.random.Generator) -> int | float:
         factor = self.shrink_factor if rng.random() < 0.5 else self.grow_factor
@@ -112,6 +118,8 @@ class Member(Protocol):
 
     def mutation_hook(self) -> None: ...
 
+    def save_checkpoint(self, path: str | Path) -> None: ...
+
 
 class Mutations:
     """Mutates a population (agents with `hp_config`, `hyperparameter`, `set_hyperparameter`, `mut`,
@@ -147,7 +155,11 @@ class Mutations:
         for name, p in {"no_mutation": no_mutation, "rl_hp": rl_hp, "mutation_sd": mutation_sd}.items():
             if isinstance(p, bool) or not isinstance(p, int | float) or not 0 <= p < math.inf:
                 raise ValueError(f"Mutations: {name} must be a finite number >= 0, not {p!r}")
-        if not 0 <= new_layer_prob <= 1:
+        if (
+            isinstance(new_layer_prob, bool)
+            or not isinstance(new_layer_prob, int | float)
+            or not 0 <= new_layer_prob <= 1
+        ):
             raise ValueError(f"Mutations: new_layer_prob must be in [0, 1], not {new_layer_prob!r}")
         if no_mutation + rl_hp == 0:
             raise ValueError("Mutations: no_mutation and rl_hp are both 0; give one a weight")
@@ -158,8 +170,8 @@ class Mutations:
         self.mutate_elite, self.device, self.accelerator = mutate_elite, device, accelerator
 
     def mutation(
-        self, population: list[Any], pre_training_mut: bool = False, indices: list[int] | None = None
-    ) -> list[Any]:
+        self, population: list[Member], pre_training_mut: bool = False, indices: list[int] | None = None
+    ) -> list[Member]:
         """Each agent (or those whose index is in `indices`) mutated in place, and the population returned, as
         AgileRL does. `pre_training_mut`: never "no mutation", so every agent starts from its own hyperparameters."""
         weights = np.array([0.0 if pre_training_mut else self.no_mut, self.rl_hp_mut])
@@ -175,22 +187,22 @@ class Mutations:
             agent.mutation_hook()
         return population
 
-    def draw(self, individual: Any) -> tuple[str, int | float] | None:
+    def draw(self, individual: Member) -> tuple[str, int | float] | None:
         """A learning-hyperparameter mutation for `individual`: (name, new value), or None without `hp_config`."""
         if not individual.hp_config:
             return None
         name, parameter = individual.hp_config.sample(self.rng)
         return name, parameter.mutate(individual.hyperparameter(name), self.rng)
 
-    def no_mutation(self, individual: Any) -> Any:
+    def no_mutation(self, individual: Member) -> Member:
         individual.mut = "None"
         return individual
 
-    def rl_hyperparam_mutation(self, individual: Any) -> Any:
+    def rl_hyperparam_mutation(self, individual: Member) -> Member:
         """One hyperparameter of the agent's `hp_config`, grown or shrunk within its range."""
         return self._apply(individual, self.draw(individual))
 
-    def _apply(self, individual: Any, change: tuple[str, int | float] | None) -> Any:
+    def _apply(self, individual: Member, change: tuple[str, int | float] | None) -> Member:
         if change is None:
             return self.no_mutation(individual)
         individual.set_hyperparameter(*change)
@@ -210,7 +222,7 @@ class TournamentSelection:
         for name, size in sizes.items():
             if isinstance(size, bool) or not isinstance(size, int) or size < 1:
                 raise ValueError(f"TournamentSelection: {name} must be a whole number >= 1, not {size!r}")
-        if not elitism:
+        if elitism is not True:
             raise ValueError(
                 "TournamentSelection(elitism=False) is not supported for language model populations (nor in "
                 "AgileRL); construct it with elitism=True"
@@ -218,7 +230,7 @@ class TournamentSelection:
         self.tournament_size, self.elitism = tournament_size, elitism
         self.population_size, self.eval_loop = population_size, eval_loop
 
-    def fitness_of(self, agent: Any) -> float:
+    def fitness_of(self, agent: Member) -> float:
         if not agent.fitness:
             raise ValueError(f"TournamentSelection: agent {agent.index} has no fitness yet; call agent.test(env) first")
         fitness = float(np.mean(agent.fitness[-self.eval_loop :]))
@@ -226,7 +238,7 @@ class TournamentSelection:
             raise ValueError(f"TournamentSelection: agent {agent.index}'s fitness is NaN; check its reward function")
         return fitness
 
-    def select(self, population: list[Any]) -> tuple[Any, list[Any], None]:
+    def select(self, population: list[Member]) -> tuple[Member, list[Member], None]:
         """(elite, new population, None); agents not chosen are cleaned up (their adapters freed)."""
         if len(population) != self.population_size:
             raise ValueError(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from utu.rl.evolution import Mutations, TournamentSelection
+from utu.rl.grpo import STATE_FILE
 from utu.rl.train import MetricsLog
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,21 @@ def finetune_llm(
     if max_steps is None:
         max_steps = (num_epochs or 1) * len(envs[0])
     iterations = -(max_steps // -(batch * len(pop)))
+    if iterations < evaluation_interval or (evolve_every and iterations < evolve_every):
+        raise ValueError(
+            f"finetune_llm: {max_steps} prompts make {iterations} iteration(s) of the population of {len(pop)}, "
+            f"fewer than evaluation_interval={evaluation_interval}"
+            + (f" or evo_steps={evo_steps}" if evolve_every else "")
+            + ": no agent would be tested or evolved; raise max_steps (or num_epochs), or lower them"
+        )
+    targets = [Path(elite_path)] if elite_path else []
+    targets += [Path(checkpoint_path) / f"agent_{a.index}" for a in pop] if checkpoint_path else []
+    for target in targets:
+        if target.exists() and not (target / STATE_FILE).is_file():  # refused now, not a generation in
+            raise ValueError(f"finetune_llm: {target} exists and is not a checkpoint; give a new path")
     beside = Path(elite_path or checkpoint_path or "finetune")
+    if accelerator is None:  # every process runs this loop: only the main one writes the metrics
+        accelerator = getattr(pop[0], "accelerator", None)
     main = accelerator is None or accelerator.is_main_process
     metrics = MetricsLog(beside.with_name(beside.name + "_metrics.jsonl"), tensorboard=False) if wb and main else None
     prompts = [e.reset(reset_dataloaders=True) for e in envs] if env_fn else [envs[0].reset(reset_dataloaders=True)]

@@ -15,6 +15,7 @@ import copy
 import math
 import os
 import random
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -436,10 +437,13 @@ class LocalGRPO:
         to a temporary folder and renamed into place, so a crash mid-save never leaves a half-written checkpoint.
         Every process calls it (a collective under DeepSpeed / FSDP); the main process writes all but its
         own random state. The folder must be on a filesystem all processes see."""
-        acc, path = self.accelerator, Path(path)
+        acc, path = self.accelerator, Path(path).resolve()  # resolved: "ckpt/.." is the folder it names
         if path.exists() and not (path / STATE_FILE).is_file():  # a save replaces the folder whole
             raise ValueError(f"{path} exists and is not a checkpoint; save to a new path (nothing was written)")
-        tmp = path.with_name(path.name + ".tmp")
+        tmp, old = path.with_name(path.name + ".tmp"), path.with_name(path.name + ".old")
+        for beside in (tmp, old):  # a save removes these: only when they are what a save leaves behind
+            if beside.exists() and not checkpoint_leftover(beside):
+                raise ValueError(f"{beside} exists and is not a checkpoint's leftover; move it (nothing was written)")
         if acc.is_main_process:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
@@ -470,7 +474,7 @@ class LocalGRPO:
                 "adapter": adapter,
             }
             torch.save(state, tmp / STATE_FILE)
-            old = path.with_name(path.name + ".old")
+            shutil.rmtree(old, ignore_errors=True)
             if path.exists():
                 path.rename(old)
             os.replace(tmp, path)
@@ -526,6 +530,15 @@ class LocalGRPO:
             )
         restore_random_state(torch.load(path / RNG_FILE.format(rank=rank), weights_only=False), agent.shuffle)
         return agent
+
+
+CHECKPOINT_PARTS = {"model", "base", "reference", "tokenizer", STATE_FILE}
+
+
+def checkpoint_leftover(folder: Path) -> bool:
+    """A folder holding only what `save_checkpoint` writes (a save cut short, or the one it replaced)."""
+    rng = re.compile(RNG_FILE.replace(".", r"\.").format(rank=r"\d+"))
+    return folder.is_dir() and all(p.name in CHECKPOINT_PARTS or rng.fullmatch(p.name) for p in folder.iterdir())
 
 
 class LearningRateFactor:

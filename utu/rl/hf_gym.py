@@ -223,6 +223,3 @@ def run_sync(coroutine: Any) -> Any:
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coroutine).result()
-
-
-# AgileRL arguments with a fixed meaning here: passing another value is refused, naming the argument.
