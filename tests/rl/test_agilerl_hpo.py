@@ -365,3 +365,26 @@ def test_evolution_s_arguments_are_checked_as_agilerl_s_are():
     agent = make_population(tokenizer, size=1)[0]
     with pytest.raises(ValueError, match=r"^set_hyperparameter: lr='fast': [^\n]+$"):
         agent.set_hyperparameter("lr", "fast")
+
+
+def test_agilerl_s_helper_methods_do_what_its_custom_loops_expect():
+    tokenizer = char_tokenizer()
+    first, second = make_population(tokenizer, size=2, hp_config=HyperparameterConfig(lr=RLParameter(1e-3, 0.1)))
+    calls = []
+    first.register_init_hook(lambda: calls.append("resynced"))
+    mutations = Mutations(0, 0, 0, 0, 0, 1.0, rand_seed=1)
+    mutations.rl_hyperparam_mutation(first)  # one agent, as a custom loop calls it: no hooks
+    assert calls == [] and first.mut == "lr" and first.lr != 0.03
+    mutations.mutation([first, second])  # the population's mutation runs each agent's hooks after it
+    assert calls == ["resynced"]
+    assert first.get_policy() is first.trainer.model
+    assert set(first.evolvable_attributes()) == {"actor", "optimizer"}
+    assert set(first.evolvable_attributes(networks_only=True)) == {"actor"}
+    ids, masks = first.to_device(torch.ones(2, 3), [torch.zeros(2)])
+    assert ids.device == first.accelerator.device and masks[0].device == first.accelerator.device
+    prompts = make_env(tokenizer).reset()
+    assert first.preprocess_observation(prompts) is prompts
+    first.fitness.append(0.7)
+    GRPO.copy_attributes(first, second)
+    assert (second.index, second.fitness, second.lr, second.mut) == (first.index, [0.7], first.lr, "lr")
+    assert list(first.hp_config.items()) == list(second.hp_config.items())
