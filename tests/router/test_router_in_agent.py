@@ -64,7 +64,7 @@ def workspace(tmp_path):
     return configs, db_url
 
 
-def evaluate(tmp_path, configs, db_url, server, exp_id, *args):
+def evaluate(tmp_path, configs, db_url, server, exp_id, *args, limit: int = 24):
     env = {
         "UTU_CONFIG_DIR": str(configs),
         "UTU_LLM_BASE_URL": server.base_url,
@@ -73,7 +73,7 @@ def evaluate(tmp_path, configs, db_url, server, exp_id, *args):
         "UTU_EMBED_BASE_URL": server.base_url,
         "UTU_EMBED_MODEL": "stub",
     }
-    argv = ["--config_name", "local/unit_tools_router", "--offset", "60", "--limit", "24", "--pass_k", "1"]
+    argv = ["--config_name", "local/unit_tools_router", "--offset", "60", "--limit", str(limit), "--pass_k", "1"]
     argv += ["--exp_id", exp_id, "--db_url", db_url, *args]
     return run_script(str(ROOT / "scripts/run_eval.py"), *argv, env=env, cwd=tmp_path)
 

@@ -260,3 +260,27 @@ def test_a_served_request_is_traced(tmp_path, phoenix, stub):
     assert ("serve math", "AGENT") in kinds and ("ChatCompletion", "LLM") in kinds
     (llm,) = [s for s in spans if s["span_kind"] == "LLM"]
     assert "When adding, carry." in llm["attributes"]["llm.input_messages.0.message.content"]
+
+
+def test_a_router_s_decisions_and_rewards_are_traced(tmp_path, phoenix, stub):
+    from tests.router.test_router_in_agent import agent_reply, evaluate, workspace
+    from utu.llm.stub import StubScript
+
+    configs, db_url = workspace(tmp_path)
+    agent = stub(StubScript(reply_fn=agent_reply))
+    os.environ.update(PHOENIX_ENDPOINT=phoenix["endpoint"], PHOENIX_PROJECT_NAME="routed")
+    try:
+        result = evaluate(tmp_path, configs, db_url, agent, "routed", limit=3)
+    finally:
+        del os.environ["PHOENIX_ENDPOINT"], os.environ["PHOENIX_PROJECT_NAME"]
+    assert result.returncode == 0, result.stderr
+    spans = spans_of(phoenix["ui"], "routed")
+    routes = [s for s in spans if s["name"] == "route"]
+    rewards = [s for s in spans if s["name"] == "route reward"]
+    assert len(routes) == len(rewards) == 3
+    for span in routes:
+        attributes = span["attributes"]
+        assert attributes["choice"] == "rough" and attributes["explore"] is False
+        assert attributes["probability.rough"] == attributes["probability.exact"] == pytest.approx(1 / 3, abs=1e-3)
+    assert {s["attributes"]["choice"] for s in rewards} == {"rough"}
+    assert all(isinstance(s["attributes"]["reward"], float) for s in rewards)
