@@ -86,10 +86,16 @@ async def build_eval(stack: AsyncExitStack, config: EvalConfig, db: Database) ->
 
 
 async def open_agent(
-    stack: AsyncExitStack, config: AgentConfig, client: LLMClient, *, run_dir: Path | None = None
+    stack: AsyncExitStack,
+    config: AgentConfig,
+    client: LLMClient,
+    *,
+    run_dir: Path | None = None,
+    restart_step: int | None = None,
 ) -> Agent:
     """The agent with its toolkits (servers closed with `stack`) and its router, if the config names one
-    (`run_dir`: practice's folder, where the router resumes and saves; without it the router is frozen)."""
+    (`run_dir`: practice's folder, where the router resumes, from before `restart_step` if given, and saves;
+    without it the router is frozen)."""
     toolkits = await open_toolkits(stack, config.toolkits, llm=client)
     if config.tool_router is None:
         return Agent(config, client, toolkits)
@@ -98,4 +104,5 @@ async def open_agent(
     except ImportError as e:
         raise ConfigError(f"tool_router needs torch ({e}): pip install -e '.[rl]'") from None
     tools = [s["function"]["name"] for toolkit in toolkits for s in toolkit.schemas()]
-    return Agent(config, client, toolkits, await open_router(config.tool_router, tools, run_dir=run_dir))
+    router = await open_router(config.tool_router, tools, run_dir=run_dir, restart_step=restart_step)
+    return Agent(config, client, toolkits, router)

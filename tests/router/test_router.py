@@ -2,12 +2,13 @@
 
 import math
 import threading
+from pathlib import Path
 
 import pytest
 import torch
 
 from utu.router.policy import group_advantages, grpo_loss
-from utu.router.router import Router, RouterError
+from utu.router.router import Member, Router, RouterError
 
 DIM = 32
 
@@ -89,8 +90,9 @@ def trained_router() -> Router:
     bandit, router = Bandit(), Router(["a", "b", "c", "d"], DIM, seed=3)
     for i in range(24):
         query, features, kind = bandit.query(i)
-        decision = router.decide(query, features, explore=True)
-        router.observe(decision, float(decision.index == bandit.best[kind]))
+        for _ in range(2):  # a group of two: advantages that are not all 0
+            decision = router.decide(query, features, explore=True)
+            router.observe(decision, float(decision.index == bandit.best[kind]))
     router.update()
     for i in range(24, 30):  # observed, not learned from yet: the buffer is part of the state
         query, features, kind = bandit.query(i)
@@ -106,7 +108,7 @@ def test_a_saved_router_loads_to_the_same_decisions_buffer_and_next_update(tmp_p
     assert loaded.decide("x", features, explore=False).probabilities == pytest.approx(
         router.decide("x", features, explore=False).probabilities
     )
-    assert len(loaded.buffer) == len(router.buffer) == 6 and loaded.observed == router.observed == 30
+    assert len(loaded.buffer) == len(router.buffer) == 6 and loaded.observed == router.observed == 54
     router.update(), loaded.update()  # the same optimiser state and observations: the same weights after
     for a, b in zip(router.nets, loaded.nets, strict=True):
         for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
@@ -118,7 +120,7 @@ def test_a_bad_or_mismatched_state_file_is_one_clear_error(tmp_path):
     trained_router().save(tmp_path / "good.pt")
     (tmp_path / "garbage.pt").write_bytes(b"\x00not a router")
     torch.save({"format": "something else"}, tmp_path / "other.pt")
-    with pytest.raises(RouterError, match=r"garbage.pt: not a usable router state .*delete it"):
+    with pytest.raises(RouterError, match=r"garbage.pt: not a usable router state \(unreadable: not a file a router"):
         Router.load(tmp_path / "garbage.pt")
     with pytest.raises(RouterError, match="other.pt: not a usable router state"):
         Router.load(tmp_path / "other.pt")
@@ -151,9 +153,13 @@ def test_many_attempts_observing_at_once_lose_no_update():
     router = Router(["a", "b", "c"], DIM)
     features = torch.randn(DIM)
 
-    def attempts(worker: int) -> None:
+    chosen: dict[str, list[int]] = {f"q{i}": [] for i in range(100)}
+
+    def attempts(worker: int) -> None:  # 8 workers, each attempting every query: 3 of them race for each
         for i in range(300):
-            decision = router.decide(f"q{worker}-{i // 3}", features, explore=True)
+            query = f"q{(i + worker * 37) % 100}"
+            decision = router.decide(query, features, explore=True)
+            chosen[query].append(decision.index)
             router.observe(decision, float(decision.index == 0))
 
     threads = [threading.Thread(target=attempts, args=(w,)) for w in range(8)]
@@ -162,5 +168,48 @@ def test_many_attempts_observing_at_once_lose_no_update():
     for t in threads:
         t.join()
     assert router.observed == 2400 and len(router.buffer) == 2400
+    # Racing attempts at one query still take distinct choices: its 24 decisions are 8 whole samples without
+    # replacement, so each choice was taken exactly 8 times (a lost race would break a sample).
+    assert all(sorted(c) == [0] * 8 + [1] * 8 + [2] * 8 for c in chosen.values())
     report = router.update()
     assert sum(r["samples"] for r in report.values()) == 2400 and router.buffer == []
+
+
+def test_a_group_larger_than_the_choices_stays_one_member_s_and_an_update_ends_every_group():
+    router = Router(["a", "b", "c"], DIM, seed=1)
+    features = torch.randn(DIM)
+    four = [router.decide("q", features, explore=True) for _ in range(4)]
+    assert sorted(d.index for d in four[:3]) == [0, 1, 2] and len({d.member for d in four}) == 1
+    router.observe(four[0], 1.0)
+    router.update()
+    after = [router.decide("q", features, explore=True) for _ in range(3)]
+    assert sorted(d.index for d in after) == [0, 1, 2]  # a new group, from the updated policy
+    singles = {router.decide("q", features, explore=True, member=0, group=False).index for _ in range(50)}
+    assert len(singles) >= 2  # independent samples (the design's select_action) may repeat
+
+
+def test_an_update_moves_each_member_toward_the_better_choice_of_its_groups():
+    router = Router(["a", "b"], DIM, members=(Member("only", advantage_weight=0.0),), epochs=4)
+    features = [torch.randn(DIM) for _ in range(6)]
+    before = [router.decide(f"q{i}", f, explore=False).probabilities[1] for i, f in enumerate(features)]
+    for i, f in enumerate(features):
+        for _ in range(2):
+            decision = router.decide(f"q{i}", f, explore=True)
+            router.observe(decision, float(decision.choice == "b"))
+    report = router.update()
+    assert report["only"]["samples"] == 12 and report["only"]["mean_reward"] == 0.5
+    after = [router.decide(f"q{i}", f, explore=False).probabilities[1] for i, f in enumerate(features)]
+    assert all(a > b for a, b in zip(after, before, strict=True))
+
+
+def test_broken_features_a_folder_as_state_and_the_caller_s_rng_are_handled():
+    router = Router(["a", "b"], DIM)
+    with pytest.raises(RouterError, match="NaN or infinite"):
+        router.decide("q", torch.full((DIM,), float("nan")), explore=True)
+    with pytest.raises(RouterError, match="is a folder"):
+        router.save(Path(__file__).parent)
+    torch.manual_seed(123)
+    expected = torch.rand(1)
+    torch.manual_seed(123)
+    Router(["a", "b"], DIM, seed=5)
+    assert torch.equal(torch.rand(1), expected)  # building a router leaves the caller's torch RNG alone

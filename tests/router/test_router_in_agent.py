@@ -10,6 +10,7 @@ import yaml
 from tests.conftest import ROOT, run_script
 from tests.practice.helpers import evolving_learner, query, run_practice, setup_workspace
 from utu.llm.stub import StubScript
+from utu.router.router import Router
 
 CONFIG = """# @package _global_
 defaults:
@@ -104,6 +105,17 @@ def test_practice_teaches_the_router_and_the_enhanced_agent_uses_it_frozen(stub,
     for index, meta in rows:
         tried.setdefault(index, set()).add(json.loads(meta)["route"]["choice"])
     assert len(tried) == 18 and all(choices == {"rough", "alone", "exact"} for choices in tried.values())
+
+    assert Router.load(state).updates == 3  # one per step
+    assert sorted(p.name for p in state.parent.glob("tool_router.step*.pt")) == [
+        f"tool_router.step{i}.pt" for i in range(3)
+    ]
+    again = run_practice(tmp_path, configs, db_url, agent, learner, "--restart_step", "2")
+    assert again.returncode == 0, again.stderr
+    assert Router.load(state).updates == 3  # step 1's router, then step 2 learned once more: not 4
+    fresh = run_practice(tmp_path, configs, db_url, agent, learner, "--fresh")
+    assert fresh.returncode == 0, fresh.stderr
+    assert Router.load(state).updates == 3 and Router.load(state).observed == 54  # a new router, not 6 updates
 
     after = evaluate(tmp_path, configs, db_url, agent, "after", "--agent_config", "runs/t/enhanced_agent.yaml")
     assert after.returncode == 0, after.stderr

@@ -9,9 +9,9 @@ from tests.conftest import client_for
 from utu.agents import Agent
 from utu.config import AgentConfig, ToolkitConfig
 from utu.config.models import ToolRouterConfig
-from utu.errors import ConfigError
+from utu.errors import ConfigError, LLMError
 from utu.llm.stub import StubScript
-from utu.router.embeddings import Embedder
+from utu.router.embeddings import MAX_CHARS, Embedder
 from utu.router.router import Router
 from utu.router.routing import AgentRouter, route_choices
 from utu.tools import build_toolkits
@@ -58,7 +58,7 @@ async def test_exploring_attempts_at_one_question_take_distinct_choices(stub):
     results = [await agent.run("Convert 2 feet to m.", explore=True) for _ in range(3)]
     assert sorted(r.route.choice for r in results) == ["a", "b", "c"]
     agent.router.observe(results[0].route, 1.0)
-    assert agent.router.stats()[results[0].route.choice] == {"attempts": 1, "mean_reward": 1.0}
+    assert [o.reward for o in agent.router.router.buffer] == [1.0]
 
 
 def test_the_config_s_choices_are_checked_against_the_agent_s_tools():
@@ -70,3 +70,41 @@ def test_the_config_s_choices_are_checked_against_the_agent_s_tools():
         route_choices(ToolRouterConfig(choices={"a": ["convert_units"]}), tools)
     with pytest.raises(ConfigError, match="the agent has 1 tool"):
         route_choices(ToolRouterConfig(), ["convert_units"])
+
+
+async def test_an_attempt_judged_before_a_stop_still_teaches_the_router(stub):
+    server = stub(StubScript(replies=["\\boxed{1}"]))
+    agent = routed_agent(server, {"a": [], "b": ["convert_units"]})
+    decision = (await agent.run("Convert 2 feet to m.", explore=True)).route
+    agent.router.router.buffer.clear()  # as after a stop: only the attempt's record is left
+    await agent.router.observe_recorded("Convert 2 feet to m.", decision.summary(), 1.0)
+    (observation,) = agent.router.router.buffer
+    assert (observation.index, observation.member, observation.reward) == (decision.index, decision.member, 1.0)
+    assert observation.log_prob == pytest.approx(decision.log_prob, abs=1e-3)
+    frozen = (await agent.run("Convert 3 feet to m.")).route
+    await agent.router.observe_recorded("Convert 3 feet to m.", frozen.summary(), 1.0)
+    assert len(agent.router.router.buffer) == 1  # a frozen decision teaches nothing
+
+
+class BrokenEndpoint:
+    """An OpenAI client whose embeddings come back as `vector`."""
+
+    def __init__(self, vector):
+        self.base_url, self.inputs = "http://broken", []
+        item = type("Item", (), {"index": 0, "embedding": vector})
+        reply = type("Reply", (), {"data": [item]})
+
+        async def create(**request):
+            self.inputs += request["input"]
+            return reply
+
+        self.embeddings = type("Embeddings", (), {"create": staticmethod(create)})
+
+
+async def test_a_broken_embedding_is_an_error_not_a_feature():
+    for vector in ([float("nan"), 1.0], [], [float("inf")]):
+        with pytest.raises(LLMError, match="a broken vector"):
+            await Embedder(BrokenEndpoint(vector), "m").one("q")
+    endpoint = BrokenEndpoint([1.0, 0.0])
+    assert len(await Embedder(endpoint, "m").one("x " * 50_000)) == 2
+    assert len(endpoint.inputs[0]) == MAX_CHARS  # a long question's start: within the server's context

@@ -28,7 +28,7 @@ DEFAULT_PARALLEL = 8
 DEFAULT_CTX = 4096  # per request slot
 
 
-EMBEDDING_PARALLEL, EMBEDDING_CTX = 4, 512  # queries to embed are short; a router embeds one at a time
+EMBEDDING_PARALLEL, EMBEDDING_CTX = 2, 2048  # a router embeds one question at a time, up to ~1000 tokens of it
 
 
 def server(model: str, *, embeddings: bool = False) -> BackgroundServer:
@@ -82,7 +82,9 @@ def serve(model: str | None = None, *, embeddings: bool = False) -> tuple[Server
     binary = llama_server_binary()
     path = gguf_path(model)
     if embeddings:
-        parallel, ctx, mode = EMBEDDING_PARALLEL, EMBEDDING_CTX, ["--embeddings", "--pooling", "mean"]
+        # an input must fit one physical batch: --ubatch-size as large as the context
+        parallel, ctx = EMBEDDING_PARALLEL, EMBEDDING_CTX
+        mode = ["--embeddings", "--pooling", "mean", "--ubatch-size", str(ctx), "--batch-size", str(ctx)]
     else:
         parallel = _int_env("UTU_LOCAL_PARALLEL", DEFAULT_PARALLEL)
         ctx, mode = _int_env("UTU_LOCAL_CTX", DEFAULT_CTX), ["--jinja"]
@@ -125,8 +127,10 @@ def ensure_running(model: str | None = None, *, embeddings: bool = False) -> str
     model = model or default_model()
     state, started = serve(model, embeddings=embeddings)
     verb = "started" if started else "reusing"
-    what = "embeddings of the embedded model" if embeddings else "the embedded model"
-    log.warning("No UTU_LLM_BASE_URL set: %s %s %s at %s", verb, what, model, base_url(state))
+    if embeddings:
+        log.warning("No embeddings endpoint set: %s the embeddings server of %s at %s", verb, model, base_url(state))
+    else:
+        log.warning("No UTU_LLM_BASE_URL set: %s the embedded model %s at %s", verb, model, base_url(state))
     return base_url(state)
 
 

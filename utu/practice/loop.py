@@ -129,6 +129,8 @@ class PracticeLoop:
         # rollouts -> judge -> summarise -> group advantage -> proposals, per group (rollouts.py)
         s.outcomes = await self.rollouts.groups(s.rows, library)
         await self.top_up(s, library)  # more questions when too few groups showed contrast
+        if self.agent.router is not None:  # a tool router learns from the step's rewards (utu/router)
+            self.agent.router.update(step)
         s.learner_failures()
         await self.check_step(s)
         # consolidate -> restate -> screen -> gate

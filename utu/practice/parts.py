@@ -55,5 +55,5 @@ async def open_practice(
         learner = await open_client(stack, config.practice.learner_model, usage)
     judge = await open_judge(stack, ev, usage)
     verifier = Verifier(verify, ev.verify_timeout, ev.timeout_score, llm=judge)
-    agent = await open_agent(stack, ev.agent, client, run_dir=run_dir)
+    agent = await open_agent(stack, ev.agent, client, run_dir=run_dir, restart_step=config.practice.restart_step)
     return PracticeParts(agent, ExperienceUpdater(learner, config.practice), verifier, usage)

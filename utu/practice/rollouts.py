@@ -62,9 +62,12 @@ class Rollouts:
                 await issued.all.wait()
             return await self.updater.learn(attempts_of(group_rows), library)  # summarise, advantage, proposals
 
+        if self.agent.router is not None:  # attempts judged before a stop: their rewards still teach the router
+            for row in rows:
+                route = (row.meta or {}).get("route")
+                if row.stage == "judged" and route:
+                    await self.agent.router.observe_recorded(row.raw_question, route, row.reward)
         outcomes = await gather_or_cancel(*(group(g) for g in groups.values()))
-        if self.agent.router is not None:  # learns from the step's rewards, saved in the run's folder
-            self.agent.router.update()
         if any(row.stage == "init" for row in rows):  # attempts not started: the finished ones are saved
             self.usage.check_budget()
         if not self.pipeline:

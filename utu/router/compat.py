@@ -11,6 +11,7 @@ drawn at random per query instead of taking turns; updates are GRPO's over the c
 """
 
 import functools
+import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,8 @@ import numpy as np
 import openai
 import torch
 
-from utu.router.embeddings import DEFAULT_EMBEDDING_MODEL
+from utu.errors import LLMError
+from utu.router.embeddings import DEFAULT_EMBEDDING_MODEL, MAX_CHARS
 from utu.router.router import DEFAULT_MEMBERS, Decision, Member, Router, RouterError
 
 FeatureExtractor = Callable[[Any], Sequence[float]]
@@ -34,9 +36,16 @@ def embedding_features(base_url: str | None = None, model: str | None = None, ap
         base_url = local.ensure_running(model, embeddings=True)
     client = openai.OpenAI(base_url=base_url, api_key=api_key or "none", max_retries=3)
 
+    if not model:
+        raise LLMError("embedding_features: a base_url needs its model's name (model=...)")
+
     @functools.lru_cache(maxsize=20_000)
     def embed(text: str) -> np.ndarray:
-        return np.asarray(client.embeddings.create(model=model or "", input=[text or " "]).data[0].embedding, "float32")
+        try:
+            reply = client.embeddings.create(model=model, input=[text[:MAX_CHARS] or " "])
+        except openai.OpenAIError as e:
+            raise LLMError(f"embeddings from {base_url} ({model}) failed: {e}") from e
+        return np.asarray(reply.data[0].embedding, "float32")
 
     return embed
 
@@ -48,7 +57,7 @@ class MultiAgentGroupRL:
         self,
         agent_configs: Sequence[dict[str, Any]],
         feature_extractor: FeatureExtractor,
-        reward_function: Callable[..., float] | None = None,
+        reward_function: Callable[..., float] | None = None,  # the design's; `observe` takes the reward itself
         update_interval: int = 1000,
         training_epochs: int = 10,
         batch_size: int = 64,  # accepted for the design's signature: an update takes every observation
@@ -103,7 +112,7 @@ class MultiAgentGroupRL:
     def _decide(self, agent_id: Any, observation: Any, deterministic: bool) -> tuple[int, float, Decision]:
         query, features = self._features(observation)
         decision = self._router(features).decide(
-            query, features, explore=not deterministic, member=self._member(agent_id)
+            query, features, explore=not deterministic, member=self._member(agent_id), group=False
         )
         return decision.index, decision.log_prob, decision
 
@@ -121,7 +130,9 @@ class MultiAgentGroupRL:
         router = self._router(features)
         if not 0 <= action < len(self.action_names):
             raise RouterError(f"action {action}: the actions are 0-{len(self.action_names) - 1}")
-        router.observe(router.decision_of(query, features, action, self._member(agent_id)), float(reward))
+        member = self._member(agent_id)
+        log_prob = router.log_prob_of(features, action, member)
+        router.observe(router.recorded(query, features, action, member, log_prob), float(reward))
         if len(router.buffer) >= self.update_interval:
             return self.update_all_agents()
         return None
@@ -133,10 +144,14 @@ class MultiAgentGroupRL:
         return self.save_dir / f"router{suffix}.pt"
 
     def save_agents(self, suffix: str = "") -> Path:
+        """The router to `save_dir/router<suffix>.pt`, replacing only a router state saved there before."""
         if self.router is None:
             raise RouterError("nothing to save: no agent has observed anything yet")
-        self.router.save(self._path(suffix))
-        return self._path(suffix)
+        path = self._path(suffix)
+        if path.exists():
+            Router.load(path)  # a RouterError if the file there is not a router's: it is kept
+        self.router.save(path)
+        return path
 
     def load_agents(self, suffix: str = "") -> None:
         self.router = Router.load(self._path(suffix), choices=self.action_names)
@@ -172,6 +187,7 @@ class ToolSelectionGRPO:
         )
         self.current_agent_id: str | None = None
         self._pending: dict[str, tuple[str, int]] = {}
+        self._draw = random.Random(0)  # which agent decides: its own generator, not torch's global one
 
     def _checked(self, extract: Callable[[str], Sequence[float]]) -> FeatureExtractor:
         def features(query: Any) -> Sequence[float]:
@@ -184,7 +200,7 @@ class ToolSelectionGRPO:
 
     def select_tool(self, user_query: str, context: Any = None, visualizer: Any = None) -> str:
         """The tool for this query, from an agent drawn at random (exploring); `visualizer(agent_id, probs)`."""
-        agent_id = self.group.agent_ids[int(torch.randint(len(self.group.agent_ids), (1,)))]
+        agent_id = self._draw.choice(self.group.agent_ids)
         index, _, decision = self.group._decide(agent_id, user_query, deterministic=False)
         if visualizer is not None:
             visualizer(agent_id, dict(zip(self.tools, decision.probabilities, strict=True)))

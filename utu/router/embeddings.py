@@ -14,6 +14,9 @@ from utu.errors import LLMError
 
 CACHED = 20_000  # query texts whose embedding is kept (a 576-float vector each: about 46 MB at most)
 DEFAULT_EMBEDDING_MODEL = "smollm2-135m"
+# A question's start says what kind it is; its first 4000 characters (about 1000 tokens) are embedded, within
+# the embedded server's 2048 tokens per input (utu.llm.local.EMBEDDING_CTX).
+MAX_CHARS = 4000
 
 
 class Embedder:
@@ -42,13 +45,17 @@ class Embedder:
             missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
             if missing:
                 try:
-                    reply = await self.client.embeddings.create(model=self.model, input=missing)
+                    inputs = [t[:MAX_CHARS] or " " for t in missing]  # an empty input is an error to some endpoints
+                    reply = await self.client.embeddings.create(model=self.model, input=inputs)
                 except openai.OpenAIError as e:
                     raise LLMError(f"embeddings from {self.client.base_url} ({self.model}) failed: {e}") from e
                 if len(reply.data) != len(missing):
                     raise LLMError(f"embeddings: asked for {len(missing)}, the endpoint gave {len(reply.data)}")
                 for text, item in zip(missing, sorted(reply.data, key=lambda d: d.index), strict=True):
-                    self._cache[text] = np.asarray(item.embedding, dtype=np.float32)
+                    vector = np.asarray(item.embedding, dtype=np.float32)
+                    if vector.ndim != 1 or not vector.size or not np.isfinite(vector).all():
+                        raise LLMError(f"embeddings from {self.client.base_url}: a broken vector (empty, NaN or inf)")
+                    self._cache[text] = vector
             for text in texts:
                 self._cache.move_to_end(text)
             while len(self._cache) > self.cached:
@@ -56,4 +63,4 @@ class Embedder:
             return [self._cache[t] for t in texts]
 
     async def one(self, text: str) -> np.ndarray:
-        return (await self([text or " "]))[0]  # an empty input is an error to some endpoints
+        return (await self([text]))[0]

@@ -5,6 +5,7 @@ advantage is its reward against the group's mean (scaled by the group's spread),
 surrogate with an entropy bonus. No value network: the group's mean is the baseline, which is GRPO's point.
 """
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -23,6 +24,43 @@ class PolicyNet(nn.Module):
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         return self.out(torch.tanh(self.hidden(features)))
+
+
+class FeatureNorm:
+    """Features centred on the running mean of the queries learned from, and scaled so that their distance from
+    it is 1 on average (root mean square): a decoder's mean-pooled embeddings all point one way (cosine 0.8-0.9
+    between unrelated questions here), and centred they tell questions apart. Until two queries were learned
+    from, features pass as they are."""
+
+    def __init__(self, features: int):
+        self.count, self.mean, self.square = 0.0, torch.zeros(features), 0.0  # square: summed squared distances
+
+    def centre_and_spread(self) -> tuple[torch.Tensor, float]:
+        if self.count < 2:
+            return torch.zeros_like(self.mean), 1.0
+        return self.mean, math.sqrt(self.square / self.count) + 1e-6
+
+    def __call__(self, features: torch.Tensor) -> torch.Tensor:
+        centre, spread = self.centre_and_spread()
+        return (features - centre) / spread
+
+    def learn(self, batch: torch.Tensor) -> None:
+        """Fold a batch in (Chan et al.'s merge of means and squared distances)."""
+        n, batch_mean = len(batch), batch.mean(0)
+        delta, total = batch_mean - self.mean, self.count + n
+        batch_square = float(((batch - batch_mean) ** 2).sum())
+        self.square += batch_square + float((delta**2).sum()) * self.count * n / total
+        self.mean = self.mean + delta * n / total
+        self.count = total
+
+    def state(self) -> dict:
+        return {"count": self.count, "mean": self.mean, "square": self.square}
+
+    def load(self, state: dict) -> None:
+        mean = torch.as_tensor(state["mean"], dtype=torch.float32)
+        if mean.shape != self.mean.shape:
+            raise ValueError(f"its feature mean has {mean.numel()} values, not {self.mean.numel()}")
+        self.count, self.mean, self.square = float(state["count"]), mean, float(state["square"])
 
 
 def group_advantages(rewards: torch.Tensor, groups: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:

@@ -7,10 +7,11 @@
     router.save(path); Router.load(path)
 
 The members differ in how they explore (sampling temperature), in their advantage (how much of it is measured
-against their own mean reward instead of the query's group) and in their entropy bonus, as the design's
-`MultiAgentGroupRL` agents do. Exploring, a member drawn at random takes each query, and the attempts at one query take
-distinct choices (sampled without replacement from the member's policy): they are the group whose rewards are
-compared. Frozen, the router takes the choice the members' averaged probabilities rank first.
+against their batch's mean reward instead of the query's group) and in their entropy bonus, as the design's
+`MultiAgentGroupRL` agents do. Exploring, a member drawn at random takes each query, and the attempts at it take
+distinct choices (a sample without replacement from that member's tempered policy; past N attempts, a new sample
+from the same member): they are the group whose rewards are compared. Frozen, the router takes the choice the
+members' averaged probabilities rank first.
 """
 
 import contextlib
@@ -27,7 +28,7 @@ import numpy as np
 import torch
 
 from utu.errors import UtuError
-from utu.router.policy import PolicyNet, group_advantages, grpo_loss
+from utu.router.policy import FeatureNorm, PolicyNet, group_advantages, grpo_loss
 
 FORMAT = "utu-router/1"
 PLANS_KEPT = 4096  # queries whose group of choices is being tried; older ones are forgotten
@@ -36,7 +37,8 @@ PLANS_KEPT = 4096  # queries whose group of choices is being tried; older ones a
 @contextlib.contextmanager
 def one_thread() -> Iterator[None]:
     """Torch on one thread for the router's tiny networks: on a 2-core machine busy with an LLM server, its
-    thread pool made an update 77 times slower (2.6 s against 0.034 s, measured here)."""
+    thread pool made an update 77 times slower (2.6 s against 0.034 s, measured here). The setting is the
+    process's: a process training an LLM beside the router should not update it concurrently."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -53,7 +55,7 @@ class RouterError(UtuError):
 class Member:
     name: str
     temperature: float = 1.0  # exploration: logits are divided by it before sampling
-    advantage_weight: float = 0.0  # share of the advantage taken against the member's mean reward of the batch
+    advantage_weight: float = 0.0  # share of the advantage taken against the member's batch instead of the group
     entropy_coef: float = 0.01
 
 
@@ -71,8 +73,10 @@ class Decision:
     choice: str
     index: int
     member: int  # who chose; -1: the members together (frozen)
-    probabilities: list[float]  # of every choice, under the policy that decided
-    log_prob: float  # of this choice under the member's policy when it decided (the update's old policy)
+    # Every choice's probability under the deciding policy at temperature 1 (the members' average when frozen);
+    # an exploring member sampled from these at its own temperature.
+    probabilities: list[float]
+    log_prob: float  # log of probabilities[index]: the update's reference ("old") policy for the ratio
     explored: bool
     features: torch.Tensor = field(repr=False)
 
@@ -96,6 +100,14 @@ class _Observation:
     reward: float
 
 
+@dataclass
+class _Plan:
+    """The choices still to try for one query's attempts, in the order one member sampled them."""
+
+    member: int
+    order: list[int]
+
+
 class Router:
     def __init__(
         self,
@@ -117,94 +129,91 @@ class Router:
         self.features = features
         self.members = tuple(members)
         self.hidden, self.lr, self.clip, self.epochs, self.seed = hidden, lr, clip, epochs, seed
-        torch.manual_seed(seed)
-        self.nets = [PolicyNet(features, len(choices), hidden) for _ in members]
+        with torch.random.fork_rng():  # seeded weights, without reseeding the caller's torch
+            torch.manual_seed(seed)
+            self.nets = [PolicyNet(features, len(choices), hidden) for _ in members]
         self.optimizers = [torch.optim.Adam(net.parameters(), lr=lr) for net in self.nets]
         self.generator = torch.Generator().manual_seed(seed)
+        self.norm = FeatureNorm(features)
         self.buffer: list[_Observation] = []
-        # Embeddings of a decoder's mean pool all point one way (cosine 0.8-0.9 between unrelated queries here):
-        # centred on the mean of the queries seen and scaled to unit spread, they tell queries apart.
-        self.norm = {"count": torch.zeros(()), "mean": torch.zeros(features), "square": torch.zeros(())}
         self.updates = 0
         self.observed = 0
-        self._plans: OrderedDict[str, tuple[int, list[int], torch.Tensor]] = OrderedDict()
-        self._lock = threading.Lock()  # decisions and observations arrive from many attempts at once
+        self._plans: OrderedDict[str, _Plan] = OrderedDict()
+        self._lock = threading.Lock()  # decisions, observations and updates arrive from many attempts at once
         self._frozen_fn: Callable[[np.ndarray], np.ndarray] | None = None
 
     # --- deciding --------------------------------------------------------------------------------------------
 
-    def decide(self, query: str, features: torch.Tensor, *, explore: bool, member: int | None = None) -> Decision:
+    def decide(
+        self, query: str, features: torch.Tensor, *, explore: bool, member: int | None = None, group: bool = True
+    ) -> Decision:
         """The choice for one attempt at `query`. Exploring, attempts at the same query take distinct choices
-        (each group of attempts is one member's sample without replacement) until all were tried. `member`:
-        that member decides (exploring: instead of one drawn at random; frozen: its argmax, not the average)."""
+        (`group`; else each is an independent sample). `member`: that member decides (exploring: instead of one
+        drawn at random; frozen: its argmax instead of the members' average)."""
         features = self._checked(features)
         if member is not None and not 0 <= member < len(self.members):
             raise RouterError(f"member {member}: this router has members 0-{len(self.members) - 1}")
-        if not explore and member is not None:
-            with torch.no_grad():
-                log_probs = torch.log_softmax(self.nets[member](self._normalised(features)), -1)
-            index = int(log_probs.argmax())
-            probabilities = log_probs.exp().tolist()
-            return Decision(
-                query, self.choices[index], index, member, probabilities, float(log_probs[index]), False, features
-            )
-        if not explore:
-            probs = self._frozen()(features.numpy())  # normalised inside
-            index = int(probs.argmax())
-            log_prob = math.log(float(probs[index]))
-            return Decision(query, self.choices[index], index, -1, probs.tolist(), log_prob, False, features)
         with self._lock, torch.no_grad():
-            member, order, log_probs = self._plan(query, self._normalised(features), member)
-            index = order.pop(0)
-            if not order:
-                del self._plans[query]
-            probabilities = log_probs.exp().tolist()
-            return Decision(
-                query, self.choices[index], index, member, probabilities, float(log_probs[index]), True, features
-            )
-
-    def decision_of(self, query: str, features: torch.Tensor, index: int, member: int) -> Decision:
-        """A choice made elsewhere (the design's `observe(agent_id, observation, action, ...)`), as the member's
-        explored decision, so its reward can be observed."""
-        features = self._checked(features)
-        with torch.no_grad():
-            log_probs = torch.log_softmax(self.nets[member](self._normalised(features)), -1)
+            if not explore and member is None:
+                averaged = self._frozen()(features.numpy())
+                index = int(averaged.argmax())
+                log_prob = math.log(float(averaged[index]))
+                return Decision(query, self.choices[index], index, -1, averaged.tolist(), log_prob, False, features)
+            if member is None:  # drawn, not in turns: turns would follow any period in the order queries arrive in
+                member = self._plans[query].member if group and query in self._plans else self._draw_member()
+            log_probs = torch.log_softmax(self.nets[member](self.norm(features)), -1)
+            if not explore:
+                index = int(log_probs.argmax())
+            elif group:
+                index = self._next_in_plan(query, member, log_probs)
+            else:
+                index = self._sample(member, log_probs)[0]
         probabilities = log_probs.exp().tolist()
         return Decision(
-            query, self.choices[index], index, member, probabilities, float(log_probs[index]), True, features
+            query, self.choices[index], index, member, probabilities, float(log_probs[index]), explore, features
         )
 
-    def _centre_and_spread(self) -> tuple[torch.Tensor, float]:
-        if self.norm["count"] < 2:  # nothing learned yet: features as they come
-            return torch.zeros(self.features), 1.0
-        return self.norm["mean"], float((self.norm["square"] / self.norm["count"]).sqrt()) + 1e-6
+    def _draw_member(self) -> int:
+        return int(torch.randint(len(self.members), (1,), generator=self.generator))
 
-    def _normalised(self, features: torch.Tensor) -> torch.Tensor:
-        centre, spread = self._centre_and_spread()
-        return (features - centre) / spread
+    def _sample(self, member: int, log_probs: torch.Tensor) -> list[int]:
+        """Every choice, in the order of one sample without replacement at the member's temperature (Gumbel
+        top-k)."""
+        gumbel = -torch.log(-torch.log(torch.rand(len(self.choices), generator=self.generator)))
+        return torch.argsort(log_probs / self.members[member].temperature + gumbel, descending=True).tolist()
 
-    def _learn_norm(self, features: torch.Tensor) -> None:
-        """Fold a batch into the running mean and mean squared distance from it (Chan et al.'s merge)."""
-        count, mean, square = self.norm["count"], self.norm["mean"], self.norm["square"]
-        n, batch_mean = len(features), features.mean(0)
-        delta = batch_mean - mean
-        total = count + n
-        self.norm["mean"] = mean + delta * n / total
-        batch_square = ((features - batch_mean) ** 2).sum(1).mean() * n
-        self.norm["square"] = square + batch_square + (delta**2).sum() * count * n / total
-        self.norm["count"] = total
+    def _next_in_plan(self, query: str, member: int, log_probs: torch.Tensor) -> int:
+        plan = self._plans.get(query)
+        if plan is None or plan.member != member or not plan.order:  # past N attempts: a new sample, same member
+            plan = self._plans[query] = _Plan(member, self._sample(member, log_probs))
+        self._plans.move_to_end(query)
+        while len(self._plans) > PLANS_KEPT:
+            self._plans.popitem(last=False)
+        return plan.order.pop(0)
+
+    def log_prob_of(self, features: torch.Tensor, index: int, member: int) -> float:
+        """The member's log-probability of choice `index` for these features, now."""
+        with self._lock, torch.no_grad():
+            return float(torch.log_softmax(self.nets[member](self.norm(self._checked(features))), -1)[index])
+
+    def recorded(self, query: str, features: torch.Tensor, index: int, member: int, log_prob: float) -> Decision:
+        """An explored decision made earlier (read back from an attempt's record), so its reward can be observed."""
+        features = self._checked(features)
+        if not 0 <= index < len(self.choices) or not 0 <= member < len(self.members):
+            raise RouterError(f"choice {index} of member {member}: this router has {len(self.choices)} choices")
+        probabilities = [math.exp(log_prob) if i == index else float("nan") for i in range(len(self.choices))]
+        return Decision(query, self.choices[index], index, member, probabilities, log_prob, True, features)
 
     def _frozen(self) -> Callable[[np.ndarray], np.ndarray]:
         """The members' averaged probabilities as one numpy function of the features, rebuilt after each update:
-        a tenth of torch's per-call overhead, so a frozen decision takes microseconds."""
+        a tenth of torch's per-call overhead, so a frozen decision takes microseconds. Called under the lock."""
         if self._frozen_fn is None:
-            with torch.no_grad():
-                w1 = np.concatenate([net.hidden.weight.numpy() for net in self.nets])  # (members*hidden, F)
-                b1 = np.concatenate([net.hidden.bias.numpy() for net in self.nets])
-                w2 = np.stack([net.out.weight.numpy() for net in self.nets])  # (members, choices, hidden)
-                b2 = np.stack([net.out.bias.numpy() for net in self.nets])
+            w1 = np.concatenate([net.hidden.weight.detach().numpy() for net in self.nets])  # (members*hidden, F)
+            b1 = np.concatenate([net.hidden.bias.detach().numpy() for net in self.nets])
+            w2 = np.stack([net.out.weight.detach().numpy() for net in self.nets])  # (members, choices, hidden)
+            b2 = np.stack([net.out.bias.detach().numpy() for net in self.nets])
             members = len(self.nets)
-            centre, spread = self._centre_and_spread()
+            centre, spread = self.norm.centre_and_spread()
             mean = centre.numpy()
 
             def probabilities(features: np.ndarray) -> np.ndarray:
@@ -216,25 +225,12 @@ class Router:
             self._frozen_fn = probabilities
         return self._frozen_fn
 
-    def _plan(self, query: str, features: torch.Tensor, member: int | None) -> tuple[int, list[int], torch.Tensor]:
-        if query in self._plans and member in (None, self._plans[query][0]):
-            self._plans.move_to_end(query)
-            return self._plans[query]
-        if member is None:  # drawn, not in turns: turns would follow any period in the order queries arrive in
-            member = int(torch.randint(len(self.members), (1,), generator=self.generator))
-        log_probs = torch.log_softmax(self.nets[member](features), -1)
-        # Gumbel top-k: a sample without replacement of every choice, in order, at the member's temperature.
-        gumbel = -torch.log(-torch.log(torch.rand(len(self.choices), generator=self.generator)))
-        order = torch.argsort(log_probs / self.members[member].temperature + gumbel, descending=True).tolist()
-        self._plans[query] = (member, order, log_probs)
-        while len(self._plans) > PLANS_KEPT:
-            self._plans.popitem(last=False)
-        return self._plans[query]
-
     def _checked(self, features: torch.Tensor) -> torch.Tensor:
         features = torch.as_tensor(features, dtype=torch.float32).flatten()
         if features.numel() != self.features:
             raise RouterError(f"features of size {features.numel()}, but this router reads {self.features}")
+        if not torch.isfinite(features).all():
+            raise RouterError("features with NaN or infinite values: the embedding endpoint sent a broken vector")
         return features
 
     # --- learning --------------------------------------------------------------------------------------------
@@ -245,45 +241,41 @@ class Router:
             return
         if not math.isfinite(reward):
             raise RouterError(f"reward {reward!r} for {decision.choice!r} is not a finite number")
+        d = decision
         with self._lock:
-            self.buffer.append(
-                _Observation(
-                    decision.query, decision.features, decision.index, decision.member, decision.log_prob, reward
-                )
-            )
+            self.buffer.append(_Observation(d.query, d.features, d.index, d.member, d.log_prob, reward))
             self.observed += 1
 
     def update(self) -> dict[str, dict[str, float]]:
-        """One GRPO update of each member on the observations of the queries it explored; empties the buffer.
-        Returns per member: samples, mean reward, surrogate, entropy, clipped fraction."""
-        with one_thread():
-            return self._update()
+        """One GRPO update of each member on the observations of the queries it explored; empties the buffer and
+        ends every group in progress (their choices came from the policy before the update). Returns per member:
+        samples, mean reward, surrogate, entropy, clipped fraction."""
+        with one_thread(), self._lock:
+            batch, self.buffer, self._plans = self.buffer, [], OrderedDict()
+            report = self._update(batch)
+            if report:
+                self.updates += 1
+                self.norm.learn(torch.stack([o.features for o in batch]))  # after: the ratios start at 1
+                self._frozen_fn = None
+            return report
 
-    def _update(self) -> dict[str, dict[str, float]]:
-        with self._lock:
-            batch, self.buffer = self.buffer, []
-        if batch:
-            self._learn_norm(torch.stack([o.features for o in batch]))
+    def _update(self, batch: list[_Observation]) -> dict[str, dict[str, float]]:
         report: dict[str, dict[str, float]] = {}
         for m, (member, net, optimizer) in enumerate(zip(self.members, self.nets, self.optimizers, strict=True)):
             own = [o for o in batch if o.member == m]
             if not own:
                 continue
             queries = {q: i for i, q in enumerate(dict.fromkeys(o.query for o in own))}
-            features = self._normalised(torch.stack([o.features for o in own]))
+            features = self.norm(torch.stack([o.features for o in own]))  # as when they were decided
             actions = torch.tensor([o.index for o in own])
             old = torch.tensor([o.log_prob for o in own])
             rewards = torch.tensor([o.reward for o in own])
             grouped = group_advantages(rewards, torch.tensor([queries[o.query] for o in own]))
-            advantages = (1 - member.advantage_weight) * grouped + member.advantage_weight * (rewards - rewards.mean())
+            batch_wide = group_advantages(rewards, torch.zeros(len(own)))  # the same scale, against the batch
+            advantages = (1 - member.advantage_weight) * grouped + member.advantage_weight * batch_wide
             for _ in range(self.epochs):
                 terms = grpo_loss(
-                    net(features),
-                    actions,
-                    old,
-                    advantages,
-                    clip=self.clip,
-                    entropy_coef=member.entropy_coef,
+                    net(features), actions, old, advantages, clip=self.clip, entropy_coef=member.entropy_coef
                 )
                 optimizer.zero_grad()
                 terms.loss.backward()
@@ -296,10 +288,14 @@ class Router:
                 "entropy": terms.entropy,
                 "clipped": terms.clipped,
             }
-        if report:
-            self.updates += 1
-            self._frozen_fn = None
         return report
+
+    def retune(self, *, lr: float, clip: float, epochs: int) -> None:
+        """The knobs a resumed router may change (the network's shape and the seed it started from may not)."""
+        self.lr, self.clip, self.epochs = lr, clip, epochs
+        for optimizer in self.optimizers:
+            for group in optimizer.param_groups:
+                group["lr"] = lr
 
     # --- state -----------------------------------------------------------------------------------------------
 
@@ -310,6 +306,8 @@ class Router:
     def save(self, path: str | Path) -> None:
         """Weights, optimisers and observations not yet learned from, written whole or not at all."""
         path = Path(path)
+        if path.is_dir():
+            raise RouterError(f"{path} is a folder; give the router's state a file name, e.g. {path / 'router.pt'}")
         path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
             state = {
@@ -321,20 +319,28 @@ class Router:
                 "nets": [net.state_dict() for net in self.nets],
                 "optimizers": [o.state_dict() for o in self.optimizers],
                 "buffer": [asdict(o) for o in self.buffer],
-                "norm": self.norm,
+                "norm": self.norm.state(),
                 "updates": self.updates,
                 "observed": self.observed,
             }
         partial = path.with_name(path.name + ".partial")
-        torch.save(state, partial)
+        with open(partial, "wb") as out:
+            torch.save(state, out)
+            out.flush()
+            os.fsync(out.fileno())
         os.replace(partial, path)
 
     @classmethod
     def load(cls, path: str | Path, *, choices: list[str] | None = None, features: int | None = None) -> "Router":
         """A saved router; `choices`/`features`, when given, must be what it was saved with (else RouterError)."""
         path = Path(path)
+        if not path.is_file():
+            raise RouterError(f"{path}: no router state there" + (" (it is a folder)" if path.is_dir() else ""))
         try:
-            state = torch.load(path, weights_only=True)
+            try:
+                state = torch.load(path, weights_only=True)
+            except Exception:  # noqa: BLE001 - torch's own words here are about pickling options, not the file
+                raise ValueError("unreadable: not a file a router saved, or cut short") from None
             if not isinstance(state, dict) or state.get("format") != FORMAT:
                 raise ValueError(f"not a {FORMAT} file")
             router = cls(
@@ -347,23 +353,18 @@ class Router:
                 net.load_state_dict(weights)
             for optimizer, saved in zip(router.optimizers, state["optimizers"], strict=True):
                 optimizer.load_state_dict(saved)
-            router.norm = {key: torch.as_tensor(state["norm"][key]) for key in ("count", "mean", "square")}
-            router._frozen_fn = None
+            router.norm.load(state["norm"])
             router.buffer = [_Observation(**o) for o in state["buffer"]]
+            if any(o.features.numel() != router.features for o in router.buffer):
+                raise ValueError("its observations have features of another size")
             router.updates, router.observed = state["updates"], state["observed"]
-        except FileNotFoundError:
-            raise RouterError(f"{path}: no router state there") from None
-        except RouterError:
-            raise
         except Exception as e:  # noqa: BLE001 - any way a file can be broken is the same error to the user
-            raise RouterError(
-                f"{path}: not a usable router state ({type(e).__name__}: {str(e)[:200]}); "
-                "delete it to start the router afresh"
-            ) from None
+            reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+            raise RouterError(f"{path}: not a usable router state ({reason})") from None
         if choices is not None and list(choices) != router.choices:
             raise RouterError(
                 f"{path}: saved for choices {router.choices}, but the config names {list(choices)}; "
-                "use another state file (or delete it) when the choices change"
+                "a router learns its choices: train one for these (another state file)"
             )
         if features is not None and features != router.features:
             raise RouterError(

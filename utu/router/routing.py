@@ -2,12 +2,13 @@
 
 Built from an agent config's `tool_router` (utu.config.models.ToolRouterConfig) by `open_router`. The agent asks
 `choose` before its first LLM call; `run_attempt` hands the verify function's reward to `observe`; practice calls
-`update` after each step's rollouts and saves the state in the run's folder.
+`update(step)` after each step's rollouts, which saves the state in the run's folder (`tool_router.pt`, and
+`tool_router.step<N>.pt` for `--restart_step`).
 """
 
 import logging
-import threading
-from collections import defaultdict
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,20 +18,24 @@ from utu.config.models import ToolRouterConfig
 from utu.errors import ConfigError
 from utu.router import STATE_FILE
 from utu.router.embeddings import Embedder
-from utu.router.router import Decision, Router
+from utu.router.router import Decision, Router, RouterError
 from utu.tracing.spans import CHAIN, set_attributes, span
 
 log = logging.getLogger(__name__)
 
 
 class AgentRouter:
-    def __init__(self, router: Router, embedder: Embedder, choices: dict[str, list[str]], save_to: Path | None = None):
+    def __init__(
+        self,
+        router: Router,
+        embedder: Embedder,
+        choices: dict[str, list[str]],
+        run_dir: Path | None = None,
+    ):
         self.router = router
         self.embedder = embedder
         self.choices = choices
-        self.save_to = save_to
-        self._stats: dict[str, list[float]] = defaultdict(list)  # choice -> rewards observed (explored or not)
-        self._lock = threading.Lock()
+        self.run_dir = run_dir  # practice's folder: the router saves there; None: frozen (evaluation, serving)
 
     async def choose(self, question: str, *, explore: bool) -> Decision:
         with span("route", CHAIN, input=question, explore=explore) as current:
@@ -47,25 +52,37 @@ class AgentRouter:
     def observe(self, decision: Decision, reward: float) -> None:
         with span("route reward", CHAIN, choice=decision.choice, reward=reward, explored=decision.explored):
             self.router.observe(decision, reward)
-        with self._lock:
-            self._stats[decision.choice].append(reward)
 
-    def update(self) -> dict[str, dict[str, float]]:
-        """One GRPO update on what practice observed since the last, then the state saved (if it has a place)."""
-        with span("route update", CHAIN, observations=len(self.router.buffer)) as current:
+    async def observe_recorded(self, question: str, route: dict[str, Any], reward: float) -> None:
+        """An attempt judged before a crash, read back from its record (`meta.route`): its reward still counts."""
+        if not route.get("explored") or route.get("choice") not in self.choices:
+            return
+        index = self.router.choices.index(route["choice"])
+        probability = route["probabilities"][index]
+        features = torch.from_numpy(await self.embedder.one(question))
+        log_prob = float(torch.log(torch.tensor(max(probability, 1e-8))))
+        self.observe(self.router.recorded(question, features, index, route["member"], log_prob), reward)
+
+    def update(self, step: int) -> dict[str, dict[str, float]]:
+        """One GRPO update on what practice step `step` observed, then the state saved; a step the saved state
+        has learned already (its run stopped before the step was recorded) is not learned twice."""
+        if self.run_dir is not None and snapshot(self.run_dir, step).exists():
+            self.router.buffer.clear()
+            return {}
+        with span("route update", CHAIN, step=step, observations=len(self.router.buffer)) as current:
             report = self.router.update()
             set_attributes(current, {f"{m}.{k}": v for m, values in report.items() for k, v in values.items()})
-        if self.save_to is not None:
-            self.router.save(self.save_to)
+        if self.run_dir is not None:
+            self.router.save(self.run_dir / STATE_FILE)
+            self.router.save(snapshot(self.run_dir, step))
         return report
 
-    def stats(self) -> dict[str, dict[str, Any]]:
-        """Per choice: how often it was taken and the mean reward of those attempts (in this process)."""
-        with self._lock:
-            return {
-                c: {"attempts": len(r), "mean_reward": sum(r) / len(r) if r else None}
-                for c, r in sorted(self._stats.items())
-            }
+
+SNAPSHOT = re.compile(r"tool_router\.step(\d+)\.pt")
+
+
+def snapshot(run_dir: Path, step: int) -> Path:
+    return run_dir / f"tool_router.step{step}.pt"
 
 
 def _prefixed(probabilities: dict[str, float]) -> dict[str, float]:
@@ -89,22 +106,23 @@ def route_choices(config: ToolRouterConfig, tools: list[str]) -> dict[str, list[
     return dict(config.choices)
 
 
-async def open_router(config: ToolRouterConfig, tools: list[str], *, run_dir: Path | None = None) -> AgentRouter:
-    """The router of an agent config. `run_dir` (practice): resume from its saved state if there is one, else
-    from `config.state`, and save there after each update. Without it (evaluation) `config.state` is used frozen."""
+async def open_router(
+    config: ToolRouterConfig, tools: list[str], *, run_dir: Path | None = None, restart_step: int | None = None
+) -> AgentRouter:
+    """The router of an agent config. Evaluation (no `run_dir`): `config.state`, frozen. Practice: the run's own
+    state if it has one (as it was before `restart_step`, which `--fresh` sets to 0), else `config.state`, else
+    a new router; saved in `run_dir` after each step."""
     choices = route_choices(config, tools)
     embedder = Embedder.connect(config.embeddings.base_url, config.embeddings.model, config.embeddings.api_key)
     dimension = len(await embedder.one("What is the size of an embedding?"))
-    saved = run_dir / STATE_FILE if run_dir is not None else None
-    start = saved if saved is not None and saved.exists() else Path(config.state) if config.state else None
-    if start is not None:
-        router = Router.load(start, choices=list(choices), features=dimension)
-    else:
+
+    def start() -> Router:
+        if config.state:
+            return load(Path(config.state), list(choices), dimension, config)
         if run_dir is None:
-            log.warning(
-                "tool_router has no state: an untrained router takes %r for every question", next(iter(choices))
-            )
-        router = Router(
+            first = next(iter(choices))
+            log.warning("tool_router has no state: an untrained router takes %r for every question", first)
+        return Router(
             list(choices),
             dimension,
             hidden=config.hidden,
@@ -113,4 +131,46 @@ async def open_router(config: ToolRouterConfig, tools: list[str], *, run_dir: Pa
             epochs=config.epochs,
             seed=config.seed,
         )
-    return AgentRouter(router, embedder, choices, save_to=saved)
+
+    if run_dir is None:
+        return AgentRouter(start(), embedder, choices)
+    router = resume(run_dir, restart_step, start, list(choices), dimension, config)
+    return AgentRouter(router, embedder, choices, run_dir)
+
+
+def resume(
+    run_dir: Path,
+    restart_step: int | None,
+    start: Callable[[], Router],
+    choices: list[str],
+    dimension: int,
+    config: ToolRouterConfig,
+) -> Router:
+    """Practice's router: its last saved state, or (restarting at step N) the one saved after step N-1, with the
+    snapshots of steps N and later removed; `start()` when there is none."""
+    steps = sorted(int(m.group(1)) for p in run_dir.glob("tool_router.step*.pt") if (m := SNAPSHOT.fullmatch(p.name)))
+    if restart_step is not None:
+        for step in steps:
+            if step >= restart_step:
+                snapshot(run_dir, step).unlink()
+        earlier = [s for s in steps if s < restart_step]
+        saved = snapshot(run_dir, earlier[-1]) if earlier else None
+    else:
+        saved = run_dir / STATE_FILE if (run_dir / STATE_FILE).exists() else None
+    if saved is None:
+        (run_dir / STATE_FILE).unlink(missing_ok=True)
+        return start()
+    try:
+        return load(saved, choices, dimension, config)
+    except RouterError as e:
+        raise RouterError(f"{e}; it is this practice's own: run it with --fresh to start the router afresh") from None
+
+
+def load(path: Path, choices: list[str], dimension: int, config: ToolRouterConfig) -> Router:
+    """A saved router for these choices and embedding, with the config's lr, clip and epochs (they may change
+    between runs; the network's size may not, and the seed only starts a new router)."""
+    router = Router.load(path, choices=choices, features=dimension)
+    if router.hidden != config.hidden:
+        raise RouterError(f"{path}: saved with hidden={router.hidden}, but the config says hidden={config.hidden}")
+    router.retune(lr=config.lr, clip=config.clip, epochs=config.epochs)
+    return router
