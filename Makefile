@@ -75,7 +75,7 @@ demo: install-local install-local-1.5b
 # The whole suite, integration tests included (real llama.cpp model, real PostgreSQL, real Phoenix); mypy first.
 test: install-local install-phoenix $(VENV)/.rl typecheck
 	@UTU_TEST_PG_URL=$$(bash scripts/dev/postgres.sh start) && export UTU_TEST_PG_URL && \
-		$(PY) -m pytest -q $(PYTEST_ARGS); status=$$?; bash scripts/dev/postgres.sh stop; exit $$status
+		$(PY) -m pytest -q --durations=25 $(PYTEST_ARGS); status=$$?; bash scripts/dev/postgres.sh stop; exit $$status
 
 # Unit tests only: the stub LLM and SQLite, no servers.
 test-fast: install $(VENV)/.rl
