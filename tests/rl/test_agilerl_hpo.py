@@ -4,6 +4,7 @@ imports switched to utu.rl.agilerl and, as allowed variations, the toy model and
 vLLM, and sizes a CPU runs in seconds."""
 
 import json
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -317,7 +318,9 @@ def test_finetune_refuses_what_would_waste_or_lose_a_run(tmp_path):
     with pytest.raises(ValueError, match=r"make 1 iteration\(s\).*fewer than evaluation_interval=10"):
         finetune_llm_reasoning(pop=pop, env=env, max_steps=4)  # AgileRL would return NaN fitness
     with pytest.raises(ValueError, match="results exists and is not a checkpoint"):  # before any training
-        finetune_llm_reasoning(pop=pop, env=env, max_steps=4, evaluation_interval=1, elite_path=str(kept), wb=True)
+        finetune_llm_reasoning(
+            pop=pop, env=env, max_steps=4, evaluation_interval=1, elite_path=str(kept), save_elite=True, wb=True
+        )
     assert not (tmp_path / "results_metrics.jsonl").exists()
     finetune_llm_reasoning(
         pop=pop, env=env, wb=True, elite_path=f"{tmp_path}/elite/", max_steps=4, evaluation_interval=1, verbose=False
@@ -334,9 +337,19 @@ def test_a_save_keeps_your_folders_a_failed_load_keeps_the_agent_and_a_lost_one_
     with pytest.raises(ValueError, match="ckpt.tmp exists and is not a checkpoint's leftover"):
         pop[0].save_checkpoint(tmp_path / "ckpt")
     assert (mine / "thesis.txt").read_text() == "mine" and not (tmp_path / "ckpt").exists()
+    nested = tmp_path / "other.old" / "model"  # a folder of yours that only looks like a checkpoint's
+    nested.mkdir(parents=True)
+    (nested / "mine.txt").write_text("mine")
+    with pytest.raises(ValueError, match="other.old exists and is not a checkpoint's leftover"):
+        pop[0].save_checkpoint(tmp_path / "other")
+    assert (nested / "mine.txt").read_text() == "mine"
     pop[0].save_checkpoint(tmp_path / "good")
     pop[0].save_checkpoint(tmp_path / "good")  # again: the first is replaced whole, nothing left beside
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.tmp", "good"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.tmp", "good", "other.old"]
+    shutil.copytree(tmp_path / "good", tmp_path / "good.old")  # as a save that stopped after setting it aside
+    pop[0].save_checkpoint(tmp_path / "sub" / ".." / "good")  # resolved: the same checkpoint, saved whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.tmp", "good", "other.old"]
+    assert GRPO.load(tmp_path / "good").index == 0
     broken = tmp_path / "broken"
     pop[1].save_checkpoint(broken)
     (broken / "trainer_state.pt").write_bytes((broken / "trainer_state.pt").read_bytes()[:100])

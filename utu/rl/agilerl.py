@@ -303,10 +303,7 @@ class GRPO:
         step, random state, hyperparameters and evolution record (index, fitness, scores, steps; the last
         mutation is not kept: a loaded agent's `mut` is "None")."""
         self._activate()
-        self.trainer.save_checkpoint(path)
-        if self.accelerator.is_main_process:
-            torch.save({**self.init_args, **self._record()}, Path(path) / "agilerl.pt")
-        self.accelerator.wait_for_everyone()
+        self.trainer.save_checkpoint(path, extra={"agilerl.pt": {**self.init_args, **self._record()}})
 
     def _record(self) -> dict[str, Any]:
         return {"index": self.index, "fitness": self.fitness, "scores": self.scores, "steps": self.steps}

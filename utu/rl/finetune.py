@@ -87,7 +87,7 @@ def finetune_llm(
             + (f" or evo_steps={evo_steps}" if evolve_every else "")
             + ": no agent would be tested or evolved; raise max_steps (or num_epochs), or lower them"
         )
-    targets = [Path(elite_path)] if elite_path else []
+    targets = [Path(elite_path)] if elite_path and save_elite else []
     targets += [Path(checkpoint_path) / f"agent_{a.index}" for a in pop] if checkpoint_path else []
     for target in targets:
         if target.exists() and not (target / STATE_FILE).is_file():  # refused now, not a generation in

@@ -432,11 +432,12 @@ class LocalGRPO:
 
     # --- checkpoints ----------------------------------------------------------------------------------
 
-    def save_checkpoint(self, path: str | Path) -> Path:
+    def save_checkpoint(self, path: str | Path, extra: dict[str, Any] | None = None) -> Path:
         """Model (or adapter), tokenizer, optimizer, scheduler, step and every process's random state, written
         to a temporary folder and renamed into place, so a crash mid-save never leaves a half-written checkpoint.
         Every process calls it (a collective under DeepSpeed / FSDP); the main process writes all but its
-        own random state. The folder must be on a filesystem all processes see."""
+        own random state. The folder must be on a filesystem all processes see. `extra`: file name -> object,
+        saved with the rest (a file name of CHECKPOINT_PARTS)."""
         acc, path = self.accelerator, Path(path).resolve()  # resolved: "ckpt/.." is the folder it names
         if path.exists() and not (path / STATE_FILE).is_file():  # a save replaces the folder whole
             raise ValueError(f"{path} exists and is not a checkpoint; save to a new path (nothing was written)")
@@ -474,6 +475,8 @@ class LocalGRPO:
                 "adapter": adapter,
             }
             torch.save(state, tmp / STATE_FILE)
+            for name, value in (extra or {}).items():
+                torch.save(value, tmp / name)
             shutil.rmtree(old, ignore_errors=True)
             if path.exists():
                 path.rename(old)
@@ -532,13 +535,18 @@ class LocalGRPO:
         return agent
 
 
-CHECKPOINT_PARTS = {"model", "base", "reference", "tokenizer", STATE_FILE}
+CHECKPOINT_PARTS = {"model", "base", "reference", "tokenizer", STATE_FILE, "agilerl.pt"}  # agilerl.pt: utu.rl.agilerl's
 
 
 def checkpoint_leftover(folder: Path) -> bool:
-    """A folder holding only what `save_checkpoint` writes (a save cut short, or the one it replaced)."""
+    """A folder holding only what `save_checkpoint` writes, and at least what it writes first (a process's random
+    state, or the trainer state): a save cut short, or the checkpoint it replaced."""
     rng = re.compile(RNG_FILE.replace(".", r"\.").format(rank=r"\d+"))
-    return folder.is_dir() and all(p.name in CHECKPOINT_PARTS or rng.fullmatch(p.name) for p in folder.iterdir())
+    if not folder.is_dir():
+        return False
+    names = [p.name for p in folder.iterdir()]
+    ours = all(name in CHECKPOINT_PARTS or rng.fullmatch(name) for name in names)
+    return ours and any(name == STATE_FILE or rng.fullmatch(name) for name in names)
 
 
 class LearningRateFactor:
