@@ -445,6 +445,7 @@ class LocalGRPO:
         for beside in (tmp, old):  # a save removes these: only when they are what a save leaves behind
             if beside.exists() and not checkpoint_leftover(beside):
                 raise ValueError(f"{beside} exists and is not a checkpoint's leftover; move it (nothing was written)")
+        acc.wait_for_everyone()  # every process has looked before the main one clears the way
         if acc.is_main_process:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
