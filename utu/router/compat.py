@@ -86,13 +86,15 @@ class MultiAgentGroupRL:
         self.reward_function = reward_function
         self.update_interval = update_interval
         self.save_dir = Path(save_dir)
-        self._extra = {"epochs": training_epochs}
+        self.training_epochs = training_epochs
         self._members = members
         self.router: Router | None = None  # made on the first observation: its size is the features'
 
     def _router(self, features: torch.Tensor) -> Router:
         if self.router is None:
-            self.router = Router(self.action_names, features.numel(), members=self._members, **self._extra)
+            self.router = Router(
+                self.action_names, features.numel(), members=self._members, epochs=self.training_epochs
+            )
         return self.router
 
     def _member(self, agent_id: Any) -> int:
