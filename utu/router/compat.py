@@ -21,7 +21,7 @@ import openai
 import torch
 
 from utu.errors import LLMError
-from utu.router.embeddings import DEFAULT_EMBEDDING_MODEL, MAX_CHARS
+from utu.router.embeddings import MAX_CHARS, endpoint
 from utu.router.router import DEFAULT_MEMBERS, Decision, Member, Router, RouterError
 
 FeatureExtractor = Callable[[Any], Sequence[float]]
@@ -29,15 +29,8 @@ FeatureExtractor = Callable[[Any], Sequence[float]]
 
 def embedding_features(base_url: str | None = None, model: str | None = None, api_key: str | None = None):
     """A cached, synchronous text -> embedding function: the endpoint given, else the embedded model's."""
-    if not base_url:
-        from utu.llm import local
-
-        model = model or DEFAULT_EMBEDDING_MODEL
-        base_url = local.ensure_running(model, embeddings=True)
+    base_url, model = endpoint(base_url, model, "embedding_features: a base_url needs its model's name (model=...)")
     client = openai.OpenAI(base_url=base_url, api_key=api_key or "none", max_retries=3)
-
-    if not model:
-        raise LLMError("embedding_features: a base_url needs its model's name (model=...)")
 
     @functools.lru_cache(maxsize=20_000)
     def embed(text: str) -> np.ndarray:

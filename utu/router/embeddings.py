@@ -19,6 +19,19 @@ DEFAULT_EMBEDDING_MODEL = "smollm2-135m"
 MAX_CHARS = 4000
 
 
+def endpoint(base_url: str | None, model: str | None, missing_model: str) -> tuple[str, str]:
+    """(base URL, model) of the embeddings to use: the endpoint given (with its model's name, else LLMError
+    `missing_model`), or the embedded model's embeddings server, started if it is not running."""
+    if not base_url:
+        from utu.llm import local
+
+        model = model or DEFAULT_EMBEDDING_MODEL
+        return local.ensure_running(model, embeddings=True), model
+    if not model:
+        raise LLMError(missing_model)
+    return base_url, model
+
+
 class Embedder:
     def __init__(self, client: openai.AsyncOpenAI, model: str, *, cached: int = CACHED):
         self.client = client
@@ -30,13 +43,8 @@ class Embedder:
     @classmethod
     def connect(cls, base_url: str | None, model: str | None, api_key: str | None = None) -> "Embedder":
         """The endpoint given, else the embedded model's embeddings server (started if it is not running)."""
-        if not base_url:
-            from utu.llm import local
-
-            model = model or DEFAULT_EMBEDDING_MODEL
-            base_url = local.ensure_running(model, embeddings=True)
-        if not model:
-            raise LLMError("tool_router.embeddings: a base_url needs its model's name (embeddings.model)")
+        missing = "tool_router.embeddings: a base_url needs its model's name (embeddings.model)"
+        base_url, model = endpoint(base_url, model, missing)
         return cls(openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "none", max_retries=3), model)
 
     async def __call__(self, texts: list[str]) -> list[np.ndarray]:

@@ -7,6 +7,7 @@ Built from an agent config's `tool_router` (utu.config.models.ToolRouterConfig) 
 """
 
 import logging
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -60,7 +61,7 @@ class AgentRouter:
         index = self.router.choices.index(route["choice"])
         probability = route["probabilities"][index]
         features = torch.from_numpy(await self.embedder.one(question))
-        log_prob = float(torch.log(torch.tensor(max(probability, 1e-8))))
+        log_prob = math.log(max(probability, 1e-8))
         self.observe(self.router.recorded(question, features, index, route["member"], log_prob), reward)
 
     def update(self, step: int) -> dict[str, dict[str, float]]:
