@@ -24,6 +24,7 @@ process's RSS before and after building it).
 import argparse
 import asyncio
 import json
+import os
 import random
 import resource
 import statistics
@@ -35,7 +36,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _common import write_result  # noqa: E402
+from _common import practise, write_result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = "unit_conversion"
@@ -48,6 +49,12 @@ TRAIN, HELDOUT = range(0, 40), range(60, 100)
 GROUP, UPDATE_EVERY, SEEDS = 2, 8, 10
 EMBEDDING_MODEL = "smollm2-135m"
 LOG = ROOT / "runs" / "tool_router_bench" / f"{TASK}.jsonl"
+# Practice's text experiences, beside the router: the bundled practice config (questions 0-39, gated on 40-59)
+# with the 1.5B as learner; its enhanced agent answers the held-out questions with each choice and alone.
+PRACTICE = "tool_router_practice"
+ENHANCED = ROOT / "runs" / PRACTICE / "enhanced_agent.yaml"
+EXPERIENCED = "experiences/"  # the prefix of the enhanced agent's choices in the log
+LEARNER = "qwen2.5-coder-1.5b"
 
 
 def questions() -> list[dict]:
@@ -58,27 +65,45 @@ def logged() -> list[dict]:
     return [json.loads(line) for line in LOG.read_text().splitlines()] if LOG.exists() else []
 
 
-def plan(k: int) -> list[tuple[int, str, int]]:
+def plan(k: int, experienced: bool) -> list[tuple[int, str, int]]:
     """(question, choice, attempt) still to run: practice questions once per choice, held-out K times per
-    choice and alone; attempt 1 of everything before attempt 2."""
+    choice and alone; attempt 1 of everything before attempt 2. The enhanced agent answers only held-out ones."""
     done = {(r["index"], r["choice"], r["attempt"]) for r in logged()}
-    runs = [(i, c, 0) for i in TRAIN for c in CHOICES]
+    prefix = EXPERIENCED if experienced else ""
+    runs = [] if experienced else [(i, c, 0) for i in TRAIN for c in CHOICES]
     for attempt in range(k):
-        runs += [(i, c, attempt) for i in HELDOUT for c in [*CHOICES, ALONE]]
+        runs += [(i, prefix + c, attempt) for i in HELDOUT for c in [*CHOICES, ALONE]]
     return [r for r in runs if r not in done]
 
 
-async def collect(k: int, concurrency: int) -> int:
+def practise_experiences() -> int:
+    """Practice once (resumable: a finished run's enhanced agent is kept), the agent on the embedded 0.5B."""
+    if ENHANCED.exists():
+        print(f"practice already ran: {ENHANCED}")
+        return 0
+    db_path = ROOT / "runs" / "tool_router_bench" / "practice.db"
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "UTU_LOCAL_MODEL": "qwen2.5-coder-0.5b", "UTU_LEARNER_LOCAL_MODEL": LEARNER}
+    _, agent = practise("local_unit_tools", PRACTICE, f"sqlite:///{db_path}", env, nothing_learned_ok=True)
+    if agent is None:
+        print("practice kept no experience: (c) is the LLM alone and (d) the router alone")
+    return 0
+
+
+async def collect(k: int, concurrency: int, experienced: bool) -> int:
     from utu.agents.experience import build_messages
     from utu.app import open_agent, open_client
     from utu.config import load_agent_config
     from utu.errors import LLMError
     from utu.verify import Verifier, load_verifier
 
-    data, todo = questions(), plan(k)
+    if experienced and not ENHANCED.exists():
+        print(f"error: no enhanced agent at {ENHANCED}: run `tool_router.py practise` first")
+        return 1
+    data, todo = questions(), plan(k, experienced)
     print(f"{len(todo)} attempts to run; log {LOG}", flush=True)
     LOG.parent.mkdir(parents=True, exist_ok=True)
-    config = load_agent_config(str(AGENT))
+    config = load_agent_config(str(ENHANCED if experienced else AGENT))
     verifier = Verifier(load_verifier("units.py", "verify_func"))
     slots = asyncio.Semaphore(concurrency)
     async with AsyncExitStack() as stack:
@@ -88,7 +113,8 @@ async def collect(k: int, concurrency: int) -> int:
 
             async def one(index: int, choice: str, attempt: int) -> None:
                 row = data[index]
-                tools = agent.tools if choice == ALONE else agent.tools.only(CHOICES[choice])
+                name = choice.removeprefix(EXPERIENCED)
+                tools = agent.tools if name == ALONE else agent.tools.only(CHOICES[name])
                 async with slots:
                     start = time.perf_counter()
                     try:
@@ -282,11 +308,15 @@ def main() -> int:
     c = sub.add_parser("collect")
     c.add_argument("--k", type=int, default=1, help="attempts per held-out question and choice")
     c.add_argument("--concurrency", type=int, default=8)
+    c.add_argument("--experienced", action="store_true", help="the enhanced agent of `practise`, held-out only")
+    sub.add_parser("practise", help="practice's text experiences for the same agent (about an hour)")
     sub.add_parser("report")
     args = parser.parse_args()
     random.seed(0)
     if args.command == "collect":
-        return asyncio.run(collect(args.k, args.concurrency))
+        return asyncio.run(collect(args.k, args.concurrency, args.experienced))
+    if args.command == "practise":
+        return practise_experiences()
     return report()
 
 
