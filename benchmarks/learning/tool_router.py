@@ -1,14 +1,29 @@
-"""Does the learned router (utu/router) beat the LLM choosing its tool alone? The bundled tool-selection task.
+"""Does the learned router (utu/router) beat the LLM choosing its tool alone? Two tasks.
 
-    python benchmarks/learning/tool_router.py collect [--k 1]   # the agent's attempts, resumable (hours on 2 cores)
-    python benchmarks/learning/tool_router.py report            # router replays, CIs -> results/tool_router_*.json
+    python benchmarks/learning/tool_router.py collect [--task T] [--k 1]  # the agent's attempts, resumable (hours)
+    python benchmarks/learning/tool_router.py practise                  # practice's experiences (unit_conversion)
+    python benchmarks/learning/tool_router.py collect --experienced      # the enhanced agent, held-out questions
+    python benchmarks/learning/tool_router.py report [--task T]         # router replays -> results/tool_router_T.json
 
-The agent is the bundled unit-tools agent (configs/agents/practice/unit_tools_agent.yaml) on the embedded
-Qwen2.5-Coder-0.5B; the router reads SmolLM2-135M's embeddings. `collect` runs the agent on UnitConversion's
-practice questions 0-39 once with each of the router's choices (the LLM offered only `convert_units`, only the
-trap `quick_convert`, or no tool), and on the held-out questions 60-99 K times with each choice and with every
-tool offered (the LLM choosing alone, as the bundled task has it). Every attempt is appended to
+Tasks (`--task`):
+- `unit_conversion` (default): the bundled tool-selection task, UnitConversion with its unit-tools agent
+  (configs/agents/practice/unit_tools_agent.yaml). The router chooses what the LLM is offered: only
+  `convert_units` (right), only the trap `quick_convert`, or no tool. Practice questions 0-39, held-out 60-99.
+- `units_or_decimals`: the right choice depends on the question. UnitConversion and Decimals (division word
+  problems) interleaved, one of each in turn, with the same tools under neutral instructions
+  (configs/agents/practice/number_tools_agent.yaml). Choices: only `convert_units` (right for a conversion),
+  only `calculator` (right for a division), or no tool. Practice: 20 questions of each kind (0-19 of both
+  files); held-out: 20 of each (60-79).
+
+The agent runs on the embedded Qwen2.5-Coder-0.5B; the router reads SmolLM2-135M's embeddings. `collect` runs
+the agent on the practice questions once with each of the router's choices, and on the held-out questions K
+times with each choice and with every tool offered (the LLM choosing alone). Every attempt is appended to
 runs/tool_router_bench/<task>.jsonl as it finishes, so a stopped collection goes on where it stopped.
+
+`practise` runs the bundled practice config (configs/practice/local_unit_tools.yaml: UnitConversion 0-39, G=4,
+gated on 40-59) with the 1.5B as learner; `collect --experienced` runs its enhanced agent (the same agent with
+the kept experiences) on the held-out questions with each choice and alone. The report then adds (c) the
+experiences alone and (d) the experiences with the router's picks.
 
 `report` replays online learning from the logged attempts: the router sees the practice questions in order,
 tries two distinct choices per question (G=2), gets the logged reward of each and updates after every 8 questions,
@@ -16,8 +31,8 @@ exactly as it would live (an attempt's reward does not depend on what the router
 Frozen, it then picks one choice per held-out question, and its reward there is the logged reward of that
 choice. Reported: Mean@K of the LLM alone, of the router's picks, of each fixed choice, and the paired difference
 router - alone with a bootstrap 95% CI over questions (for the median seed, and pooled over seeds); the rate of
-choosing the right tool (`convert_units`) per 10 practice questions (the learning curve); the router's decision
-time (median, p99, over held-out questions with cached features) and memory (parameters, optimiser state, the
+choosing the question's right tool per 10 practice questions (the learning curve); the router's decision time
+(median, p99, over held-out questions with cached features) and memory (parameters, optimiser state, the
 process's RSS before and after building it).
 """
 
@@ -32,6 +47,7 @@ import sys
 import time
 from collections import defaultdict
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -39,40 +55,86 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import practise, write_result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-TASK = "unit_conversion"
-DATASET = ROOT / "dataset" / "UnitConversion.jsonl"
-AGENT = ROOT / "configs" / "agents" / "practice" / "unit_tools_agent.yaml"
-CHOICES = {"convert_units": ["convert_units"], "quick_convert": ["quick_convert"], "no_tool": []}
+AGENTS = ROOT / "configs" / "agents" / "practice"
 ALONE = "alone"  # every tool offered: the LLM chooses
-RIGHT = "convert_units"
-TRAIN, HELDOUT = range(0, 40), range(60, 100)
+TRAP = "quick_convert"
 GROUP, UPDATE_EVERY, SEEDS = 2, 8, 10
 EMBEDDING_MODEL = "smollm2-135m"
-LOG = ROOT / "runs" / "tool_router_bench" / f"{TASK}.jsonl"
-# Practice's text experiences, beside the router: the bundled practice config (questions 0-39, gated on 40-59)
-# with the 1.5B as learner; its enhanced agent answers the held-out questions with each choice and alone.
+# Practice's text experiences, beside the router (unit_conversion only): the bundled practice config (questions
+# 0-39, gated on 40-59) with the 1.5B as learner; its enhanced agent answers the held-out questions with each
+# choice and alone.
 PRACTICE = "tool_router_practice"
 ENHANCED = ROOT / "runs" / PRACTICE / "enhanced_agent.yaml"
 EXPERIENCED = "experiences/"  # the prefix of the enhanced agent's choices in the log
 LEARNER = "qwen2.5-coder-1.5b"
 
 
-def questions() -> list[dict]:
-    return [json.loads(line) for line in DATASET.read_text().splitlines()]
+def rows(name: str, right: str) -> list[dict]:
+    lines = (ROOT / "dataset" / f"{name}.jsonl").read_text().splitlines()
+    return [json.loads(line) | {"right": right} for line in lines]
 
 
-def logged() -> list[dict]:
-    return [json.loads(line) for line in LOG.read_text().splitlines()] if LOG.exists() else []
+@dataclass(frozen=True)
+class Task:
+    name: str
+    agent: Path
+    choices: dict[str, list[str]]
+    train: list[int]
+    heldout: list[int]
+    questions_note: dict[str, str]  # the practice and held-out questions, in words for the results
+
+    @property
+    def log(self) -> Path:
+        return ROOT / "runs" / "tool_router_bench" / f"{self.name}.jsonl"
+
+    def questions(self) -> list[dict]:
+        """Each question with its `right` choice; a list index is the question's index in the log."""
+        units = rows("UnitConversion", "convert_units")
+        if self.name == "unit_conversion":
+            return units
+        decimals = rows("Decimals", "calculator")
+        return [q for pair in zip(units, decimals, strict=False) for q in pair]  # 2i: units[i], 2i+1: decimals[i]
 
 
-def plan(k: int, experienced: bool) -> list[tuple[int, str, int]]:
+def both_kinds(first: int, stop: int) -> list[int]:
+    return list(range(2 * first, 2 * stop))
+
+
+TASKS = {
+    "unit_conversion": Task(
+        "unit_conversion",
+        AGENTS / "unit_tools_agent.yaml",
+        {"convert_units": ["convert_units"], "quick_convert": ["quick_convert"], "no_tool": []},
+        list(range(0, 40)),
+        list(range(60, 100)),
+        {"practice": "UnitConversion 0-39", "heldout": "UnitConversion 60-99"},
+    ),
+    "units_or_decimals": Task(
+        "units_or_decimals",
+        AGENTS / "number_tools_agent.yaml",
+        {"convert_units": ["convert_units"], "calculator": ["calculator"], "no_tool": []},
+        both_kinds(0, 20),
+        both_kinds(60, 80),
+        {
+            "practice": "UnitConversion 0-19 and Decimals 0-19, one of each in turn",
+            "heldout": "UnitConversion 60-79 and Decimals 60-79, one of each in turn",
+        },
+    ),
+}
+
+
+def logged(task: Task) -> list[dict]:
+    return [json.loads(line) for line in task.log.read_text().splitlines()] if task.log.exists() else []
+
+
+def plan(task: Task, k: int, experienced: bool) -> list[tuple[int, str, int]]:
     """(question, choice, attempt) still to run: practice questions once per choice, held-out K times per
     choice and alone; attempt 1 of everything before attempt 2. The enhanced agent answers only held-out ones."""
-    done = {(r["index"], r["choice"], r["attempt"]) for r in logged()}
+    done = {(r["index"], r["choice"], r["attempt"]) for r in logged(task)}
     prefix = EXPERIENCED if experienced else ""
-    runs = [] if experienced else [(i, c, 0) for i in TRAIN for c in CHOICES]
+    runs = [] if experienced else [(i, c, 0) for i in task.train for c in task.choices]
     for attempt in range(k):
-        runs += [(i, prefix + c, attempt) for i in HELDOUT for c in [*CHOICES, ALONE]]
+        runs += [(i, prefix + c, attempt) for i in task.heldout for c in [*task.choices, ALONE]]
     return [r for r in runs if r not in done]
 
 
@@ -90,31 +152,31 @@ def practise_experiences() -> int:
     return 0
 
 
-async def collect(k: int, concurrency: int, experienced: bool) -> int:
+async def collect(task: Task, k: int, concurrency: int, experienced: bool) -> int:
     from utu.agents.experience import build_messages
     from utu.app import open_agent, open_client
     from utu.config import load_agent_config
     from utu.errors import LLMError
     from utu.verify import Verifier, load_verifier
 
-    if experienced and not ENHANCED.exists():
-        print(f"error: no enhanced agent at {ENHANCED}: run `tool_router.py practise` first")
+    if experienced and (task.name != "unit_conversion" or not ENHANCED.exists()):
+        print(f"error: --experienced needs --task unit_conversion and {ENHANCED}: run `tool_router.py practise`")
         return 1
-    data, todo = questions(), plan(k, experienced)
-    print(f"{len(todo)} attempts to run; log {LOG}", flush=True)
-    LOG.parent.mkdir(parents=True, exist_ok=True)
-    config = load_agent_config(str(ENHANCED if experienced else AGENT))
+    data, todo = task.questions(), plan(task, k, experienced)
+    print(f"{len(todo)} attempts to run; log {task.log}", flush=True)
+    task.log.parent.mkdir(parents=True, exist_ok=True)
+    config = load_agent_config(str(ENHANCED if experienced else task.agent))
     verifier = Verifier(load_verifier("units.py", "verify_func"))
     slots = asyncio.Semaphore(concurrency)
     async with AsyncExitStack() as stack:
         client = await open_client(stack, config.model)
         agent = await open_agent(stack, config, client)
-        with LOG.open("a", buffering=1) as out:
+        with task.log.open("a", buffering=1) as out:
 
             async def one(index: int, choice: str, attempt: int) -> None:
                 row = data[index]
                 name = choice.removeprefix(EXPERIENCED)
-                tools = agent.tools if name == ALONE else agent.tools.only(CHOICES[name])
+                tools = agent.tools if name == ALONE else agent.tools.only(task.choices[name])
                 async with slots:
                     start = time.perf_counter()
                     try:
@@ -145,31 +207,40 @@ async def collect(k: int, concurrency: int, experienced: bool) -> int:
     return 0
 
 
-def rewards_table() -> dict[tuple[int, str], list[float]]:
+def rewards_table(task: Task) -> dict[tuple[int, str], list[float]]:
     table: dict[tuple[int, str], list[float]] = defaultdict(list)
-    for r in logged():
+    for r in logged(task):
         table[(r["index"], r["choice"])].append(r["reward"])
     return table
 
 
-async def embed_questions(indices: list[int]) -> dict[int, "object"]:
+async def embed_questions(task: Task) -> dict[int, "object"]:
     from utu.router.embeddings import Embedder
 
-    data = questions()
+    data, indices = task.questions(), [*task.train, *task.heldout]
     embedder = Embedder.connect(None, EMBEDDING_MODEL)
     vectors = await embedder([data[i]["question"] for i in indices])
     return dict(zip(indices, vectors, strict=True))
 
 
-def replay(seed: int, features: dict, table: dict) -> dict:
+def right_rate(task: Task, picks: dict[int, str]) -> float:
+    data = task.questions()
+    return sum(choice == data[i]["right"] for i, choice in picks.items()) / len(picks)
+
+
+def replay(task: Task, seed: int, features: dict, table: dict) -> dict:
     """Online learning over the practice questions from the logged rewards, then frozen picks on held-out ones."""
     import torch
 
     from utu.router.router import Router
 
-    router = Router(list(CHOICES), len(next(iter(features.values()))), seed=seed)
+    router = Router(list(task.choices), len(next(iter(features.values()))), seed=seed)
+
+    def frozen_picks() -> dict[int, str]:
+        return {i: router.decide(f"h{i}", torch.from_numpy(features[i]), explore=False).choice for i in task.heldout}
+
     curve = []
-    for n, index in enumerate(TRAIN, 1):
+    for n, index in enumerate(task.train, 1):
         vector = torch.from_numpy(features[index])
         for _ in range(GROUP):
             decision = router.decide(f"q{index}", vector, explore=True)
@@ -177,10 +248,8 @@ def replay(seed: int, features: dict, table: dict) -> dict:
         if n % UPDATE_EVERY == 0:
             router.update()
         if n % 10 == 0:
-            picks = [router.decide(f"h{i}", torch.from_numpy(features[i]), explore=False).choice for i in HELDOUT]
-            curve.append({"practice_questions": n, "right_choice_rate": sum(p == RIGHT for p in picks) / len(picks)})
-    picks = {i: router.decide(f"h{i}", torch.from_numpy(features[i]), explore=False).choice for i in HELDOUT}
-    return {"seed": seed, "picks": picks, "curve": curve, "router": router}
+            curve.append({"practice_questions": n, "right_choice_rate": right_rate(task, frozen_picks())})
+    return {"seed": seed, "picks": frozen_picks(), "curve": curve, "router": router}
 
 
 def paired(a: dict[int, float], b: dict[int, float]) -> dict:
@@ -191,13 +260,13 @@ def paired(a: dict[int, float], b: dict[int, float]) -> dict:
     return {"difference": statistics.fmean(diffs), "ci95": [low, high]}
 
 
-def decision_timing(router, features: dict) -> dict:
+def decision_timing(task: Task, router, features: dict) -> dict:
     import torch
 
-    vectors = [torch.from_numpy(features[i]) for i in HELDOUT]
+    vectors = [torch.from_numpy(features[i]) for i in task.heldout]
     times = []
     for _ in range(50):
-        for i, v in zip(HELDOUT, vectors, strict=True):
+        for i, v in zip(task.heldout, vectors, strict=True):
             start = time.perf_counter()
             router.decide(f"h{i}", v, explore=False)
             times.append(time.perf_counter() - start)
@@ -221,59 +290,89 @@ def memory(router) -> dict:
     return {"parameters_bytes": parameters, "optimiser_bytes": optimiser}
 
 
-def report() -> int:
+def with_experiences(task: Task, table: dict, runs: list[dict], held: dict) -> dict | None:
+    """(c) the enhanced agent choosing alone and (d) the enhanced agent offered the router's picks, beside the
+    LLM alone and the router alone; None until `collect --experienced` has run every held-out pair."""
+    arms = [*task.choices, ALONE]
+    if any((i, EXPERIENCED + c) not in table for i in task.heldout for c in arms):
+        return None
+    experienced = {c: {i: statistics.fmean(table[(i, EXPERIENCED + c)]) for i in task.heldout} for c in arms}
+    both = {i: statistics.fmean(experienced[run["picks"][i]][i] for run in runs) for i in task.heldout}
+    router = {i: statistics.fmean(held[run["picks"][i]][i] for run in runs) for i in task.heldout}
+    return {
+        "enhanced_agent": str(ENHANCED.relative_to(ROOT)),
+        "experiences": load_experiences(),
+        "mean_at_k_enhanced": {c: statistics.fmean(v.values()) for c, v in experienced.items()},
+        "c_experiences_alone": statistics.fmean(experienced[ALONE].values()),
+        "d_experiences_and_router_pooled_over_seeds": statistics.fmean(both.values()),
+        "c_minus_a_alone": paired(experienced[ALONE], held[ALONE]),
+        "d_minus_a_alone": paired(both, held[ALONE]),
+        "d_minus_b_router": paired(both, router),
+        "d_minus_c_experiences": paired(both, experienced[ALONE]),
+        "router_picks_trained_without_experiences": True,
+    }
+
+
+def load_experiences() -> dict:
+    from utu.config import load_agent_config
+
+    return dict(load_agent_config(str(ENHANCED)).experiences or {})
+
+
+def report(task: Task) -> int:
     import torch
 
     from utu.eval.metrics import bootstrap_ci
 
-    table = rewards_table()
-    missing = [(i, c) for i in TRAIN for c in CHOICES if (i, c) not in table]
-    missing += [(i, c) for i in HELDOUT for c in [*CHOICES, ALONE] if (i, c) not in table]
+    table, data, arms = rewards_table(task), task.questions(), [*task.choices, ALONE]
+    missing = [(i, c) for i in task.train for c in task.choices if (i, c) not in table]
+    missing += [(i, c) for i in task.heldout for c in arms if (i, c) not in table]
     if missing:
         print(f"error: {len(missing)} (question, choice) pairs have no attempt yet, e.g. {missing[:3]}: run collect")
         return 1
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    features = asyncio.run(embed_questions([*TRAIN, *HELDOUT]))
-    held = {c: {i: statistics.fmean(table[(i, c)]) for i in HELDOUT} for c in [*CHOICES, ALONE]}
-    runs = [replay(seed, features, table) for seed in range(SEEDS)]
+    features = asyncio.run(embed_questions(task))
+    held = {c: {i: statistics.fmean(table[(i, c)]) for i in task.heldout} for c in arms}
+    runs = [replay(task, seed, features, table) for seed in range(SEEDS)]
     rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     per_seed = []
     for run in runs:
-        reward = {i: held[run["picks"][i]][i] for i in HELDOUT}
+        reward = {i: held[run["picks"][i]][i] for i in task.heldout}
         per_seed.append(
             {
                 "seed": run["seed"],
                 "mean_at_k": statistics.fmean(reward.values()),
-                "right_choice_rate": sum(p == RIGHT for p in run["picks"].values()) / len(HELDOUT),
+                "right_choice_rate": right_rate(task, run["picks"]),
                 "picks": dict(sorted(defaultdict_count(run["picks"].values()).items())),
                 "vs_alone": paired(reward, held[ALONE]),
                 "curve": run["curve"],
             }
         )
     median = sorted(per_seed, key=lambda s: s["mean_at_k"])[SEEDS // 2]
-    pooled = {i: statistics.fmean(held[run["picks"][i]][i] for run in runs) for i in HELDOUT}
+    pooled = {i: statistics.fmean(held[run["picks"][i]][i] for run in runs) for i in task.heldout}
     alone_right = [
         statistics.fmean(
-            RIGHT in r["tools"] and "quick_convert" not in r["tools"]
-            for r in logged()
+            data[i]["right"] in r["tools"] and TRAP not in r["tools"]
+            for r in logged(task)
             if r["index"] == i and r["choice"] == ALONE
         )
-        for i in HELDOUT
+        for i in task.heldout
     ]
-    k = min(len(table[(i, ALONE)]) for i in HELDOUT)
+    k = min(len(table[(i, ALONE)]) for i in task.heldout)
     torch.set_num_threads(1)
     result = {
-        "task": TASK,
+        "task": task.name,
         "agent": "qwen2.5-coder-0.5b",
+        "agent_config": str(task.agent.relative_to(ROOT)),
         "embeddings": EMBEDDING_MODEL,
-        "choices": CHOICES,
-        "practice_questions": [TRAIN.start, TRAIN.stop - 1],
-        "heldout_questions": [HELDOUT.start, HELDOUT.stop - 1],
+        "choices": task.choices,
+        "practice_questions": task.questions_note["practice"],
+        "heldout_questions": task.questions_note["heldout"],
         "k": k,
         "group": GROUP,
         "update_every": UPDATE_EVERY,
         "seeds": SEEDS,
-        "agent_attempts": len(logged()),
+        "agent_attempts": len(logged(task)),
         "mean_at_k": {
             c: {"value": statistics.fmean(v.values()), "ci95": list(bootstrap_ci(list(v.values())))}
             for c, v in held.items()
@@ -287,11 +386,12 @@ def report() -> int:
         "router_minus_alone_median_seed": median["vs_alone"] | {"seed": median["seed"]},
         "router_minus_alone_pooled_over_seeds": paired(pooled, held[ALONE]),
         "router_right_choice_rate_over_seeds": statistics.fmean(s["right_choice_rate"] for s in per_seed),
-        "decision_time": decision_timing(runs[0]["router"], features),
+        "decision_time": decision_timing(task, runs[0]["router"], features),
         "memory": memory(runs[0]["router"]) | {"rss_growth_kb_for_10_routers": rss_after - rss_before},
+        "with_experiences": with_experiences(task, table, runs, held),
         "per_seed": per_seed,
     }
-    write_result(f"tool_router_{TASK}", result)
+    write_result(f"tool_router_{task.name}", result)
     return 0
 
 
@@ -306,18 +406,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("collect")
+    c.add_argument("--task", choices=TASKS, default="unit_conversion")
     c.add_argument("--k", type=int, default=1, help="attempts per held-out question and choice")
     c.add_argument("--concurrency", type=int, default=8)
     c.add_argument("--experienced", action="store_true", help="the enhanced agent of `practise`, held-out only")
-    sub.add_parser("practise", help="practice's text experiences for the same agent (about an hour)")
-    sub.add_parser("report")
+    sub.add_parser("practise", help="practice's text experiences for unit_conversion's agent (about an hour)")
+    r = sub.add_parser("report")
+    r.add_argument("--task", choices=TASKS, default="unit_conversion")
     args = parser.parse_args()
     random.seed(0)
     if args.command == "collect":
-        return asyncio.run(collect(args.k, args.concurrency, args.experienced))
+        return asyncio.run(collect(TASKS[args.task], args.k, args.concurrency, args.experienced))
     if args.command == "practise":
         return practise_experiences()
-    return report()
+    return report(TASKS[args.task])
 
 
 if __name__ == "__main__":
