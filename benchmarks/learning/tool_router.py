@@ -9,11 +9,15 @@ Tasks (`--task`):
 - `unit_conversion` (default): the bundled tool-selection task, UnitConversion with its unit-tools agent
   (configs/agents/practice/unit_tools_agent.yaml). The router chooses what the LLM is offered: only
   `convert_units` (right), only the trap `quick_convert`, or no tool. Practice questions 0-39, held-out 60-99.
-- `units_or_decimals`: the right choice depends on the question. UnitConversion and Decimals (division word
-  problems) interleaved, one of each in turn, with the same tools under neutral instructions
-  (configs/agents/practice/number_tools_agent.yaml). Choices: only `convert_units` (right for a conversion),
-  only `calculator` (right for a division), or no tool. Practice: 20 questions of each kind (0-19 of both
-  files); held-out: 20 of each (60-79).
+- `units_or_word_problems`: the right choice depends on the question. UnitConversion and MAWPS_singleop
+  (one-step word problems: "7 bottle caps and 7 more") interleaved, one of each in turn, with the same tools
+  under neutral instructions (configs/agents/practice/number_tools_agent.yaml). Choices: only `convert_units`
+  (right for a conversion), only `calculator`, or no tool (right for a word problem: it needs one sum, and the
+  0.5B offered a tool for it tends to call one with made-up arguments). Practice: 20 questions of each kind
+  (0-19 of both files); held-out: 20 of each (60-79). Each choice's reward per kind is in the results, so the
+  right choices can be checked. (A first try with Decimals, divisions to 2 decimals, was dropped after 37
+  attempts: the 0.5B's every `calculator` call copied the schema's fields into its arguments and failed, and
+  without a tool it rarely gave 2 decimals, so every choice scored about 0 on that kind.)
 
 The agent runs on the embedded Qwen2.5-Coder-0.5B; the router reads SmolLM2-135M's embeddings. `collect` runs
 the agent on the practice questions once with each of the router's choices, and on the held-out questions K
@@ -71,7 +75,7 @@ LEARNER = "qwen2.5-coder-1.5b"
 
 def rows(name: str, right: str) -> list[dict]:
     lines = (ROOT / "dataset" / f"{name}.jsonl").read_text().splitlines()
-    return [json.loads(line) | {"right": right} for line in lines]
+    return [json.loads(line) | {"right": right, "kind": name} for line in lines]
 
 
 @dataclass(frozen=True)
@@ -92,8 +96,8 @@ class Task:
         units = rows("UnitConversion", "convert_units")
         if self.name == "unit_conversion":
             return units
-        decimals = rows("Decimals", "calculator")
-        return [q for pair in zip(units, decimals, strict=False) for q in pair]  # 2i: units[i], 2i+1: decimals[i]
+        words = rows("MAWPS_singleop", "no_tool")
+        return [q for pair in zip(units, words, strict=False) for q in pair]  # 2i: units[i], 2i+1: words[i]
 
 
 def both_kinds(first: int, stop: int) -> list[int]:
@@ -109,15 +113,15 @@ TASKS = {
         list(range(60, 100)),
         {"practice": "UnitConversion 0-39", "heldout": "UnitConversion 60-99"},
     ),
-    "units_or_decimals": Task(
-        "units_or_decimals",
+    "units_or_word_problems": Task(
+        "units_or_word_problems",
         AGENTS / "number_tools_agent.yaml",
         {"convert_units": ["convert_units"], "calculator": ["calculator"], "no_tool": []},
         both_kinds(0, 20),
         both_kinds(60, 80),
         {
-            "practice": "UnitConversion 0-19 and Decimals 0-19, one of each in turn",
-            "heldout": "UnitConversion 60-79 and Decimals 60-79, one of each in turn",
+            "practice": "UnitConversion 0-19 and MAWPS_singleop 0-19, one of each in turn",
+            "heldout": "UnitConversion 60-79 and MAWPS_singleop 60-79, one of each in turn",
         },
     ),
 }
@@ -313,6 +317,20 @@ def with_experiences(task: Task, table: dict, runs: list[dict], held: dict) -> d
     }
 
 
+def by_kind(task: Task, table: dict, arms: list[str]) -> dict:
+    """Each choice's mean reward per kind of question, on the practice and the held-out questions."""
+    data, out = task.questions(), {}
+    for part, indices in (("practice", task.train), ("heldout", task.heldout)):
+        for kind in sorted({data[i]["kind"] for i in indices}):
+            of_kind = [i for i in indices if data[i]["kind"] == kind]
+            out.setdefault(kind, {})[part] = {
+                c: statistics.fmean(statistics.fmean(table[(i, c)]) for i in of_kind)
+                for c in arms
+                if all((i, c) in table for i in of_kind)
+            }
+    return out
+
+
 def load_experiences() -> dict:
     from utu.config import load_agent_config
 
@@ -377,6 +395,7 @@ def report(task: Task) -> int:
             c: {"value": statistics.fmean(v.values()), "ci95": list(bootstrap_ci(list(v.values())))}
             for c, v in held.items()
         },
+        "mean_at_k_by_kind": by_kind(task, table, arms),
         "llm_alone_right_tool_rate": statistics.fmean(alone_right),
         "router_mean_at_k_over_seeds": {
             "mean": statistics.fmean(s["mean_at_k"] for s in per_seed),
