@@ -17,7 +17,10 @@ Tasks (`--task`):
   (0-19 of both files); held-out: 20 of each (60-79). Each choice's reward per kind is in the results, so the
   right choices can be checked. (A first try with Decimals, divisions to 2 decimals, was dropped after 37
   attempts: the 0.5B's every `calculator` call copied the schema's fields into its arguments and failed, and
-  without a tool it rarely gave 2 decimals, so every choice scored about 0 on that kind.)
+  without a tool it rarely gave 2 decimals, so every choice scored about 0 on that kind. The agent's first
+  instructions, "reply with only the final number", then scored 0 on the word problems with every choice, 17
+  attempts each: told to answer at once, the 0.5B says 10 for 4 + 3. They now let it work in a sentence or two;
+  both changes were made from practice questions only.)
 
 The agent runs on the embedded Qwen2.5-Coder-0.5B; the router reads SmolLM2-135M's embeddings. `collect` runs
 the agent on the practice questions once with each of the router's choices, and on the held-out questions K
