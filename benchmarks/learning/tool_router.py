@@ -9,18 +9,17 @@ Tasks (`--task`):
 - `unit_conversion` (default): the bundled tool-selection task, UnitConversion with its unit-tools agent
   (configs/agents/practice/unit_tools_agent.yaml). The router chooses what the LLM is offered: only
   `convert_units` (right), only the trap `quick_convert`, or no tool. Practice questions 0-39, held-out 60-99.
-- `units_or_word_problems`: the right choice depends on the question. UnitConversion and MAWPS_singleop
-  (one-step word problems: "7 bottle caps and 7 more") interleaved, one of each in turn, with the same tools
-  under neutral instructions (configs/agents/practice/number_tools_agent.yaml). Choices: only `convert_units`
-  (right for a conversion), only `calculator`, or no tool (right for a word problem: it needs one sum, and the
-  0.5B offered a tool for it tends to call one with made-up arguments). Practice: 20 questions of each kind
-  (0-19 of both files); held-out: 20 of each (60-79). Each choice's reward per kind is in the results, so the
-  right choices can be checked. (A first try with Decimals, divisions to 2 decimals, was dropped after 37
-  attempts: the 0.5B's every `calculator` call copied the schema's fields into its arguments and failed, and
-  without a tool it rarely gave 2 decimals, so every choice scored about 0 on that kind. The agent's first
-  instructions, "reply with only the final number", then scored 0 on the word problems with every choice, 17
-  attempts each: told to answer at once, the 0.5B says 10 for 4 + 3. They now let it work in a sentence or two;
-  both changes were made from practice questions only.)
+- `units_or_word_problems`: the right choice depends on the question. UnitConversion and MAWPS_singleop (one-step word
+  problems: "7 bottle caps and 7 more") interleaved, one of each in turn, with the same tools under neutral
+  instructions (configs/agents/practice/number_tools_agent.yaml). Choices: only `convert_units` (right for a
+  conversion), only `calculator`, or no tool (right for a word problem: it needs one sum, and in a pilot on practice
+  questions the 0.5B offered a tool wrote a made-up call as its answer). Practice: 20 questions of each kind (0-19 of
+  both files); held-out: 20 of each (60-79). Each choice's reward per kind is in the results, so the right choices can
+  be checked. (A first try with Decimals, divisions to 2 decimals, was dropped after 37 attempts: the 0.5B's every
+  `calculator` call copied the schema's fields into its arguments and failed, and without a tool it rarely gave 2
+  decimals, so every choice scored about 0 on that kind. The agent's first instructions, "reply with only the final
+  number", then scored 0 on the word problems with every choice, 17 attempts each: told to answer at once, the 0.5B
+  says 10 for 4 + 3. They now let it work in a sentence or two; both changes were made from practice questions only.)
 
 The agent runs on the embedded Qwen2.5-Coder-0.5B; the router reads SmolLM2-135M's embeddings. `collect` runs
 the agent on the practice questions once with each of the router's choices, and on the held-out questions K
