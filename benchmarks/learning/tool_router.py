@@ -244,6 +244,11 @@ def right_rate(task: Task, picks: dict[int, str]) -> float:
     return sum(choice == data[i]["right"] for i, choice in picks.items()) / len(picks)
 
 
+def right_call(right: str, called: list[str]) -> bool:
+    """Whether an attempt offered every tool did what the right choice does: no call, or the right tool's."""
+    return not called if right == "no_tool" else right in called and TRAP not in called
+
+
 def replay(task: Task, seed: int, features: dict, table: dict) -> dict:
     """Online learning over the practice questions from the logged rewards, then frozen picks on held-out ones."""
     import torch
@@ -382,9 +387,7 @@ def report(task: Task) -> int:
     pooled = {i: statistics.fmean(held[run["picks"][i]][i] for run in runs) for i in task.heldout}
     alone_right = [
         statistics.fmean(
-            data[i]["right"] in r["tools"] and TRAP not in r["tools"]
-            for r in logged(task)
-            if r["index"] == i and r["choice"] == ALONE
+            right_call(data[i]["right"], r["tools"]) for r in logged(task) if (r["index"], r["choice"]) == (i, ALONE)
         )
         for i in task.heldout
     ]

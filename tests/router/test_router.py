@@ -213,3 +213,42 @@ def test_broken_features_a_folder_as_state_and_the_caller_s_rng_are_handled():
     torch.manual_seed(123)
     Router(["a", "b"], DIM, seed=5)
     assert torch.equal(torch.rand(1), expected)  # building a router leaves the caller's torch RNG alone
+
+
+def test_an_update_that_fails_undoes_every_member_and_keeps_the_observations(monkeypatch):
+    import utu.router.router as module
+
+    router = trained_router()
+    weights = [[p.clone() for p in net.parameters()] for net in router.nets]
+    pending, calls = len(router.buffer), []
+
+    def failing_on_the_second_member(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > router.epochs:  # the first member has stepped all its epochs
+            raise RuntimeError("out of memory")
+        return grpo_loss(*args, **kwargs)
+
+    monkeypatch.setattr(module, "grpo_loss", failing_on_the_second_member)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        router.update()
+    assert len(router.buffer) == pending
+    for net, saved in zip(router.nets, weights, strict=True):
+        assert all(torch.equal(p, q) for p, q in zip(net.parameters(), saved, strict=True))
+    monkeypatch.undo()
+    assert router.update() and not router.buffer  # the kept observations are learned from next time
+
+
+def test_a_save_replaces_only_a_file_and_a_failed_one_leaves_no_partial(tmp_path):
+    router = trained_router()
+    (tmp_path / "target.pt").write_text("someone else's")
+    (tmp_path / "link.pt").symlink_to(tmp_path / "target.pt")
+    with pytest.raises(RouterError, match="link.pt is not a regular file"):
+        router.save(tmp_path / "link.pt")
+    assert (tmp_path / "target.pt").read_text() == "someone else's"
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    with pytest.raises(RouterError, match="cannot save the router to .*file/r.pt"):
+        router.save(blocked / "r.pt")  # its folder is a file
+    assert not list(tmp_path.rglob("*.partial"))
+    with pytest.raises(RouterError, match="need epochs >= 1"):
+        Router(["a", "b"], DIM, epochs=0)

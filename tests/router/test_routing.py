@@ -12,7 +12,7 @@ from utu.config.models import ToolRouterConfig
 from utu.errors import ConfigError, LLMError
 from utu.llm.stub import StubScript
 from utu.router.embeddings import MAX_CHARS, Embedder
-from utu.router.router import Router
+from utu.router.router import Router, RouterError
 from utu.router.routing import AgentRouter, route_choices
 from utu.tools import build_toolkits
 
@@ -108,3 +108,27 @@ async def test_a_broken_embedding_is_an_error_not_a_feature():
     endpoint = BrokenEndpoint([1.0, 0.0])
     assert len(await Embedder(endpoint, "m").one("x " * 50_000)) == 2
     assert len(endpoint.inputs[0]) == MAX_CHARS  # a long question's start: within the server's context
+
+
+def test_resuming_deletes_later_snapshots_only_once_the_earlier_router_loads(tmp_path):
+    from utu.router.routing import resume, snapshot
+
+    config = ToolRouterConfig(choices={"a": [], "b": []})
+    for step in range(4):
+        Router(["a", "b"], 8).save(snapshot(tmp_path, step))
+    Router(["a", "b"], 8).save(tmp_path / "tool_router.pt")
+    with pytest.raises(RouterError, match="saved for choices"):  # the config added a choice
+        resume(tmp_path, 2, lambda: Router(["a", "b", "c"], 8), ["a", "b", "c"], 8, config)
+    assert all(snapshot(tmp_path, step).exists() for step in range(4))
+    resume(tmp_path, 2, lambda: Router(["a", "b"], 8), ["a", "b"], 8, config)
+    assert [snapshot(tmp_path, step).exists() for step in range(4)] == [True, True, False, False]
+
+
+def test_fresh_keeps_the_run_s_own_state_when_the_config_starts_from_it(tmp_path):
+    from utu.router.routing import load, resume
+
+    own = tmp_path / "tool_router.pt"
+    Router(["a", "b"], 8, seed=3).save(own)
+    config = ToolRouterConfig(choices={"a": [], "b": []}, state=str(own))
+    router = resume(tmp_path, 0, lambda: load(own, ["a", "b"], 8, config), ["a", "b"], 8, config)
+    assert router.seed == 3 and own.exists()

@@ -15,6 +15,7 @@ members' averaged probabilities rank first.
 """
 
 import contextlib
+import copy
 import math
 import os
 import threading
@@ -125,6 +126,8 @@ class Router:
             raise RouterError(f"a router needs at least two distinct choices, got {choices}")
         if not members:
             raise RouterError("a router needs at least one member")
+        if epochs < 1 or not 0 < clip < 1 or not lr > 0:
+            raise RouterError(f"epochs {epochs}, clip {clip}, lr {lr}: need epochs >= 1, 0 < clip < 1 and lr > 0")
         self.choices = list(choices)
         self.features = features
         self.members = tuple(members)
@@ -250,14 +253,27 @@ class Router:
         """One GRPO update of each member on the observations of the queries it explored; empties the buffer and
         ends every group in progress (their choices came from the policy before the update). Returns per member:
         samples, mean reward, surrogate, entropy, clipped fraction."""
-        with one_thread(), self._lock:
-            batch, self.buffer, self._plans = self.buffer, [], OrderedDict()
-            report = self._update(batch)
+        with self._lock, one_thread():
+            batch = self.buffer
+            before = [(copy.deepcopy(n.state_dict()), copy.deepcopy(o.state_dict())) for n, o in self._pairs()]
+            try:
+                report = self._update(batch)
+                if not all(torch.isfinite(p).all() for net in self.nets for p in net.parameters()):
+                    raise RouterError("an update made the router's weights NaN or infinite: it was undone")
+            except BaseException:  # all members or none: the observations stay for the next update
+                for (net, optimizer), (weights, moments) in zip(self._pairs(), before, strict=True):
+                    net.load_state_dict(weights)
+                    optimizer.load_state_dict(moments)
+                raise
+            self.buffer, self._plans = [], OrderedDict()
             if report:
                 self.updates += 1
                 self.norm.learn(torch.stack([o.features for o in batch]))  # after: the ratios start at 1
                 self._frozen_fn = None
             return report
+
+    def _pairs(self) -> list[tuple[PolicyNet, torch.optim.Optimizer]]:
+        return list(zip(self.nets, self.optimizers, strict=True))
 
     def _update(self, batch: list[_Observation]) -> dict[str, dict[str, float]]:
         report: dict[str, dict[str, float]] = {}
@@ -308,7 +324,8 @@ class Router:
         path = Path(path)
         if path.is_dir():
             raise RouterError(f"{path} is a folder; give the router's state a file name, e.g. {path / 'router.pt'}")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            raise RouterError(f"{path} is not a regular file: the router's state replaces only a file it wrote")
         with self._lock:
             state = {
                 "format": FORMAT,
@@ -316,19 +333,25 @@ class Router:
                 "features": self.features,
                 "members": [asdict(m) for m in self.members],
                 "settings": self.settings,
-                "nets": [net.state_dict() for net in self.nets],
-                "optimizers": [o.state_dict() for o in self.optimizers],
+                "nets": [copy.deepcopy(net.state_dict()) for net in self.nets],  # not the live tensors
+                "optimizers": [copy.deepcopy(o.state_dict()) for o in self.optimizers],
                 "buffer": [asdict(o) for o in self.buffer],
                 "norm": self.norm.state(),
                 "updates": self.updates,
                 "observed": self.observed,
             }
         partial = path.with_name(path.name + ".partial")
-        with open(partial, "wb") as out:
-            torch.save(state, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(partial, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(partial, "wb") as out:
+                torch.save(state, out)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(partial, path)
+        except OSError as e:
+            with contextlib.suppress(OSError):  # there may be no folder to hold it
+                partial.unlink(missing_ok=True)
+            raise RouterError(f"cannot save the router to {path}: {e.strerror or e}") from None
 
     @classmethod
     def load(cls, path: str | Path, *, choices: list[str] | None = None, features: int | None = None) -> "Router":

@@ -151,20 +151,25 @@ def resume(
     snapshots of steps N and later removed; `start()` when there is none."""
     steps = sorted(int(m.group(1)) for p in run_dir.glob("tool_router.step*.pt") if (m := SNAPSHOT.fullmatch(p.name)))
     if restart_step is not None:
-        for step in steps:
-            if step >= restart_step:
-                snapshot(run_dir, step).unlink()
         earlier = [s for s in steps if s < restart_step]
         saved = snapshot(run_dir, earlier[-1]) if earlier else None
     else:
         saved = run_dir / STATE_FILE if (run_dir / STATE_FILE).exists() else None
     if saved is None:
-        (run_dir / STATE_FILE).unlink(missing_ok=True)
-        return start()
-    try:
-        return load(saved, choices, dimension, config)
-    except RouterError as e:
-        raise RouterError(f"{e}; it is this practice's own: run it with --fresh to start the router afresh") from None
+        router = start()
+    else:
+        try:
+            router = load(saved, choices, dimension, config)
+        except RouterError as e:
+            raise RouterError(f"{e}; it is this practice's own: --fresh starts the router afresh") from None
+    # Only once the router to go on from is loaded: what was learned after it goes (nothing is lost on an error).
+    for step in steps:
+        if restart_step is not None and step >= restart_step:
+            snapshot(run_dir, step).unlink()
+    own = run_dir / STATE_FILE
+    if saved is None and not (config.state and own.exists() and Path(config.state).resolve() == own.resolve()):
+        own.unlink(missing_ok=True)  # a state the config starts from stays until the first step replaces it
+    return router
 
 
 def load(path: Path, choices: list[str], dimension: int, config: ToolRouterConfig) -> Router:
