@@ -11,7 +11,7 @@ from utu.config import AgentConfig, ToolkitConfig
 from utu.config.models import ToolRouterConfig
 from utu.errors import ConfigError, LLMError
 from utu.llm.stub import StubScript
-from utu.router.embeddings import MAX_CHARS, Embedder
+from utu.router.embeddings import MAX_BYTES, Embedder
 from utu.router.router import Router, RouterError
 from utu.router.routing import AgentRouter, route_choices
 from utu.tools import build_toolkits
@@ -106,8 +106,13 @@ async def test_a_broken_embedding_is_an_error_not_a_feature():
         with pytest.raises(LLMError, match="a broken vector"):
             await Embedder(BrokenEndpoint(vector), "m").one("q")
     endpoint = BrokenEndpoint([1.0, 0.0])
-    assert len(await Embedder(endpoint, "m").one("x " * 50_000)) == 2
-    assert len(endpoint.inputs[0]) == MAX_CHARS  # a long question's start: within the server's context
+    embedder = Embedder(endpoint, "m")
+    assert len(await embedder.one("x " * 50_000)) == 2
+    assert len(endpoint.inputs[0]) == MAX_BYTES  # a long question's start: within the server's context
+    await embedder.one("数" * 5_000)
+    assert endpoint.inputs[-1] == "数" * (MAX_BYTES // 3)  # whole characters, at most MAX_BYTES of UTF-8
+    await embedder.one("x " * 60_000)  # the same start: the cached embedding, not another request
+    assert len(endpoint.inputs) == 2 and len(embedder._cache) == 2
 
 
 def test_resuming_deletes_later_snapshots_only_once_the_earlier_router_loads(tmp_path):
@@ -132,3 +137,19 @@ def test_fresh_keeps_the_run_s_own_state_when_the_config_starts_from_it(tmp_path
     config = ToolRouterConfig(choices={"a": [], "b": []}, state=str(own))
     router = resume(tmp_path, 0, lambda: load(own, ["a", "b"], 8, config), ["a", "b"], 8, config)
     assert router.seed == 3 and own.exists()
+
+
+async def test_a_stop_between_the_snapshot_and_the_state_file_learns_the_step_once(tmp_path, stub):
+    from utu.router.routing import resume, snapshot
+
+    config = ToolRouterConfig(choices={"a": [], "b": []})
+    stale, learned = Router(["a", "b"], 8), Router(["a", "b"], 8)
+    learned.updates = 1
+    stale.save(tmp_path / "tool_router.pt")
+    learned.save(snapshot(tmp_path, 0))  # the stop came before the state file was written again
+    router = resume(tmp_path, None, lambda: Router(["a", "b"], 8), ["a", "b"], 8, config)
+    assert router.updates == 1
+    server = stub(StubScript())
+    embedder = Embedder(openai.AsyncOpenAI(base_url=server.base_url, api_key="k"), "stub")
+    again = AgentRouter(router, embedder, {"a": [], "b": []}, tmp_path)
+    assert again.update(0) == {} and Router.load(tmp_path / "tool_router.pt").updates == 1

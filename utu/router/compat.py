@@ -21,7 +21,7 @@ import openai
 import torch
 
 from utu.errors import LLMError
-from utu.router.embeddings import MAX_CHARS, endpoint
+from utu.router.embeddings import embedded_text, endpoint
 from utu.router.router import DEFAULT_MEMBERS, Decision, Member, Router, RouterError
 
 FeatureExtractor = Callable[[Any], Sequence[float]]
@@ -35,7 +35,7 @@ def embedding_features(base_url: str | None = None, model: str | None = None, ap
     @functools.lru_cache(maxsize=20_000)
     def embed(text: str) -> np.ndarray:
         try:
-            reply = client.embeddings.create(model=model, input=[text[:MAX_CHARS] or " "])
+            reply = client.embeddings.create(model=model, input=[embedded_text(text)])
         except openai.OpenAIError as e:
             raise LLMError(f"embeddings from {base_url} ({model}) failed: {e}") from e
         return np.asarray(reply.data[0].embedding, "float32")

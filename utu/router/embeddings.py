@@ -12,11 +12,17 @@ import openai
 
 from utu.errors import LLMError
 
-CACHED = 20_000  # query texts whose embedding is kept (a 576-float vector each: about 46 MB at most)
+CACHED = 20_000  # questions whose embedding is kept: a 576-float vector and a key of 2000 bytes at most each
 DEFAULT_EMBEDDING_MODEL = "smollm2-135m"
-# A question's start says what kind it is; its first 4000 characters (about 1000 tokens) are embedded, within
-# the embedded server's 2048 tokens per input (utu.llm.local.EMBEDDING_CTX).
-MAX_CHARS = 4000
+# A question's start says what kind it is; its first 2000 bytes of UTF-8 are embedded: a byte-level BPE token
+# is at least one byte, so that is within the embedded server's 2048 tokens per input
+# (utu.llm.local.EMBEDDING_CTX) whatever the script (Chinese takes 3 bytes a character, English 1).
+MAX_BYTES = 2000
+
+
+def embedded_text(text: str) -> str:
+    """What of a question is embedded (and the key its embedding is cached under)."""
+    return text.encode()[:MAX_BYTES].decode(errors="ignore") or " "  # an empty input is an error to some endpoints
 
 
 def endpoint(base_url: str | None, model: str | None, missing_model: str) -> tuple[str, str]:
@@ -49,12 +55,12 @@ class Embedder:
 
     async def __call__(self, texts: list[str]) -> list[np.ndarray]:
         """One float32 vector per text, in order; texts seen before cost nothing."""
+        texts = [embedded_text(t) for t in texts]
         async with self._lock:  # two attempts at one question ask once
             missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
             if missing:
                 try:
-                    inputs = [t[:MAX_CHARS] or " " for t in missing]  # an empty input is an error to some endpoints
-                    reply = await self.client.embeddings.create(model=self.model, input=inputs)
+                    reply = await self.client.embeddings.create(model=self.model, input=missing)
                 except openai.OpenAIError as e:
                     raise LLMError(f"embeddings from {self.client.base_url} ({self.model}) failed: {e}") from e
                 if len(reply.data) != len(missing):

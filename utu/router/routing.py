@@ -67,15 +67,16 @@ class AgentRouter:
     def update(self, step: int) -> dict[str, dict[str, float]]:
         """One GRPO update on what practice step `step` observed, then the state saved; a step the saved state
         has learned already (its run stopped before the step was recorded) is not learned twice."""
-        if self.run_dir is not None and snapshot(self.run_dir, step).exists():
+        if self.run_dir is not None and snapshot(self.run_dir, step).exists():  # resumed from that snapshot
             self.router.buffer.clear()
+            self.router.save(self.run_dir / STATE_FILE)  # in case the stop came before it was written
             return {}
         with span("route update", CHAIN, step=step, observations=len(self.router.buffer)) as current:
             report = self.router.update()
             set_attributes(current, {f"{m}.{k}": v for m, values in report.items() for k, v in values.items()})
-        if self.run_dir is not None:
-            self.router.save(self.run_dir / STATE_FILE)
+        if self.run_dir is not None:  # the snapshot first: it is what marks the step learned
             self.router.save(snapshot(self.run_dir, step))
+            self.router.save(self.run_dir / STATE_FILE)
         return report
 
 
@@ -114,6 +115,8 @@ async def open_router(
     state if it has one (as it was before `restart_step`, which `--fresh` sets to 0), else `config.state`, else
     a new router; saved in `run_dir` after each step."""
     choices = route_choices(config, tools)
+    if config.state and not Path(config.state).is_file():  # before an embeddings server is started for nothing
+        raise RouterError(f"tool_router.state: {config.state} is not a file: name a saved router (tool_router.pt)")
     embedder = Embedder.connect(config.embeddings.base_url, config.embeddings.model, config.embeddings.api_key)
     dimension = len(await embedder.one("What is the size of an embedding?"))
 
@@ -147,12 +150,14 @@ def resume(
     dimension: int,
     config: ToolRouterConfig,
 ) -> Router:
-    """Practice's router: its last saved state, or (restarting at step N) the one saved after step N-1, with the
+    """Practice's router: the one saved after its last step, or (restarting at step N) after step N-1, with the
     snapshots of steps N and later removed; `start()` when there is none."""
     steps = sorted(int(m.group(1)) for p in run_dir.glob("tool_router.step*.pt") if (m := SNAPSHOT.fullmatch(p.name)))
     if restart_step is not None:
         earlier = [s for s in steps if s < restart_step]
         saved = snapshot(run_dir, earlier[-1]) if earlier else None
+    elif steps:  # the last step's snapshot: the state file is written after it, so a stop may leave that older
+        saved = snapshot(run_dir, steps[-1])
     else:
         saved = run_dir / STATE_FILE if (run_dir / STATE_FILE).exists() else None
     if saved is None:
