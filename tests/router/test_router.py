@@ -143,7 +143,7 @@ def test_bad_inputs_are_refused():
     with pytest.raises(RouterError, match="features of size 5, but this router reads 32"):
         router.decide("q", torch.zeros(5), explore=True)
     decision = router.decide("q", torch.zeros(DIM), explore=True)
-    with pytest.raises(RouterError, match="not a finite number"):
+    with pytest.raises(RouterError, match="a reward is a number within"):
         router.observe(decision, float("nan"))
     router.observe(router.decide("q", torch.zeros(DIM), explore=False), 1.0)  # frozen: teaches nothing
     assert router.buffer == []
@@ -252,3 +252,24 @@ def test_a_save_replaces_only_a_file_and_a_failed_one_leaves_no_partial(tmp_path
     assert not list(tmp_path.rglob("*.partial"))
     with pytest.raises(RouterError, match="need epochs >= 1"):
         Router(["a", "b"], DIM, epochs=0)
+
+
+def test_a_state_file_no_router_would_have_saved_is_refused(tmp_path):
+    trained_router().save(tmp_path / "good.pt")
+    broken = {
+        "nan_weights": lambda s: s["nets"][0]["hidden.weight"].fill_(float("nan")),
+        "out_of_range": lambda s: s["buffer"][0].update(index=99),
+        "member": lambda s: s["members"][0].update(temperature=0.0),
+        "epochs": lambda s: s["settings"].update(epochs=0),
+        "counts": lambda s: s.update(updates="lots"),
+    }
+    for name, spoil in broken.items():
+        state = torch.load(tmp_path / "good.pt", weights_only=True)
+        spoil(state)
+        torch.save(state, tmp_path / f"{name}.pt")
+        with pytest.raises(RouterError, match=f"{name}.pt: not a usable router state"):
+            Router.load(tmp_path / f"{name}.pt")
+    router = trained_router()
+    decision = router.decide("q", Bandit().query(1)[1], explore=True)
+    with pytest.raises(RouterError, match="a reward is a number within"):
+        router.observe(decision, 1e39)  # finite as a Python float, inf as float32

@@ -59,6 +59,16 @@ class Member:
     advantage_weight: float = 0.0  # share of the advantage taken against the member's batch instead of the group
     entropy_coef: float = 0.01
 
+    def __post_init__(self) -> None:
+        if not (0 < self.temperature < math.inf and 0 <= self.advantage_weight <= 1 and 0 <= self.entropy_coef < 1):
+            raise RouterError(
+                f"member {self.name!r}: temperature {self.temperature}, advantage_weight {self.advantage_weight}, "
+                f"entropy_coef {self.entropy_coef}: need temperature > 0, advantage_weight in [0, 1] and "
+                "entropy_coef in [0, 1)"
+            )
+
+
+MAX_REWARD = 1e6  # float32 keeps rewards; far beyond this their spread overflows (a verifier's are within [0, 1])
 
 # As the design's agents: one steady, one that explores more and weighs its own baseline less, one the reverse.
 DEFAULT_MEMBERS = (
@@ -242,8 +252,8 @@ class Router:
         """Keep an explored decision's reward for the next update; a frozen decision teaches nothing."""
         if not decision.explored:
             return
-        if not math.isfinite(reward):
-            raise RouterError(f"reward {reward!r} for {decision.choice!r} is not a finite number")
+        if not math.isfinite(reward) or abs(reward) > MAX_REWARD:
+            raise RouterError(f"reward {reward!r} for {decision.choice!r}: a reward is a number within ±{MAX_REWARD:g}")
         d = decision
         with self._lock:
             self.buffer.append(_Observation(d.query, d.features, d.index, d.member, d.log_prob, reward))
@@ -271,6 +281,20 @@ class Router:
                 self.norm.learn(torch.stack([o.features for o in batch]))  # after: the ratios start at 1
                 self._frozen_fn = None
             return report
+
+    def _check_loaded(self) -> None:
+        """What a file may hold that no router would have saved (ValueError): it would decide or learn wrongly."""
+        tensors = [p for net in self.nets for p in net.parameters()] + [self.norm.mean]
+        if not all(torch.isfinite(t).all() for t in tensors) or not math.isfinite(self.norm.square):
+            raise ValueError("NaN or infinite weights")
+        for o in self.buffer:
+            in_range = 0 <= o.index < len(self.choices) and 0 <= o.member < len(self.members)
+            if not (in_range and math.isfinite(o.reward) and math.isfinite(o.log_prob) and o.log_prob <= 0):
+                raise ValueError(f"an observation out of range (choice {o.index}, member {o.member})")
+            if not torch.isfinite(o.features).all():
+                raise ValueError("an observation with NaN or infinite features")
+        if not all(isinstance(n, int) and n >= 0 for n in (self.updates, self.observed)):
+            raise ValueError(f"counts {self.updates!r}, {self.observed!r} are not whole numbers")
 
     def _pairs(self) -> list[tuple[PolicyNet, torch.optim.Optimizer]]:
         return list(zip(self.nets, self.optimizers, strict=True))
@@ -381,6 +405,7 @@ class Router:
             if any(o.features.numel() != router.features for o in router.buffer):
                 raise ValueError("its observations have features of another size")
             router.updates, router.observed = state["updates"], state["observed"]
+            router._check_loaded()
         except Exception as e:  # noqa: BLE001 - any way a file can be broken is the same error to the user
             reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
             raise RouterError(f"{path}: not a usable router state ({reason})") from None
