@@ -44,6 +44,7 @@ process's RSS before and after building it).
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import random
@@ -79,6 +80,7 @@ EXPERIENCED = "experiences/"  # the prefix of the enhanced agent's choices in th
 LEARNER = "qwen2.5-coder-1.5b"
 
 
+@functools.cache  # read once: the report asks for the questions per seed and curve point
 def rows(name: str, right: str) -> list[dict]:
     lines = (ROOT / "dataset" / f"{name}.jsonl").read_text().splitlines()
     return [json.loads(line) | {"right": right, "kind": name} for line in lines]
@@ -311,7 +313,9 @@ def memory(router) -> dict:
     return {"parameters_bytes": parameters, "optimiser_bytes": optimiser}
 
 
-def with_experiences(task: Task, table: dict, runs: list[dict], held: dict) -> dict | None:
+def with_experiences(
+    task: Task, table: dict, runs: list[dict], alone: dict[int, float], router: dict[int, float]
+) -> dict | None:
     """(c) the enhanced agent choosing alone and (d) the enhanced agent offered the router's picks, beside the
     LLM alone and the router alone; None until `collect --experienced` has run every held-out pair."""
     arms = [*task.choices, ALONE]
@@ -319,15 +323,14 @@ def with_experiences(task: Task, table: dict, runs: list[dict], held: dict) -> d
         return None
     experienced = {c: {i: statistics.fmean(table[(i, EXPERIENCED + c)]) for i in task.heldout} for c in arms}
     both = {i: statistics.fmean(experienced[run["picks"][i]][i] for run in runs) for i in task.heldout}
-    router = {i: statistics.fmean(held[run["picks"][i]][i] for run in runs) for i in task.heldout}
     return {
         "enhanced_agent": str(ENHANCED.relative_to(ROOT)),
         "experiences": load_experiences(),
         "mean_at_k_enhanced": {c: statistics.fmean(v.values()) for c, v in experienced.items()},
         "c_experiences_alone": statistics.fmean(experienced[ALONE].values()),
         "d_experiences_and_router_pooled_over_seeds": statistics.fmean(both.values()),
-        "c_minus_a_alone": paired(experienced[ALONE], held[ALONE]),
-        "d_minus_a_alone": paired(both, held[ALONE]),
+        "c_minus_a_alone": paired(experienced[ALONE], alone),
+        "d_minus_a_alone": paired(both, alone),
         "d_minus_b_router": paired(both, router),
         "d_minus_c_experiences": paired(both, experienced[ALONE]),
         "router_picks_trained_without_experiences": True,
@@ -422,7 +425,7 @@ def report(task: Task) -> int:
         "router_right_choice_rate_over_seeds": statistics.fmean(s["right_choice_rate"] for s in per_seed),
         "decision_time": decision_timing(task, runs[0]["router"], features),
         "memory": memory(runs[0]["router"]) | {"rss_growth_kb_for_10_routers": rss_after - rss_before},
-        "with_experiences": with_experiences(task, table, runs, held),
+        "with_experiences": with_experiences(task, table, runs, held[ALONE], pooled),
         "per_seed": per_seed,
     }
     write_result(f"tool_router_{task.name}", result)

@@ -268,7 +268,7 @@ class Router:
             before = [(copy.deepcopy(n.state_dict()), copy.deepcopy(o.state_dict())) for n, o in self._pairs()]
             try:
                 report = self._update(batch)
-                if not all(torch.isfinite(p).all() for net in self.nets for p in net.parameters()):
+                if not self._weights_finite():
                     raise RouterError("an update made the router's weights NaN or infinite: it was undone")
             except BaseException:  # all members or none: the observations stay for the next update
                 for (net, optimizer), (weights, moments) in zip(self._pairs(), before, strict=True):
@@ -284,8 +284,8 @@ class Router:
 
     def _check_loaded(self) -> None:
         """What a file may hold that no router would have saved (ValueError): it would decide or learn wrongly."""
-        tensors = [p for net in self.nets for p in net.parameters()] + [self.norm.mean]
-        if not all(torch.isfinite(t).all() for t in tensors) or not math.isfinite(self.norm.square):
+        finite_norm = torch.isfinite(self.norm.mean).all() and math.isfinite(self.norm.square)
+        if not (self._weights_finite() and finite_norm):
             raise ValueError("NaN or infinite weights")
         for o in self.buffer:
             in_range = 0 <= o.index < len(self.choices) and 0 <= o.member < len(self.members)
@@ -295,6 +295,9 @@ class Router:
                 raise ValueError("an observation with NaN or infinite features")
         if not all(isinstance(n, int) and n >= 0 for n in (self.updates, self.observed)):
             raise ValueError(f"counts {self.updates!r}, {self.observed!r} are not whole numbers")
+
+    def _weights_finite(self) -> bool:
+        return all(bool(torch.isfinite(p).all()) for net in self.nets for p in net.parameters())
 
     def _pairs(self) -> list[tuple[PolicyNet, torch.optim.Optimizer]]:
         return list(zip(self.nets, self.optimizers, strict=True))
