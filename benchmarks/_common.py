@@ -214,11 +214,19 @@ async def exp_rows(db, model, exp_id: str) -> list:
 
 
 def practise(
-    config_name: str, exp_id: str, db_url: str, env: dict[str, str], *extra: str, nothing_learned_ok: bool = False
+    config_name: str,
+    exp_id: str,
+    db_url: str,
+    env: dict[str, str],
+    *extra: str,
+    nothing_learned_ok: bool = False,
+    fresh: bool = True,
 ) -> tuple[float, Path | None]:
-    """A fresh practice run that exports its last step; returns its seconds and its enhanced agent's YAML. With
-    `nothing_learned_ok`, a practice that kept nothing (exit 2, no enhanced agent) returns None for the YAML."""
-    args = ["--config_name", config_name, "--exp_id", exp_id, "--db_url", db_url, "--export_step", "last", "--fresh"]
+    """A practice run (fresh unless `fresh` is off: then a stopped run resumes from its saved steps) that exports
+    its last step; returns its seconds and its enhanced agent's YAML. With `nothing_learned_ok`, a practice that
+    kept nothing (exit 2, no enhanced agent) returns None for the YAML."""
+    args = ["--config_name", config_name, "--exp_id", exp_id, "--db_url", db_url, "--export_step", "last"]
+    args += ["--fresh"] if fresh else []
     seconds, code = run_timed("scripts/run_training_free_GRPO.py", *args, *extra, env=env)
     if code == 2 and nothing_learned_ok:
         return seconds, None

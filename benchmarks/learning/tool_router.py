@@ -151,7 +151,8 @@ def plan(task: Task, k: int, experienced: bool) -> list[tuple[int, str, int]]:
 
 
 def practise_experiences() -> int:
-    """Practice once (resumable: a finished run's enhanced agent is kept), the agent on the embedded 0.5B."""
+    """Practice once, the agent on the embedded 0.5B; resumable (a stopped run goes on from its saved steps, a
+    finished run's enhanced agent is kept)."""
     if ENHANCED.exists():
         print(f"practice already ran: {ENHANCED}")
         return 0
@@ -166,6 +167,7 @@ def practise_experiences() -> int:
         "--task_timeout",
         PRACTICE_TASK_TIMEOUT,
         nothing_learned_ok=True,
+        fresh=False,
     )
     if agent is None:
         print("practice kept no experience: (c) is the LLM alone and (d) the router alone")

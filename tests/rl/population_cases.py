@@ -1,8 +1,10 @@
 """An evolving population on the toy task, run by tests/rl/test_multiprocess.py under 2 processes (gloo) and in
-one: each process writes what its population looked like after each generation, to compare."""
+one: each process writes what its population looked like after each generation, to compare. Rank 1 is slowed at
+every save, as a loaded machine slows it: a save must wait for every process's random state."""
 
 import json
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,10 +57,24 @@ def evolve(accelerator) -> list[list[dict]]:
     return seen
 
 
+def slow_down_saves() -> None:
+    import utu.rl.grpo
+
+    real = utu.rl.grpo.random_state
+
+    def late(shuffle):
+        time.sleep(0.5)
+        return real(shuffle)
+
+    utu.rl.grpo.random_state = late
+
+
 def main(out: Path) -> None:
     from accelerate import Accelerator
 
     accelerator = Accelerator(cpu=True)
+    if accelerator.process_index == 1:
+        slow_down_saves()
     seen = evolve(accelerator)
     (out / f"population_rank{accelerator.process_index}.json").write_text(json.dumps(seen))
 

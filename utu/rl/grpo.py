@@ -478,6 +478,8 @@ class LocalGRPO:
             torch.save(state, tmp / STATE_FILE)
             for name, value in (extra or {}).items():
                 torch.save(value, tmp / name)
+        acc.wait_for_everyone()  # every process's random state is in `tmp` before it is renamed into place
+        if acc.is_main_process:
             shutil.rmtree(old, ignore_errors=True)
             if path.exists():
                 path.rename(old)
