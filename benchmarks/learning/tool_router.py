@@ -253,13 +253,15 @@ def right_call(right: str, called: list[str]) -> bool:
     return not called if right == "no_tool" else right in called and TRAP not in called
 
 
-def replay(task: Task, seed: int, features: dict, table: dict) -> dict:
-    """Online learning over the practice questions from the logged rewards, then frozen picks on held-out ones."""
+def replay(task: Task, seed: int, features: dict, table: dict, group: int = GROUP, value: bool = False) -> dict:
+    """Online learning over the practice questions from the logged rewards, then frozen picks on held-out ones.
+    `group`: the choices tried per question; `value`: a value network as the baseline (the measurement below)."""
     import torch
 
     from utu.router.router import Router
 
-    router = Router(list(task.choices), len(next(iter(features.values()))), seed=seed)
+    kind = value_baseline_router() if value else Router
+    router = kind(list(task.choices), len(next(iter(features.values()))), seed=seed)
 
     def frozen_picks() -> dict[int, str]:
         return {i: router.decide(f"h{i}", torch.from_numpy(features[i]), explore=False).choice for i in task.heldout}
@@ -267,7 +269,7 @@ def replay(task: Task, seed: int, features: dict, table: dict) -> dict:
     curve = []
     for n, index in enumerate(task.train, 1):
         vector = torch.from_numpy(features[index])
-        for _ in range(GROUP):
+        for _ in range(group):
             decision = router.decide(f"q{index}", vector, explore=True)
             router.observe(decision, statistics.fmean(table[(index, decision.choice)]))
         if n % UPDATE_EVERY == 0:
@@ -275,6 +277,57 @@ def replay(task: Task, seed: int, features: dict, table: dict) -> dict:
         if n % 10 == 0:
             curve.append({"practice_questions": n, "right_choice_rate": right_rate(task, frozen_picks())})
     return {"seed": seed, "picks": frozen_picks(), "curve": curve, "router": router}
+
+
+def value_baseline_router():
+    """The router with a value network per member as its baseline, for measuring whether one earns its place:
+    an attempt's advantage is its reward against V(query) (fitted to the rewards seen before this update), over
+    the batch's spread, instead of against the other choices tried for the query. A measurement, not shipped."""
+    import torch
+
+    from utu.router.policy import PolicyNet
+    from utu.router.router import Router
+
+    class ValueRouter(Router):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            with torch.random.fork_rng():
+                torch.manual_seed(self.seed + 1)
+                self.values = [PolicyNet(self.features, 1, self.hidden) for _ in self.members]
+            self.value_optimizers = [torch.optim.Adam(v.parameters(), lr=self.lr) for v in self.values]
+
+        def _advantages(self, m, features, rewards, groups):
+            value, optimizer = self.values[m], self.value_optimizers[m]
+            with torch.no_grad():
+                advantages = (rewards - value(features).squeeze(1)) / (rewards.std(unbiased=False) + 1e-4)
+            for _ in range(self.epochs):  # then fit V to this batch, for the next update's baseline
+                loss = torch.nn.functional.mse_loss(value(features).squeeze(1), rewards)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            return advantages
+
+    return ValueRouter
+
+
+def value_network_measurement(task: Task, features: dict, table: dict, held: dict, router: dict) -> dict:
+    """Does a value network earn its place? The router's held-out Mean@K (pooled over seeds) with its group's
+    mean as the baseline (as shipped) or a value network's, with two choices tried per practice question (G=2)
+    or one (G=1: a group of one says nothing, so the shipped router learns only from its batch share)."""
+    out = {}
+    for name, group, value in (
+        ("group_baseline_g1", 1, False),
+        ("value_network_g2", 2, True),
+        ("value_network_g1", 1, True),
+    ):
+        runs = [replay(task, seed, features, table, group=group, value=value) for seed in range(SEEDS)]
+        pooled = {i: statistics.fmean(held[run["picks"][i]][i] for run in runs) for i in task.heldout}
+        out[name] = {
+            "mean_at_k_pooled_over_seeds": statistics.fmean(pooled.values()),
+            "right_choice_rate_over_seeds": statistics.fmean(right_rate(task, run["picks"]) for run in runs),
+            "minus_shipped_router_g2": paired(pooled, router),
+        }
+    return {"shipped_router_g2_mean_at_k": statistics.fmean(router.values())} | out
 
 
 def paired(a: dict[int, float], b: dict[int, float]) -> dict:
@@ -428,6 +481,7 @@ def report(task: Task) -> int:
         "decision_time": decision_timing(task, runs[0]["router"], features),
         "memory": memory(runs[0]["router"]) | {"rss_growth_kb_for_10_routers": rss_after - rss_before},
         "with_experiences": with_experiences(task, table, runs, held[ALONE], pooled),
+        "value_network": value_network_measurement(task, features, table, held, pooled),
         "per_seed": per_seed,
     }
     write_result(f"tool_router_{task.name}", result)

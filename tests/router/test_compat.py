@@ -62,6 +62,30 @@ def test_multi_agent_group_rl_selects_observes_updates_and_saves(tmp_path):
         group.select_action("z", query)
     with pytest.raises(RouterError, match="every agent needs the same action_dim"):
         MultiAgentGroupRL([{"action_dim": 2}, {"action_dim": 3}], extract)
+    with pytest.raises(RouterError, match="action 1.5: the actions are 0-3"):
+        group.observe("a", query, 1.5, 1.0)
+    with pytest.raises(RouterError, match="every agent_id must be distinct"):
+        MultiAgentGroupRL([{"agent_id": "a", "action_dim": 4}] * 2, extract)
+    others = MultiAgentGroupRL([{**c, "agent_id": c["agent_id"] + "2"} for c in configs], extract, save_dir=tmp_path)
+    with pytest.raises(RouterError, match=r"saved for agents \['a', 'b'\], but these are \['a2', 'b2'\]"):
+        others.load_agents("_v1")
+
+
+def test_tool_selection_grpo_pairs_each_result_with_its_agent_s_oldest_choice(tmp_path):
+    vectors = {"q1": [1.0, 0.0], "q2": [0.0, 1.0]}
+    selector = ToolSelectionGRPO(["x", "y"], feature_extractor=vectors.__getitem__, num_agents=1, save_dir=tmp_path)
+    first, second = selector.select_tool("q1"), selector.select_tool("q2")
+    agent = selector.current_agent_id
+    with pytest.raises(ValueError):  # a failed evaluation leaves the choice waiting
+        selector.observe_result(agent, "not a number")
+    selector.observe_result(agent, 1.0)
+    selector.observe_result(agent, 0.0)
+    buffer = selector.group.router.buffer
+    assert [(o.query, selector.tools[o.index], o.reward) for o in buffer] == [("q1", first, 1.0), ("q2", second, 0.0)]
+    with pytest.raises(RouterError, match="has no tool choice waiting"):
+        selector.observe_result(agent, 1.0)
+    with pytest.raises(RouterError, match="num_agents 0: a selector needs at least one agent"):
+        ToolSelectionGRPO(["x", "y"], feature_extractor=vectors.__getitem__, num_agents=0)
 
 
 @pytest.mark.integration

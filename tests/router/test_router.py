@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from utu.router.policy import group_advantages, grpo_loss
+from utu.router.policy import FeatureNorm, group_advantages, grpo_loss
 from utu.router.router import Member, Router, RouterError
 
 DIM = 32
@@ -113,6 +113,8 @@ def test_a_saved_router_loads_to_the_same_decisions_buffer_and_next_update(tmp_p
     for a, b in zip(router.nets, loaded.nets, strict=True):
         for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
             assert torch.allclose(pa, pb)
+    explored = [r.decide(f"q{i}", features, explore=True).choice for r in (router, loaded) for i in range(20)]
+    assert explored[:20] == explored[20:]  # exploration's random state is saved too
     assert not list(tmp_path.glob("*.partial"))
 
 
@@ -128,6 +130,8 @@ def test_a_bad_or_mismatched_state_file_is_one_clear_error(tmp_path):
         Router.load(tmp_path / "missing.pt")
     with pytest.raises(RouterError, match=r"saved for choices \['a', 'b', 'c', 'd'\], but the config names"):
         Router.load(tmp_path / "good.pt", choices=["a", "b"])
+    reordered = Router.load(tmp_path / "good.pt", choices=["d", "c", "b", "a"])  # a choice is known by its name
+    assert reordered.choices == ["a", "b", "c", "d"]
     with pytest.raises(RouterError, match="saved for features of size 32, but the embedding gives 64"):
         Router.load(tmp_path / "good.pt", features=64)
     cut = (tmp_path / "good.pt").read_bytes()[:200]
@@ -273,3 +277,18 @@ def test_a_state_file_no_router_would_have_saved_is_refused(tmp_path):
     decision = router.decide("q", Bandit().query(1)[1], explore=True)
     with pytest.raises(RouterError, match="a reward is a number within"):
         router.observe(decision, 1e39)  # finite as a Python float, inf as float32
+
+
+def test_the_feature_norm_merges_batches_exactly_and_takes_huge_features():
+    rng = torch.Generator().manual_seed(0)
+    batches = [torch.randn(n, 5, generator=rng) * 3 + 7 for n in (1, 4, 9)]
+    norm = FeatureNorm(5)
+    for batch in batches:
+        norm.learn(batch)
+    every = torch.cat(batches).double()
+    assert torch.allclose(norm.mean.double(), every.mean(0), atol=1e-5)
+    assert norm.square == pytest.approx(float(((every - every.mean(0)) ** 2).sum()), rel=1e-6)
+    huge = FeatureNorm(3)
+    huge.learn(torch.tensor([[1e20, 0.0, 0.0], [-1e20, 0.0, 0.0]]))  # its float32 square would be inf
+    centred = huge(torch.tensor([1e20, 0.0, 0.0]))
+    assert math.isfinite(huge.square) and torch.allclose(centred, torch.tensor([1.0, 0.0, 0.0]), atol=1e-4)

@@ -70,6 +70,8 @@ def test_the_config_s_choices_are_checked_against_the_agent_s_tools():
         route_choices(ToolRouterConfig(choices={"a": ["convert_units"]}), tools)
     with pytest.raises(ConfigError, match="the agent has 1 tool"):
         route_choices(ToolRouterConfig(), ["convert_units"])
+    with pytest.raises(ConfigError, match="only and also offer the same tools"):
+        route_choices(ToolRouterConfig(choices={"only": ["a", "b"], "also": ["b", "a"], "none": []}), ["a", "b"])
 
 
 async def test_an_attempt_judged_before_a_stop_still_teaches_the_router(stub):
@@ -77,13 +79,18 @@ async def test_an_attempt_judged_before_a_stop_still_teaches_the_router(stub):
     agent = routed_agent(server, {"a": [], "b": ["convert_units"]})
     decision = (await agent.run("Convert 2 feet to m.", explore=True)).route
     agent.router.router.buffer.clear()  # as after a stop: only the attempt's record is left
-    await agent.router.observe_recorded("Convert 2 feet to m.", decision.summary(), 1.0)
+    await agent.router.observe_recorded("Convert 2 feet to m.", json.loads(json.dumps(decision.summary())), 1.0)
     (observation,) = agent.router.router.buffer
     assert (observation.index, observation.member, observation.reward) == (decision.index, decision.member, 1.0)
-    assert observation.log_prob == pytest.approx(decision.log_prob, abs=1e-3)
+    assert observation.log_prob == decision.log_prob  # exact, through the record's JSON
+    agent.router.router.buffer.clear()
+    older = {k: v for k, v in json.loads(json.dumps(decision.summary())).items() if k != "log_prob"}
+    await agent.router.observe_recorded("Convert 2 feet to m.", older, 1.0)  # a record from before log_prob
+    assert agent.router.router.buffer[0].log_prob == pytest.approx(decision.log_prob, abs=1e-3)
+    agent.router.router.buffer.clear()
     frozen = (await agent.run("Convert 3 feet to m.")).route
     await agent.router.observe_recorded("Convert 3 feet to m.", frozen.summary(), 1.0)
-    assert len(agent.router.router.buffer) == 1  # a frozen decision teaches nothing
+    assert not agent.router.router.buffer  # a frozen decision teaches nothing
 
 
 class BrokenEndpoint:

@@ -12,6 +12,7 @@ drawn at random per query instead of taking turns; updates are GRPO's over the c
 
 import functools
 import random
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ import openai
 import torch
 
 from utu.errors import LLMError
-from utu.router.embeddings import embedded_text, endpoint
+from utu.router.embeddings import checked_vector, embedded_text, endpoint
 from utu.router.router import DEFAULT_MEMBERS, Decision, Member, Router, RouterError
 
 FeatureExtractor = Callable[[Any], Sequence[float]]
@@ -38,7 +39,9 @@ def embedding_features(base_url: str | None = None, model: str | None = None, ap
             reply = client.embeddings.create(model=model, input=[embedded_text(text)])
         except openai.OpenAIError as e:
             raise LLMError(f"embeddings from {base_url} ({model}) failed: {e}") from e
-        return np.asarray(reply.data[0].embedding, "float32")
+        if len(reply.data) != 1:
+            raise LLMError(f"embeddings: asked for 1, the endpoint gave {len(reply.data)}")
+        return checked_vector(reply.data[0].embedding, base_url)
 
     return embed
 
@@ -66,6 +69,8 @@ class MultiAgentGroupRL:
             raise RouterError("agent_configs: every agent needs the same action_dim (or pass action_names)")
         self.action_names = list(action_names) if action_names else [str(i) for i in range(dims.pop())]
         self.agent_ids = [str(c.get("agent_id", i)) for i, c in enumerate(agent_configs)]
+        if len(set(self.agent_ids)) != len(self.agent_ids):
+            raise RouterError(f"agent_configs: every agent_id must be distinct, got {self.agent_ids}")
         members = tuple(
             Member(
                 self.agent_ids[i],
@@ -121,13 +126,14 @@ class MultiAgentGroupRL:
         done: bool = True,
     ) -> dict[str, dict[str, float]] | None:
         """Keep one (observation, action, reward); every `update_interval` observations, an update."""
+        whole = isinstance(action, int | np.integer) and not isinstance(action, bool)
+        if not (whole and 0 <= action < len(self.action_names)):
+            raise RouterError(f"action {action!r}: the actions are 0-{len(self.action_names) - 1}")
         query, features = self._features(observation)
         router = self._router(features)
-        if not 0 <= action < len(self.action_names):
-            raise RouterError(f"action {action}: the actions are 0-{len(self.action_names) - 1}")
         member = self._member(agent_id)
         log_prob = router.log_prob_of(features, action, member)
-        router.observe(router.recorded(query, features, action, member, log_prob), float(reward))
+        router.observe(router.recorded(query, features, int(action), member, log_prob), float(reward))
         if len(router.buffer) >= self.update_interval:
             return self.update_all_agents()
         return None
@@ -149,7 +155,12 @@ class MultiAgentGroupRL:
         return path
 
     def load_agents(self, suffix: str = "") -> None:
-        self.router = Router.load(self._path(suffix), choices=self.action_names)
+        path = self._path(suffix)
+        router = Router.load(path, choices=self.action_names)
+        saved = [m.name for m in router.members]
+        if saved != self.agent_ids:
+            raise RouterError(f"{path}: saved for agents {saved}, but these are {self.agent_ids}")
+        self.router = router
 
 
 class ToolSelectionGRPO:
@@ -167,6 +178,8 @@ class ToolSelectionGRPO:
         feature_extractor: Callable[[str], Sequence[float]] | None = None,
         save_dir: str | Path = "runs/router",
     ):
+        if isinstance(num_agents, bool) or not isinstance(num_agents, int) or num_agents < 1:
+            raise RouterError(f"num_agents {num_agents!r}: a selector needs at least one agent")
         self.tools = list(tool_registry)
         self.context_evaluator = context_evaluator
         self.state_dim = state_dim
@@ -181,7 +194,7 @@ class ToolSelectionGRPO:
             action_names=self.tools,
         )
         self.current_agent_id: str | None = None
-        self._pending: dict[str, tuple[str, int]] = {}
+        self._pending: dict[str, deque[tuple[str, int]]] = {}  # per agent, its choices awaiting results in order
         self._draw = random.Random(0)  # which agent decides: its own generator, not torch's global one
 
     def _checked(self, extract: Callable[[str], Sequence[float]]) -> FeatureExtractor:
@@ -200,16 +213,18 @@ class ToolSelectionGRPO:
         if visualizer is not None:
             visualizer(agent_id, dict(zip(self.tools, decision.probabilities, strict=True)))
         self.current_agent_id = agent_id
-        self._pending[agent_id] = (user_query, index)
+        self._pending.setdefault(agent_id, deque()).append((user_query, index))
         return self.tools[index]
 
     def observe_result(self, agent_id: str, result: Any, context: Any = None, done: bool = True) -> None:
-        """The reward of the tool that agent chose last: `result` itself, or `context_evaluator(result, context)`."""
-        if agent_id not in self._pending:
+        """The reward of that agent's oldest tool choice still waiting for its result (results come back in the
+        order the choices were made): `result` itself, or `context_evaluator(result, context)`."""
+        if not self._pending.get(agent_id):
             raise RouterError(f"agent {agent_id!r} has no tool choice waiting for its result")
-        query, index = self._pending.pop(agent_id)
+        query, index = self._pending[agent_id][0]
         reward = self.context_evaluator(result, context) if self.context_evaluator else float(result)
         self.group.observe(agent_id, query, index, reward, done=done)
+        self._pending[agent_id].popleft()  # only once observed: a failed evaluation leaves it waiting
 
     def update(self) -> dict[str, dict[str, float]]:
         return self.group.update_all_agents()

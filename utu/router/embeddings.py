@@ -25,6 +25,17 @@ def embedded_text(text: str) -> str:
     return text.encode()[:MAX_BYTES].decode(errors="ignore") or " "  # an empty input is an error to some endpoints
 
 
+def checked_vector(embedding: object, source: str) -> np.ndarray:
+    """An endpoint's embedding as float32, or LLMError if it is not a vector of finite numbers."""
+    try:
+        vector = np.asarray(embedding, dtype=np.float32)
+    except (TypeError, ValueError):
+        vector = np.empty(0, dtype=np.float32)
+    if vector.ndim != 1 or not vector.size or not np.isfinite(vector).all():
+        raise LLMError(f"embeddings from {source}: a broken vector (empty, NaN or inf)")
+    return vector
+
+
 def endpoint(base_url: str | None, model: str | None, missing_model: str) -> tuple[str, str]:
     """(base URL, model) of the embeddings to use: the endpoint given (with its model's name, else LLMError
     `missing_model`), or the embedded model's embeddings server, started if it is not running."""
@@ -66,10 +77,7 @@ class Embedder:
                 if len(reply.data) != len(missing):
                     raise LLMError(f"embeddings: asked for {len(missing)}, the endpoint gave {len(reply.data)}")
                 for text, item in zip(missing, sorted(reply.data, key=lambda d: d.index), strict=True):
-                    vector = np.asarray(item.embedding, dtype=np.float32)
-                    if vector.ndim != 1 or not vector.size or not np.isfinite(vector).all():
-                        raise LLMError(f"embeddings from {self.client.base_url}: a broken vector (empty, NaN or inf)")
-                    self._cache[text] = vector
+                    self._cache[text] = checked_vector(item.embedding, str(self.client.base_url))
             for text in texts:
                 self._cache.move_to_end(text)
             while len(self._cache) > self.cached:

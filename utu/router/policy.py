@@ -45,12 +45,14 @@ class FeatureNorm:
         return (features - centre) / spread
 
     def learn(self, batch: torch.Tensor) -> None:
-        """Fold a batch in (Chan et al.'s merge of means and squared distances)."""
+        """Fold a batch in (Chan et al.'s merge of means and squared distances), in float64: a float32 square
+        overflows from features of about 1e19 (any finite float32 feature's square fits a float64)."""
+        batch = batch.double()
         n, batch_mean = len(batch), batch.mean(0)
-        delta, total = batch_mean - self.mean, self.count + n
+        delta, total = batch_mean - self.mean.double(), self.count + n
         batch_square = float(((batch - batch_mean) ** 2).sum())
         self.square += batch_square + float((delta**2).sum()) * self.count * n / total
-        self.mean = self.mean + delta * n / total
+        self.mean = (self.mean.double() + delta * n / total).float()
         self.count = total
 
     def state(self) -> dict:

@@ -98,6 +98,7 @@ class Decision:
             "member": self.member,
             "explored": self.explored,
             "probabilities": [round(p, 4) for p in self.probabilities],
+            "log_prob": self.log_prob,  # exact: an attempt read back after a stop is learned from as it was decided
         }
 
 
@@ -313,9 +314,7 @@ class Router:
             actions = torch.tensor([o.index for o in own])
             old = torch.tensor([o.log_prob for o in own])
             rewards = torch.tensor([o.reward for o in own])
-            grouped = group_advantages(rewards, torch.tensor([queries[o.query] for o in own]))
-            batch_wide = group_advantages(rewards, torch.zeros(len(own)))  # the same scale, against the batch
-            advantages = (1 - member.advantage_weight) * grouped + member.advantage_weight * batch_wide
+            advantages = self._advantages(m, features, rewards, torch.tensor([queries[o.query] for o in own]))
             for _ in range(self.epochs):
                 terms = grpo_loss(
                     net(features), actions, old, advantages, clip=self.clip, entropy_coef=member.entropy_coef
@@ -333,6 +332,13 @@ class Router:
             }
         return report
 
+    def _advantages(self, m: int, features: torch.Tensor, rewards: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
+        """Member m's advantages: each reward against its query's group, mixed with a share against the batch."""
+        weight = self.members[m].advantage_weight
+        grouped = group_advantages(rewards, groups)
+        batch_wide = group_advantages(rewards, torch.zeros(len(rewards)))  # the same scale, against the batch
+        return (1 - weight) * grouped + weight * batch_wide
+
     def retune(self, *, lr: float, clip: float, epochs: int) -> None:
         """The knobs a resumed router may change (the network's shape and the seed it started from may not)."""
         self.lr, self.clip, self.epochs = lr, clip, epochs
@@ -347,7 +353,8 @@ class Router:
         return {"hidden": self.hidden, "lr": self.lr, "clip": self.clip, "epochs": self.epochs, "seed": self.seed}
 
     def save(self, path: str | Path) -> None:
-        """Weights, optimisers and observations not yet learned from, written whole or not at all."""
+        """Weights, optimisers, exploration's random state and observations not yet learned from, written whole or
+        not at all."""
         path = Path(path)
         if path.is_dir():
             raise RouterError(f"{path} is a folder; give the router's state a file name, e.g. {path / 'router.pt'}")
@@ -364,6 +371,7 @@ class Router:
                 "optimizers": [copy.deepcopy(o.state_dict()) for o in self.optimizers],
                 "buffer": [asdict(o) for o in self.buffer],
                 "norm": self.norm.state(),
+                "generator": self.generator.get_state(),  # a resumed router explores as the uninterrupted one
                 "updates": self.updates,
                 "observed": self.observed,
             }
@@ -382,7 +390,8 @@ class Router:
 
     @classmethod
     def load(cls, path: str | Path, *, choices: list[str] | None = None, features: int | None = None) -> "Router":
-        """A saved router; `choices`/`features`, when given, must be what it was saved with (else RouterError)."""
+        """A saved router; `choices` (in any order: a choice is known by its name) and `features`, when given,
+        must be what it was saved with (else RouterError)."""
         path = Path(path)
         if not path.is_file():
             raise RouterError(f"{path}: no router state there" + (" (it is a folder)" if path.is_dir() else ""))
@@ -404,6 +413,8 @@ class Router:
             for optimizer, saved in zip(router.optimizers, state["optimizers"], strict=True):
                 optimizer.load_state_dict(saved)
             router.norm.load(state["norm"])
+            if "generator" in state:  # files saved before it was kept explore from the seed's start
+                router.generator.set_state(state["generator"])
             router.buffer = [_Observation(**o) for o in state["buffer"]]
             if any(o.features.numel() != router.features for o in router.buffer):
                 raise ValueError("its observations have features of another size")
@@ -412,7 +423,7 @@ class Router:
         except Exception as e:  # noqa: BLE001 - any way a file can be broken is the same error to the user
             reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
             raise RouterError(f"{path}: not a usable router state ({reason})") from None
-        if choices is not None and list(choices) != router.choices:
+        if choices is not None and sorted(choices) != sorted(router.choices):
             raise RouterError(
                 f"{path}: saved for choices {router.choices}, but the config names {list(choices)}; "
                 "a router learns its choices: train one for these (another state file)"

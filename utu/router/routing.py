@@ -59,9 +59,11 @@ class AgentRouter:
         if not route.get("explored") or route.get("choice") not in self.choices:
             return
         index = self.router.choices.index(route["choice"])
-        probability = route["probabilities"][index]
         features = torch.from_numpy(await self.embedder.one(question))
-        log_prob = math.log(max(probability, 1e-8))
+        if "log_prob" in route:
+            log_prob = float(route["log_prob"])
+        else:  # a record written before log_prob was kept: its probability, rounded to 4 places
+            log_prob = math.log(max(route["probabilities"][index], 1e-8))
         self.observe(self.router.recorded(question, features, index, route["member"], log_prob), reward)
 
     def update(self, step: int) -> dict[str, dict[str, float]]:
@@ -105,6 +107,13 @@ def route_choices(config: ToolRouterConfig, tools: list[str]) -> dict[str, list[
         )
     if len(config.choices) < 2:
         raise ConfigError("tool_router.choices: a router needs two choices or more")
+    seen: dict[frozenset[str], str] = {}
+    for name, offered in config.choices.items():
+        if (same := seen.setdefault(frozenset(offered), name)) != name:
+            raise ConfigError(
+                f"tool_router.choices: {same} and {name} offer the same tools; the router could not tell them "
+                "apart: keep one"
+            )
     return dict(config.choices)
 
 
