@@ -350,6 +350,7 @@ def decision_timing(task: Task, router, features: dict) -> dict:
             times.append(time.perf_counter() - start)
     times.sort()
     return {
+        "load_average_1min": round(os.getloadavg()[0], 2),  # on 2 cores, above ~1 the tail is other processes'
         "decisions": len(times),
         "median_us": round(times[len(times) // 2] * 1e6, 1),
         "p99_us": round(times[int(len(times) * 0.99)] * 1e6, 1),

@@ -66,6 +66,9 @@ def test_multi_agent_group_rl_selects_observes_updates_and_saves(tmp_path):
         group.observe("a", query, 1.5, 1.0)
     with pytest.raises(RouterError, match="every agent_id must be distinct"):
         MultiAgentGroupRL([{"agent_id": "a", "action_dim": 4}] * 2, extract)
+    reordered = MultiAgentGroupRL(configs, extract, save_dir=tmp_path, action_names=["3", "2", "1", "0"])
+    with pytest.raises(RouterError, match="saved for actions .* in order"):  # an action is its index
+        reordered.load_agents("_v1")
     others = MultiAgentGroupRL([{**c, "agent_id": c["agent_id"] + "2"} for c in configs], extract, save_dir=tmp_path)
     with pytest.raises(RouterError, match=r"saved for agents \['a', 'b'\], but these are \['a2', 'b2'\]"):
         others.load_agents("_v1")
@@ -84,6 +87,14 @@ def test_tool_selection_grpo_pairs_each_result_with_its_agent_s_oldest_choice(tm
     assert [(o.query, selector.tools[o.index], o.reward) for o in buffer] == [("q1", first, 1.0), ("q2", second, 0.0)]
     with pytest.raises(RouterError, match="has no tool choice waiting"):
         selector.observe_result(agent, 1.0)
+    selector.group.update_interval = 1
+    selector.select_tool("q1")
+    broken = selector.group.router.update
+    selector.group.router.update = lambda: (_ for _ in ()).throw(RuntimeError("update failed"))
+    with pytest.raises(RuntimeError, match="update failed"):
+        selector.observe_result(agent, 1.0)
+    selector.group.router.update = broken
+    assert len(selector.group.router.buffer) == 3 and not selector._pending[agent]  # kept once, not waiting again
     with pytest.raises(RouterError, match="num_agents 0: a selector needs at least one agent"):
         ToolSelectionGRPO(["x", "y"], feature_extractor=vectors.__getitem__, num_agents=0)
 

@@ -208,8 +208,10 @@ def test_an_update_moves_each_member_toward_the_better_choice_of_its_groups():
 
 def test_broken_features_a_folder_as_state_and_the_caller_s_rng_are_handled():
     router = Router(["a", "b"], DIM)
-    with pytest.raises(RouterError, match="NaN or infinite"):
+    with pytest.raises(RouterError, match="NaN, infinite or huge"):
         router.decide("q", torch.full((DIM,), float("nan")), explore=True)
+    with pytest.raises(RouterError, match="NaN, infinite or huge"):  # centred and scaled, it would overflow
+        router.decide("q", torch.full((DIM,), 3e38), explore=True)
     with pytest.raises(RouterError, match="is a folder"):
         router.save(Path(__file__).parent)
     torch.manual_seed(123)
@@ -266,6 +268,15 @@ def test_a_state_file_no_router_would_have_saved_is_refused(tmp_path):
         "member": lambda s: s["members"][0].update(temperature=0.0),
         "epochs": lambda s: s["settings"].update(epochs=0),
         "counts": lambda s: s.update(updates="lots"),
+        "norm_count": lambda s: s["norm"].update(count=float("nan")),
+        "norm_square": lambda s: s["norm"].update(square=-1.0),
+        "index": lambda s: s["buffer"][0].update(index=1.0),
+        "member_index": lambda s: s["buffer"][0].update(member=0.5),
+        "flat_features": lambda s: s["buffer"][0].update(features=s["buffer"][0]["features"].reshape(2, -1)),
+        "reward": lambda s: s["buffer"][0].update(reward=1e39),
+        "log_prob": lambda s: s["buffer"][0].update(log_prob=-1e6),
+        "moments": lambda s: next(iter(s["optimizers"][0]["state"].values()))["exp_avg"].fill_(float("nan")),
+        "size": lambda s: s.update(features=10**9),  # refused before a network of that size is made
     }
     for name, spoil in broken.items():
         state = torch.load(tmp_path / "good.pt", weights_only=True)
@@ -277,6 +288,41 @@ def test_a_state_file_no_router_would_have_saved_is_refused(tmp_path):
     decision = router.decide("q", Bandit().query(1)[1], explore=True)
     with pytest.raises(RouterError, match="a reward is a number within"):
         router.observe(decision, 1e39)  # finite as a Python float, inf as float32
+
+
+def test_a_recorded_decision_is_checked_and_its_group_s_next_attempts_take_other_choices():
+    router = trained_router()
+    features = Bandit().query(3)[1]
+    for index, member, log_prob, message in (
+        (0, 0, float("nan"), "log-probability nan"),
+        (0, 0, 5.0, "log-probability 5.0"),
+        (0, 0, -1e6, "log-probability -1000000.0"),
+        (0, 7, -1.0, "member 7: this router has members 0-2"),
+        (9, 0, -1.0, "choice 9: this router has choices 0-3"),
+    ):
+        with pytest.raises(RouterError, match=message):
+            router.recorded("q", features, index, member, log_prob, group=True)
+    for seed in range(20):  # two of a query's four attempts judged before a stop; the resumed router takes the others
+        before_the_stop = Router(["a", "b", "c", "d"], DIM, seed=seed)
+        decisions = [before_the_stop.decide("q", features, explore=True) for _ in range(2)]
+        resumed = Router(["a", "b", "c", "d"], DIM, seed=seed)  # as the snapshot it resumes from
+        for d in decisions:
+            resumed.recorded("q", features, d.index, d.member, d.log_prob, group=True)
+        rest = {resumed.decide("q", features, explore=True).index for _ in range(2)}
+        assert {d.index for d in decisions} | rest == {0, 1, 2, 3}
+
+
+def test_an_update_that_makes_the_weights_nan_drops_its_observations():
+    router = trained_router()
+    weights = [[p.clone() for p in net.parameters()] for net in router.nets]
+    router.buffer[0].reward = float("inf")  # as no observe() would let in
+    with pytest.raises(RouterError, match="NaN or infinite: it was undone and its 6 observations dropped"):
+        router.update()
+    for net, saved in zip(router.nets, weights, strict=True):
+        assert all(torch.equal(p, q) for p, q in zip(net.parameters(), saved, strict=True))
+    decision = router.decide("q", Bandit().query(1)[1], explore=True)
+    router.observe(decision, 1.0)
+    assert router.update()  # learning goes on
 
 
 def test_the_feature_norm_merges_batches_exactly_and_takes_huge_features():

@@ -4,6 +4,7 @@ import json
 
 import openai
 import pytest
+import torch
 
 from tests.conftest import client_for
 from utu.agents import Agent
@@ -112,6 +113,10 @@ async def test_a_broken_embedding_is_an_error_not_a_feature():
     for vector in ([float("nan"), 1.0], [], [float("inf")]):
         with pytest.raises(LLMError, match="a broken vector"):
             await Embedder(BrokenEndpoint(vector), "m").one("q")
+    unnumbered = BrokenEndpoint([1.0, 0.0])
+    (await unnumbered.embeddings.create(input=[])).data[0].index = None
+    with pytest.raises(LLMError, match=r"asked for 1, the endpoint gave 1 \(indices \[None\]\)"):
+        await Embedder(unnumbered, "m").one("q")
     endpoint = BrokenEndpoint([1.0, 0.0])
     embedder = Embedder(endpoint, "m")
     assert len(await embedder.one("x " * 50_000)) == 2
@@ -130,9 +135,9 @@ def test_resuming_deletes_later_snapshots_only_once_the_earlier_router_loads(tmp
         Router(["a", "b"], 8).save(snapshot(tmp_path, step))
     Router(["a", "b"], 8).save(tmp_path / "tool_router.pt")
     with pytest.raises(RouterError, match="saved for choices"):  # the config added a choice
-        resume(tmp_path, 2, lambda: Router(["a", "b", "c"], 8), ["a", "b", "c"], 8, config)
+        resume(tmp_path, 2, lambda: Router(["a", "b", "c"], 8), {"a": [], "b": [], "c": []}, 8, config)
     assert all(snapshot(tmp_path, step).exists() for step in range(4))
-    resume(tmp_path, 2, lambda: Router(["a", "b"], 8), ["a", "b"], 8, config)
+    resume(tmp_path, 2, lambda: Router(["a", "b"], 8), {"a": [], "b": []}, 8, config)
     assert [snapshot(tmp_path, step).exists() for step in range(4)] == [True, True, False, False]
 
 
@@ -142,7 +147,8 @@ def test_fresh_keeps_the_run_s_own_state_when_the_config_starts_from_it(tmp_path
     own = tmp_path / "tool_router.pt"
     Router(["a", "b"], 8, seed=3).save(own)
     config = ToolRouterConfig(choices={"a": [], "b": []}, state=str(own))
-    router = resume(tmp_path, 0, lambda: load(own, ["a", "b"], 8, config), ["a", "b"], 8, config)
+    choices = {"a": [], "b": []}
+    router = resume(tmp_path, 0, lambda: load(own, choices, 8, config), choices, 8, config)
     assert router.seed == 3 and own.exists()
 
 
@@ -154,9 +160,77 @@ async def test_a_stop_between_the_snapshot_and_the_state_file_learns_the_step_on
     learned.updates = 1
     stale.save(tmp_path / "tool_router.pt")
     learned.save(snapshot(tmp_path, 0))  # the stop came before the state file was written again
-    router = resume(tmp_path, None, lambda: Router(["a", "b"], 8), ["a", "b"], 8, config)
+    router = resume(tmp_path, None, lambda: Router(["a", "b"], 8), {"a": [], "b": []}, 8, config)
     assert router.updates == 1
     server = stub(StubScript())
     embedder = Embedder(openai.AsyncOpenAI(base_url=server.base_url, api_key="k"), "stub")
     again = AgentRouter(router, embedder, {"a": [], "b": []}, tmp_path)
     assert again.update(0) == {} and Router.load(tmp_path / "tool_router.pt").updates == 1
+
+
+async def test_a_router_loaded_under_reordered_choices_offers_labels_and_learns_by_name(tmp_path, stub):
+    from utu.router.routing import load
+
+    config = ToolRouterConfig(choices={"a": [], "b": ["convert_units"]})
+    saved = Router(["a", "b"], 64)
+    for net in saved.nets:  # it prefers b, the second of its choices
+        torch.nn.init.zeros_(net.out.weight)
+        net.out.bias.data = torch.tensor([-3.0, 3.0])
+    saved.offers = {"a": [], "b": ["convert_units"]}
+    saved.save(tmp_path / "r.pt")
+    server = stub(StubScript(replies=["\\boxed{1}"]))
+    reordered = {"b": ["convert_units"], "a": []}  # the config lists b first
+    router = load(tmp_path / "r.pt", reordered, 64, config)
+    agent = Agent(AgentConfig(name="a", toolkits=[UNIT_TOOLS]), client_for(server), build_toolkits([UNIT_TOOLS]))
+    embedder = Embedder(openai.AsyncOpenAI(base_url=server.base_url, api_key="k"), "stub")
+    agent.router = AgentRouter(router, embedder, reordered)
+    frozen = await agent.run("Convert 1 mile to km.")
+    assert frozen.route.choice == "b" and offered(server.requests[0]) == ["convert_units"]
+    record = json.loads(json.dumps(frozen.route.summary()))
+    assert record["probabilities"]["b"] > 0.9 and record["probabilities"]["a"] < 0.1  # labelled by name
+    explored = await agent.run("Convert 2 miles to km.", explore=True)
+    await agent.router.observe_recorded("Convert 2 miles to km.", json.loads(json.dumps(explored.route.summary())), 1.0)
+    assert router.choices[router.buffer[-1].index] == explored.route.choice
+    with pytest.raises(RouterError, match="choice b offered \\['convert_units'\\] when it was trained"):
+        load(tmp_path / "r.pt", {"a": [], "b": ["calculator"]}, 64, config)  # b's tools changed under its name
+    router.save(tmp_path / "r2.pt")  # a loaded router keeps each choice's tools in what it saves
+    with pytest.raises(RouterError, match="choice b offered"):
+        load(tmp_path / "r2.pt", {"a": [], "b": ["calculator"]}, 64, config)
+
+
+async def test_a_record_that_is_not_a_decision_is_skipped_with_a_warning(stub, caplog):
+    server = stub(StubScript(replies=["\\boxed{1}"]))
+    agent = routed_agent(server, {"a": [], "b": ["convert_units"]})
+    good = json.loads(json.dumps((await agent.run("Convert 2 feet to m.", explore=True)).route.summary()))
+    agent.router.router.buffer.clear()
+    for spoiled in (
+        good | {"log_prob": float("nan")},
+        good | {"log_prob": 5.0},
+        good | {"log_prob": "x"},
+        good | {"member": "1"},
+        {k: v for k, v in good.items() if k != "member"},
+        {k: v for k, v in good.items() if k != "log_prob"} | {"probabilities": [0.5]},
+    ):
+        await agent.router.observe_recorded("Convert 2 feet to m.", spoiled, 1.0)
+    for not_a_decision in ([good], good | {"choice": ["a"]}, good | {"explored": False}):
+        await agent.router.observe_recorded("Convert 2 feet to m.", not_a_decision, 1.0)
+    assert not agent.router.router.buffer
+    assert caplog.text.count("is not a decision this router made") == 6
+
+
+async def test_on_resume_only_attempts_judged_without_error_teach_the_router(stub):
+    from utu.db.models import EvaluationSample
+    from utu.practice.rollouts import teach_recorded
+
+    server = stub(StubScript(replies=["\\boxed{1}"]))
+    agent = routed_agent(server, {"a": [], "b": ["convert_units"]})
+    route = json.loads(json.dumps((await agent.run("Convert 2 feet to m.", explore=True)).route.summary()))
+    agent.router.router.buffer.clear()
+
+    def row(**values) -> EvaluationSample:
+        fields = {"raw_question": "Convert 2 feet to m.", "stage": "judged", "reward": 1.0, "meta": {"route": route}}
+        return EvaluationSample(**(fields | values))
+
+    rows = [row(), row(error="verifier timed out", reward=0.0), row(stage="rollout"), row(meta={}), row(reward=None)]
+    await teach_recorded(agent.router, rows)
+    assert [o.reward for o in agent.router.router.buffer] == [1.0]

@@ -7,6 +7,7 @@ import contextlib
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from functools import partial
+from typing import TYPE_CHECKING
 
 from utu.agents.agent import Agent
 from utu.config.models import TrainingFreeGRPOConfig
@@ -19,6 +20,17 @@ from utu.practice.library import Library
 from utu.practice.types import GroupAttempt, GroupOutcome
 from utu.tasks import gather_or_cancel
 from utu.verify import Verifier
+
+if TYPE_CHECKING:  # the router needs torch, which practice without one does not
+    from utu.router.routing import AgentRouter
+
+
+async def teach_recorded(router: "AgentRouter", rows: list[EvaluationSample]) -> None:
+    """Attempts judged before a stop: their rewards still teach the router (as live, a failed verdict does not)."""
+    for row in rows:
+        route = (row.meta or {}).get("route")
+        if row.stage == "judged" and route and not row.error and row.reward is not None:
+            await router.observe_recorded(row.raw_question, route, row.reward)
 
 
 class Rollouts:
@@ -62,11 +74,8 @@ class Rollouts:
                 await issued.all.wait()
             return await self.updater.learn(attempts_of(group_rows), library)  # summarise, advantage, proposals
 
-        if self.agent.router is not None:  # attempts judged before a stop: their rewards still teach the router
-            for row in rows:
-                route = (row.meta or {}).get("route")
-                if row.stage == "judged" and route:
-                    await self.agent.router.observe_recorded(row.raw_question, route, row.reward)
+        if self.agent.router is not None:
+            await teach_recorded(self.agent.router, rows)
         outcomes = await gather_or_cancel(*(group(g) for g in groups.values()))
         if any(row.stage == "init" for row in rows):  # attempts not started: the finished ones are saved
             self.usage.check_budget()

@@ -126,6 +126,10 @@ class MultiAgentGroupRL:
         done: bool = True,
     ) -> dict[str, dict[str, float]] | None:
         """Keep one (observation, action, reward); every `update_interval` observations, an update."""
+        self._keep(agent_id, observation, action, reward)
+        return self._update_when_due()
+
+    def _keep(self, agent_id: Any, observation: Any, action: int, reward: float) -> None:
         whole = isinstance(action, int | np.integer) and not isinstance(action, bool)
         if not (whole and 0 <= action < len(self.action_names)):
             raise RouterError(f"action {action!r}: the actions are 0-{len(self.action_names) - 1}")
@@ -134,7 +138,9 @@ class MultiAgentGroupRL:
         member = self._member(agent_id)
         log_prob = router.log_prob_of(features, action, member)
         router.observe(router.recorded(query, features, int(action), member, log_prob), float(reward))
-        if len(router.buffer) >= self.update_interval:
+
+    def _update_when_due(self) -> dict[str, dict[str, float]] | None:
+        if self.router is not None and len(self.router.buffer) >= self.update_interval:
             return self.update_all_agents()
         return None
 
@@ -157,6 +163,8 @@ class MultiAgentGroupRL:
     def load_agents(self, suffix: str = "") -> None:
         path = self._path(suffix)
         router = Router.load(path, choices=self.action_names)
+        if router.choices != self.action_names:  # an action is its index here: the same order or none
+            raise RouterError(f"{path}: saved for actions {router.choices} in order; these are {self.action_names}")
         saved = [m.name for m in router.members]
         if saved != self.agent_ids:
             raise RouterError(f"{path}: saved for agents {saved}, but these are {self.agent_ids}")
@@ -223,8 +231,9 @@ class ToolSelectionGRPO:
             raise RouterError(f"agent {agent_id!r} has no tool choice waiting for its result")
         query, index = self._pending[agent_id][0]
         reward = self.context_evaluator(result, context) if self.context_evaluator else float(result)
-        self.group.observe(agent_id, query, index, reward, done=done)
-        self._pending[agent_id].popleft()  # only once observed: a failed evaluation leaves it waiting
+        self.group._keep(agent_id, query, index, reward)
+        self._pending[agent_id].popleft()  # only once kept: a failed evaluation leaves it waiting, a kept one not
+        self.group._update_when_due()
 
     def update(self) -> dict[str, dict[str, float]]:
         return self.group.update_all_agents()

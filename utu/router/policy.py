@@ -96,7 +96,7 @@ def grpo_loss(
     """-(mean of min(ratio * A, clip(ratio, 1 - clip, 1 + clip) * A)) - entropy_coef * mean entropy."""
     log_probs = torch.log_softmax(logits, dim=-1)
     taken = log_probs.gather(1, actions.unsqueeze(1)).squeeze(1)
-    ratio = torch.exp(taken - old_log_probs)
+    ratio = torch.exp(torch.clamp(taken - old_log_probs, -20.0, 20.0))  # finite whatever the old policy said
     unclipped = ratio * advantages
     clipped = torch.clamp(ratio, 1 - clip, 1 + clip) * advantages
     surrogate = torch.minimum(unclipped, clipped)

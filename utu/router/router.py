@@ -48,6 +48,11 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
+def feature_like(values: torch.Tensor, size: int) -> bool:
+    """A 1-D vector of `size` finite values within ±MAX_FEATURE, as a router's features are."""
+    return values.shape == (size,) and bool(torch.isfinite(values).all()) and float(values.abs().max()) <= MAX_FEATURE
+
+
 class RouterError(UtuError):
     """A router state file that cannot be used, or a router asked for what it cannot do."""
 
@@ -69,6 +74,8 @@ class Member:
 
 
 MAX_REWARD = 1e6  # float32 keeps rewards; far beyond this their spread overflows (a verifier's are within [0, 1])
+MAX_FEATURE = 1e6  # an embedding's values are a few units; far beyond, centring and scaling overflow float32
+MIN_LOG_PROB = -50.0  # a decision this unlikely was never sampled: below it, a record is not what a router wrote
 
 # As the design's agents: one steady, one that explores more and weighs its own baseline less, one the reverse.
 DEFAULT_MEMBERS = (
@@ -90,6 +97,7 @@ class Decision:
     log_prob: float  # log of probabilities[index]: the update's reference ("old") policy for the ratio
     explored: bool
     features: torch.Tensor = field(repr=False)
+    choices: tuple[str, ...] = ()  # the router's, in the order of `probabilities`
 
     def summary(self) -> dict[str, Any]:
         """What an attempt's record and its span keep of the decision."""
@@ -97,7 +105,7 @@ class Decision:
             "choice": self.choice,
             "member": self.member,
             "explored": self.explored,
-            "probabilities": [round(p, 4) for p in self.probabilities],
+            "probabilities": {c: round(p, 4) for c, p in zip(self.choices, self.probabilities, strict=True)},
             "log_prob": self.log_prob,  # exact: an attempt read back after a stop is learned from as it was decided
         }
 
@@ -133,8 +141,8 @@ class Router:
         epochs: int = 8,
         seed: int = 0,
     ):
-        if len(choices) < 2 or len(set(choices)) != len(choices):
-            raise RouterError(f"a router needs at least two distinct choices, got {choices}")
+        if len(choices) < 2 or len(set(choices)) != len(choices) or not all(isinstance(c, str) for c in choices):
+            raise RouterError(f"a router needs at least two distinct choices, named by strings, got {choices}")
         if not members:
             raise RouterError("a router needs at least one member")
         if epochs < 1 or not 0 < clip < 1 or not lr > 0:
@@ -155,6 +163,7 @@ class Router:
         self._plans: OrderedDict[str, _Plan] = OrderedDict()
         self._lock = threading.Lock()  # decisions, observations and updates arrive from many attempts at once
         self._frozen_fn: Callable[[np.ndarray], np.ndarray] | None = None
+        self.offers: dict[str, list[str]] | None = None  # each choice's tools, kept with the state (utu.router.routing)
 
     # --- deciding --------------------------------------------------------------------------------------------
 
@@ -172,7 +181,9 @@ class Router:
                 averaged = self._frozen()(features.numpy())
                 index = int(averaged.argmax())
                 log_prob = math.log(float(averaged[index]))
-                return Decision(query, self.choices[index], index, -1, averaged.tolist(), log_prob, False, features)
+                probabilities = averaged.tolist()
+                choice = self.choices[index]
+                return Decision(query, choice, index, -1, probabilities, log_prob, False, features, tuple(self.choices))
             if member is None:  # drawn, not in turns: turns would follow any period in the order queries arrive in
                 member = self._plans[query].member if group and query in self._plans else self._draw_member()
             log_probs = torch.log_softmax(self.nets[member](self.norm(features)), -1)
@@ -182,10 +193,8 @@ class Router:
                 index = self._next_in_plan(query, member, log_probs)
             else:
                 index = self._sample(member, log_probs)[0]
-        probabilities = log_probs.exp().tolist()
-        return Decision(
-            query, self.choices[index], index, member, probabilities, float(log_probs[index]), explore, features
-        )
+        probabilities, log_prob, choice = log_probs.exp().tolist(), float(log_probs[index]), self.choices[index]
+        return Decision(query, choice, index, member, probabilities, log_prob, explore, features, tuple(self.choices))
 
     def _draw_member(self) -> int:
         return int(torch.randint(len(self.members), (1,), generator=self.generator))
@@ -200,23 +209,42 @@ class Router:
         plan = self._plans.get(query)
         if plan is None or plan.member != member or not plan.order:  # past N attempts: a new sample, same member
             plan = self._plans[query] = _Plan(member, self._sample(member, log_probs))
+        self._keep_recent(query)
+        return plan.order.pop(0)
+
+    def _keep_recent(self, query: str) -> None:
         self._plans.move_to_end(query)
         while len(self._plans) > PLANS_KEPT:
             self._plans.popitem(last=False)
-        return plan.order.pop(0)
 
     def log_prob_of(self, features: torch.Tensor, index: int, member: int) -> float:
         """The member's log-probability of choice `index` for these features, now."""
         with self._lock, torch.no_grad():
             return float(torch.log_softmax(self.nets[member](self.norm(self._checked(features))), -1)[index])
 
-    def recorded(self, query: str, features: torch.Tensor, index: int, member: int, log_prob: float) -> Decision:
-        """An explored decision made earlier (read back from an attempt's record), so its reward can be observed."""
+    def recorded(
+        self, query: str, features: torch.Tensor, index: int, member: int, log_prob: float, *, group: bool = False
+    ) -> Decision:
+        """An explored decision made earlier (read back from an attempt's record), so its reward can be observed.
+        `group`: it was one of the query's group of distinct choices, so the query's next attempts take others."""
         features = self._checked(features)
-        if not 0 <= index < len(self.choices) or not 0 <= member < len(self.members):
-            raise RouterError(f"choice {index} of member {member}: this router has {len(self.choices)} choices")
+        if not (isinstance(index, int) and 0 <= index < len(self.choices)):
+            raise RouterError(f"choice {index!r}: this router has choices 0-{len(self.choices) - 1}")
+        if not (isinstance(member, int) and 0 <= member < len(self.members)):
+            raise RouterError(f"member {member!r}: this router has members 0-{len(self.members) - 1}")
+        if not (isinstance(log_prob, float | int) and MIN_LOG_PROB <= log_prob <= 0):
+            raise RouterError(f"log-probability {log_prob!r}: a router's decisions have one in [{MIN_LOG_PROB:g}, 0]")
+        if group:
+            with self._lock, torch.no_grad():
+                plan = self._plans.get(query)
+                if plan is None or plan.member != member or index not in plan.order:
+                    log_probs = torch.log_softmax(self.nets[member](self.norm(features)), -1)
+                    plan = self._plans[query] = _Plan(member, self._sample(member, log_probs))
+                plan.order.remove(index)
+                self._keep_recent(query)
         probabilities = [math.exp(log_prob) if i == index else float("nan") for i in range(len(self.choices))]
-        return Decision(query, self.choices[index], index, member, probabilities, log_prob, True, features)
+        choice, log_prob = self.choices[index], float(log_prob)
+        return Decision(query, choice, index, member, probabilities, log_prob, True, features, tuple(self.choices))
 
     def _frozen(self) -> Callable[[np.ndarray], np.ndarray]:
         """The members' averaged probabilities as one numpy function of the features, rebuilt after each update:
@@ -243,8 +271,11 @@ class Router:
         features = torch.as_tensor(features, dtype=torch.float32).flatten()
         if features.numel() != self.features:
             raise RouterError(f"features of size {features.numel()}, but this router reads {self.features}")
-        if not torch.isfinite(features).all():
-            raise RouterError("features with NaN or infinite values: the embedding endpoint sent a broken vector")
+        if not torch.isfinite(features).all() or features.abs().max() > MAX_FEATURE:
+            raise RouterError(
+                f"features with NaN, infinite or huge values (beyond ±{MAX_FEATURE:g}): the embedding endpoint sent "
+                "a broken vector"
+            )
         return features
 
     # --- learning --------------------------------------------------------------------------------------------
@@ -270,8 +301,12 @@ class Router:
             try:
                 report = self._update(batch)
                 if not self._weights_finite():
-                    raise RouterError("an update made the router's weights NaN or infinite: it was undone")
-            except BaseException:  # all members or none: the observations stay for the next update
+                    self.buffer, self._plans = [], OrderedDict()  # they would break every later update the same way
+                    raise RouterError(
+                        f"an update made the router's weights NaN or infinite: it was undone and its {len(batch)} "
+                        "observations dropped"
+                    )
+            except BaseException:  # all members or none; an interrupted update's observations stay for the next
                 for (net, optimizer), (weights, moments) in zip(self._pairs(), before, strict=True):
                     net.load_state_dict(weights)
                     optimizer.load_state_dict(moments)
@@ -285,15 +320,20 @@ class Router:
 
     def _check_loaded(self) -> None:
         """What a file may hold that no router would have saved (ValueError): it would decide or learn wrongly."""
-        finite_norm = torch.isfinite(self.norm.mean).all() and math.isfinite(self.norm.square)
-        if not (self._weights_finite() and finite_norm):
+        norm = self.norm
+        moments = [t for o in self.optimizers for st in o.state_dict()["state"].values() for t in st.values()]
+        if not (self._weights_finite() and all(bool(torch.isfinite(t).all()) for t in moments)):
             raise ValueError("NaN or infinite weights")
+        if not (0 <= norm.count < math.inf and 0 <= norm.square < math.inf and feature_like(norm.mean, self.features)):
+            raise ValueError("a feature mean that no embedding gives (NaN, huge or negative counts)")
         for o in self.buffer:
-            in_range = 0 <= o.index < len(self.choices) and 0 <= o.member < len(self.members)
-            if not (in_range and math.isfinite(o.reward) and math.isfinite(o.log_prob) and o.log_prob <= 0):
-                raise ValueError(f"an observation out of range (choice {o.index}, member {o.member})")
-            if not torch.isfinite(o.features).all():
-                raise ValueError("an observation with NaN or infinite features")
+            whole = isinstance(o.index, int) and isinstance(o.member, int)
+            if not (whole and 0 <= o.index < len(self.choices) and 0 <= o.member < len(self.members)):
+                raise ValueError(f"an observation out of range (choice {o.index!r}, member {o.member!r})")
+            if not (abs(o.reward) <= MAX_REWARD and MIN_LOG_PROB <= o.log_prob <= 0):
+                raise ValueError(f"an observation's reward {o.reward!r} or log-probability {o.log_prob!r}")
+            if not feature_like(o.features, self.features):
+                raise ValueError("an observation with NaN, infinite, huge or misshapen features")
         if not all(isinstance(n, int) and n >= 0 for n in (self.updates, self.observed)):
             raise ValueError(f"counts {self.updates!r}, {self.observed!r} are not whole numbers")
 
@@ -372,6 +412,7 @@ class Router:
                 "buffer": [asdict(o) for o in self.buffer],
                 "norm": self.norm.state(),
                 "generator": self.generator.get_state(),  # a resumed router explores as the uninterrupted one
+                "offers": self.offers,
                 "updates": self.updates,
                 "observed": self.observed,
             }
@@ -402,6 +443,9 @@ class Router:
                 raise ValueError("unreadable: not a file a router saved, or cut short") from None
             if not isinstance(state, dict) or state.get("format") != FORMAT:
                 raise ValueError(f"not a {FORMAT} file")
+            shapes = {tuple(weights["hidden.weight"].shape) for weights in state["nets"]}
+            if shapes != {(state["settings"]["hidden"], state["features"])}:  # before networks of that size are made
+                raise ValueError(f"weights of shapes {sorted(shapes)} for its settings")
             router = cls(
                 state["choices"],
                 state["features"],
@@ -416,8 +460,7 @@ class Router:
             if "generator" in state:  # files saved before it was kept explore from the seed's start
                 router.generator.set_state(state["generator"])
             router.buffer = [_Observation(**o) for o in state["buffer"]]
-            if any(o.features.numel() != router.features for o in router.buffer):
-                raise ValueError("its observations have features of another size")
+            router.offers = state.get("offers")
             router.updates, router.observed = state["updates"], state["observed"]
             router._check_loaded()
         except Exception as e:  # noqa: BLE001 - any way a file can be broken is the same error to the user

@@ -54,17 +54,22 @@ class AgentRouter:
         with span("route reward", CHAIN, choice=decision.choice, reward=reward, explored=decision.explored):
             self.router.observe(decision, reward)
 
-    async def observe_recorded(self, question: str, route: dict[str, Any], reward: float) -> None:
-        """An attempt judged before a crash, read back from its record (`meta.route`): its reward still counts."""
-        if not route.get("explored") or route.get("choice") not in self.choices:
+    async def observe_recorded(self, question: str, route: Any, reward: float) -> None:
+        """An attempt judged before a crash, read back from its record (`meta.route`): its reward still counts,
+        and the question's next attempts take other choices. A record that is not a decision is skipped (warned)."""
+        if not isinstance(route, dict) or not route.get("explored") or not isinstance(route.get("choice"), str):
+            return
+        if route["choice"] not in self.choices:
             return
         index = self.router.choices.index(route["choice"])
         features = torch.from_numpy(await self.embedder.one(question))
-        if "log_prob" in route:
-            log_prob = float(route["log_prob"])
-        else:  # a record written before log_prob was kept: its probability, rounded to 4 places
-            log_prob = math.log(max(route["probabilities"][index], 1e-8))
-        self.observe(self.router.recorded(question, features, index, route["member"], log_prob), reward)
+        try:
+            log_prob = recorded_log_prob(route, self.router.choices)
+            decision = self.router.recorded(question, features, index, route.get("member", -1), log_prob, group=True)
+        except RouterError as e:
+            log.warning("tool_router: an attempt's record is not a decision this router made (%s): not learned", e)
+            return
+        self.observe(decision, reward)
 
     def update(self, step: int) -> dict[str, dict[str, float]]:
         """One GRPO update on what practice step `step` observed, then the state saved; a step the saved state
@@ -80,6 +85,24 @@ class AgentRouter:
             self.router.save(snapshot(self.run_dir, step))
             self.router.save(self.run_dir / STATE_FILE)
         return report
+
+
+def recorded_log_prob(route: dict[str, Any], choices: list[str]) -> float:
+    """The chosen choice's log-probability in a record: kept exactly, or (a record from before it was) its
+    probability, rounded to 4 places, by name or (older still) by the router's order."""
+    if "log_prob" in route:
+        value = route["log_prob"]
+    else:
+        probabilities = route.get("probabilities")
+        if isinstance(probabilities, dict):
+            probabilities = [probabilities.get(c) for c in choices]
+        if not isinstance(probabilities, list) or len(probabilities) != len(choices):
+            raise RouterError(f"its probabilities {probabilities!r} are not one per choice")
+        value = probabilities[choices.index(route["choice"])]
+        value = math.log(max(value, 1e-8)) if isinstance(value, float | int) and value > 0 else value
+    if not isinstance(value, float | int) or isinstance(value, bool):
+        raise RouterError(f"log-probability {value!r}")
+    return float(value)
 
 
 SNAPSHOT = re.compile(r"tool_router\.step(\d+)\.pt")
@@ -131,11 +154,11 @@ async def open_router(
 
     def start() -> Router:
         if config.state:
-            return load(Path(config.state), list(choices), dimension, config)
+            return load(Path(config.state), choices, dimension, config)
         if run_dir is None:
             first = next(iter(choices))
             log.warning("tool_router has no state: an untrained router takes %r for every question", first)
-        return Router(
+        router = Router(
             list(choices),
             dimension,
             hidden=config.hidden,
@@ -144,10 +167,12 @@ async def open_router(
             epochs=config.epochs,
             seed=config.seed,
         )
+        router.offers = dict(choices)
+        return router
 
     if run_dir is None:
         return AgentRouter(start(), embedder, choices)
-    router = resume(run_dir, restart_step, start, list(choices), dimension, config)
+    router = resume(run_dir, restart_step, start, choices, dimension, config)
     return AgentRouter(router, embedder, choices, run_dir)
 
 
@@ -155,7 +180,7 @@ def resume(
     run_dir: Path,
     restart_step: int | None,
     start: Callable[[], Router],
-    choices: list[str],
+    choices: dict[str, list[str]],
     dimension: int,
     config: ToolRouterConfig,
 ) -> Router:
@@ -186,10 +211,18 @@ def resume(
     return router
 
 
-def load(path: Path, choices: list[str], dimension: int, config: ToolRouterConfig) -> Router:
+def load(path: Path, choices: dict[str, list[str]], dimension: int, config: ToolRouterConfig) -> Router:
     """A saved router for these choices and embedding, with the config's lr, clip and epochs (they may change
     between runs; the network's size may not, and the seed only starts a new router)."""
-    router = Router.load(path, choices=choices, features=dimension)
+    router = Router.load(path, choices=list(choices), features=dimension)
+    trained = router.offers or {}  # files saved before the tools were kept know only the choices' names
+    for name, offered in choices.items():
+        if name in trained and sorted(trained[name]) != sorted(offered):
+            raise RouterError(
+                f"{path}: choice {name} offered {trained[name]} when it was trained, the config offers {offered}; "
+                "train a router for these (another state file)"
+            )
+    router.offers = dict(choices)
     if router.hidden != config.hidden:
         raise RouterError(f"{path}: saved with hidden={router.hidden}, but the config says hidden={config.hidden}")
     router.retune(lr=config.lr, clip=config.clip, epochs=config.epochs)
