@@ -191,10 +191,23 @@ async def stub_practice(
 
 def run_timed(*args: str, env: dict[str, str]) -> tuple[float, int]:
     """Run one of the project's scripts as a user would (from the checkout); its seconds and exit code."""
+    seconds, code, _ = run_watched(*args, env=env)
+    return seconds, code
+
+
+def run_watched(*args: str, env: dict[str, str]) -> tuple[float, int, str]:
+    """`run_timed`, also returning what the script wrote to stderr (shown as it comes)."""
     start = time.perf_counter()
     print("$ python " + " ".join(args), flush=True)
-    result = subprocess.run([sys.executable, *args], cwd=Path(__file__).resolve().parents[1], env=env)
-    return time.perf_counter() - start, result.returncode
+    kept = []
+    with subprocess.Popen(
+        [sys.executable, *args], cwd=Path(__file__).resolve().parents[1], env=env, stderr=subprocess.PIPE, text=True
+    ) as process:
+        assert process.stderr is not None
+        for line in process.stderr:
+            sys.stderr.write(line)
+            kept.append(line)
+    return time.perf_counter() - start, process.returncode, "".join(kept)
 
 
 def run_command(*args: str, env: dict[str, str]) -> float:
@@ -227,8 +240,8 @@ def practise(
     kept nothing (exit 2, no enhanced agent) returns None for the YAML."""
     args = ["--config_name", config_name, "--exp_id", exp_id, "--db_url", db_url, "--export_step", "last"]
     args += ["--fresh"] if fresh else []
-    seconds, code = run_timed("scripts/run_training_free_GRPO.py", *args, *extra, env=env)
-    if code == 2 and nothing_learned_ok:
+    seconds, code, stderr = run_watched("scripts/run_training_free_GRPO.py", *args, *extra, env=env)
+    if code == 2 and nothing_learned_ok and "error: practice learned nothing" in stderr:  # exit 2 is any error too
         return seconds, None
     if code != 0:
         raise SystemExit(f"practice failed (exit {code}): {' '.join(args)}")

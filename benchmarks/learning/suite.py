@@ -44,7 +44,7 @@ from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _common import exp_rows, provenance, run_timed  # noqa: E402
+from _common import exp_rows, provenance, run_timed, run_watched  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results" / "learning_suite"
@@ -361,8 +361,8 @@ def practise(task: str, method: str, seed: int, env: dict[str, str]) -> tuple[fl
     exp_id = f"suite_{task}_{run_name(method, seed)}"
     args = [*practice_args(task, method, seed), "--exp_id", exp_id, "--db_url", db_url(), "--export_step", "last"]
     # no --fresh: a practice stopped midway (a sitting's end) resumes from its saved steps; another config is refused
-    seconds, code = run_timed("scripts/run_training_free_GRPO.py", *args, env=env)
-    if code == 2:  # kept nothing: the agent is the baseline
+    seconds, code, stderr = run_watched("scripts/run_training_free_GRPO.py", *args, env=env)
+    if code == 2 and "error: practice learned nothing" in stderr:  # kept nothing: the agent is the baseline
         return seconds, None, exp_id
     if code != 0:
         raise SystemExit(f"practice {exp_id} failed (exit {code})")
