@@ -78,6 +78,8 @@ PRACTICE = "tool_router_practice"
 ENHANCED = ROOT / "runs" / PRACTICE / "enhanced_agent.yaml"
 EXPERIENCED = "experiences/"  # the prefix of the enhanced agent's choices in the log
 LEARNER = "qwen2.5-coder-1.5b"
+PRACTICE_DB = ROOT / "runs" / "tool_router_bench" / "practice.db"
+PRACTICE_STEPS = 2  # the bundled config: questions 0-39 in batches of 20
 
 
 @functools.cache  # read once: the report asks for the questions per seed and curve point
@@ -156,13 +158,12 @@ def practise_experiences() -> int:
     if ENHANCED.exists():
         print(f"practice already ran: {ENHANCED}")
         return 0
-    db_path = ROOT / "runs" / "tool_router_bench" / "practice.db"
-    db_path.parent.mkdir(parents=True, exist_ok=True)
+    PRACTICE_DB.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "UTU_LOCAL_MODEL": "qwen2.5-coder-0.5b", "UTU_LEARNER_LOCAL_MODEL": LEARNER}
     _, agent = practise(
         "local_unit_tools",
         PRACTICE,
-        f"sqlite:///{db_path}",
+        f"sqlite:///{PRACTICE_DB}",
         env,
         "--task_timeout",
         PRACTICE_TASK_TIMEOUT,
@@ -369,11 +370,37 @@ def memory(router) -> dict:
     return {"parameters_bytes": parameters, "optimiser_bytes": optimiser}
 
 
+async def practice_steps() -> list[dict]:
+    """What `practise` recorded per step: Mean@G, the library's size, the validation gate's verdict."""
+    from utu.db import Database
+    from utu.practice.store import PracticeStore
+
+    if not PRACTICE_DB.exists():
+        return []
+    async with Database(f"sqlite:///{PRACTICE_DB}") as db:
+        steps = await PracticeStore(db, PRACTICE).steps()
+    keep = ("step", "mean_at_g", "library_size", "operations", "operations_refused", "validation")
+    return [{k: v for k, v in step.model_dump().items() if k in keep} for step in steps]
+
+
 def with_experiences(
     task: Task, table: dict, runs: list[dict], alone: dict[int, float], router: dict[int, float]
 ) -> dict | None:
     """(c) the enhanced agent choosing alone and (d) the enhanced agent offered the router's picks, beside the
-    LLM alone and the router alone; None until `collect --experienced` has run every held-out pair."""
+    LLM alone and the router alone; None until `collect --experienced` has run every held-out pair. A practice
+    that kept no experience exported no enhanced agent: (c) is then the LLM alone and (d) the router alone."""
+    if task.name != "unit_conversion":
+        return None
+    steps = asyncio.run(practice_steps())
+    if not ENHANCED.exists() and len(steps) == PRACTICE_STEPS and not steps[-1]["library_size"]:
+        return {
+            "practice_kept_nothing": True,
+            "practice_steps": steps,
+            "c_experiences_alone": statistics.fmean(alone.values()),
+            "d_experiences_and_router_pooled_over_seeds": statistics.fmean(router.values()),
+            "note": "the validation gate refused every proposed library, so the agent with experiences is the "
+            "agent itself: (c) = (a) and (d) = (b)",
+        }
     arms = [*task.choices, ALONE]
     if any((i, EXPERIENCED + c) not in table for i in task.heldout for c in arms):
         return None
@@ -390,6 +417,7 @@ def with_experiences(
         "d_minus_b_router": paired(both, router),
         "d_minus_c_experiences": paired(both, experienced[ALONE]),
         "router_picks_trained_without_experiences": True,
+        "practice_steps": steps,
     }
 
 
