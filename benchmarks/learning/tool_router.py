@@ -315,20 +315,23 @@ def value_network_measurement(task: Task, features: dict, table: dict, held: dic
     """Does a value network earn its place? The router's held-out Mean@K (pooled over seeds) with its group's
     mean as the baseline (as shipped) or a value network's, with two choices tried per practice question (G=2)
     or one (G=1: a group of one says nothing, so the shipped router learns only from its batch share)."""
-    out = {}
+    out, pooled_by = {}, {}
     for name, group, value in (
         ("group_baseline_g1", 1, False),
         ("value_network_g2", 2, True),
         ("value_network_g1", 1, True),
     ):
         runs = [replay(task, seed, features, table, group=group, value=value) for seed in range(SEEDS)]
-        pooled = {i: statistics.fmean(held[run["picks"][i]][i] for run in runs) for i in task.heldout}
+        pooled = pooled_by[name] = {i: statistics.fmean(held[run["picks"][i]][i] for run in runs) for i in task.heldout}
         out[name] = {
             "mean_at_k_pooled_over_seeds": statistics.fmean(pooled.values()),
             "right_choice_rate_over_seeds": statistics.fmean(right_rate(task, run["picks"]) for run in runs),
             "minus_shipped_router_g2": paired(pooled, router),
         }
-    return {"shipped_router_g2_mean_at_k": statistics.fmean(router.values())} | out
+    one_choice = paired(pooled_by["value_network_g1"], pooled_by["group_baseline_g1"])
+    return (
+        {"shipped_router_g2_mean_at_k": statistics.fmean(router.values())} | out | {"g1_value_minus_group": one_choice}
+    )
 
 
 def paired(a: dict[int, float], b: dict[int, float]) -> dict:
@@ -479,6 +482,7 @@ def report(task: Task) -> int:
         for i in task.heldout
     ]
     k = min(len(table[(i, ALONE)]) for i in task.heldout)
+    best = max(task.choices, key=lambda c: statistics.fmean(held[c].values()))  # in hindsight, on held-out questions
     torch.set_num_threads(1)
     result = {
         "task": task.name,
@@ -506,6 +510,7 @@ def report(task: Task) -> int:
         },
         "router_minus_alone_median_seed": median["vs_alone"] | {"seed": median["seed"]},
         "router_minus_alone_pooled_over_seeds": paired(pooled, held[ALONE]),
+        "router_minus_best_fixed_choice_pooled_over_seeds": paired(pooled, held[best]) | {"choice": best},
         "router_right_choice_rate_over_seeds": statistics.fmean(s["right_choice_rate"] for s in per_seed),
         "decision_time": decision_timing(task, runs[0]["router"], features),
         "memory": memory(runs[0]["router"]) | {"rss_growth_kb_for_10_routers": rss_after - rss_before},

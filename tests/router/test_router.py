@@ -256,7 +256,7 @@ def test_a_save_replaces_only_a_file_and_a_failed_one_leaves_no_partial(tmp_path
     with pytest.raises(RouterError, match="cannot save the router to .*file/r.pt"):
         router.save(blocked / "r.pt")  # its folder is a file
     assert not list(tmp_path.rglob("*.partial"))
-    with pytest.raises(RouterError, match="need epochs >= 1"):
+    with pytest.raises(RouterError, match="need 1 <= epochs <= 1000"):
         Router(["a", "b"], DIM, epochs=0)
 
 
@@ -274,7 +274,11 @@ def test_a_state_file_no_router_would_have_saved_is_refused(tmp_path):
         "member_index": lambda s: s["buffer"][0].update(member=0.5),
         "flat_features": lambda s: s["buffer"][0].update(features=s["buffer"][0]["features"].reshape(2, -1)),
         "reward": lambda s: s["buffer"][0].update(reward=1e39),
-        "log_prob": lambda s: s["buffer"][0].update(log_prob=-1e6),
+        "log_prob": lambda s: s["buffer"][0].update(log_prob=float("-inf")),
+        "squares": lambda s: next(iter(s["optimizers"][0]["state"].values()))["exp_avg_sq"].fill_(-1.0),
+        "offers": lambda s: s.update(offers={"a": 5}),
+        "members": lambda s: s.update(members=s["members"] * 100),
+        "many_epochs": lambda s: s["settings"].update(epochs=10**9),
         "moments": lambda s: next(iter(s["optimizers"][0]["state"].values()))["exp_avg"].fill_(float("nan")),
         "size": lambda s: s.update(features=10**9),  # refused before a network of that size is made
     }
@@ -296,7 +300,8 @@ def test_a_recorded_decision_is_checked_and_its_group_s_next_attempts_take_other
     for index, member, log_prob, message in (
         (0, 0, float("nan"), "log-probability nan"),
         (0, 0, 5.0, "log-probability 5.0"),
-        (0, 0, -1e6, "log-probability -1000000.0"),
+        (0, 0, -math.inf, "log-probability -inf"),
+        (0, True, -1.0, "member True"),
         (0, 7, -1.0, "member 7: this router has members 0-2"),
         (9, 0, -1.0, "choice 9: this router has choices 0-3"),
     ):
@@ -310,6 +315,18 @@ def test_a_recorded_decision_is_checked_and_its_group_s_next_attempts_take_other
             resumed.recorded("q", features, d.index, d.member, d.log_prob, group=True)
         rest = {resumed.decide("q", features, explore=True).index for _ in range(2)}
         assert {d.index for d in decisions} | rest == {0, 1, 2, 3}
+
+
+def test_a_trained_router_s_unlikely_decision_is_recorded_and_learned_from():
+    """With G at least the number of choices, a group takes even a choice the policy all but rules out: its record
+    has a log-probability far below any sampled one, and is still the router's own decision."""
+    router = trained_router()
+    features = Bandit().query(3)[1]
+    router.buffer.clear()
+    decision = router.recorded("q", features, 0, 0, -1152.0, group=True)
+    router.observe(decision, 1.0)
+    router.observe(router.recorded("q", features, 1, 0, -0.01, group=True), 0.0)
+    assert router.update() and router._weights_finite()
 
 
 def test_an_update_that_makes_the_weights_nan_drops_its_observations():

@@ -114,8 +114,12 @@ async def test_a_broken_embedding_is_an_error_not_a_feature():
         with pytest.raises(LLMError, match="a broken vector"):
             await Embedder(BrokenEndpoint(vector), "m").one("q")
     unnumbered = BrokenEndpoint([1.0, 0.0])
-    (await unnumbered.embeddings.create(input=[])).data[0].index = None
+    reply = await unnumbered.embeddings.create(input=[])
+    reply.data[0].index = None
     with pytest.raises(LLMError, match=r"asked for 1, the endpoint gave 1 \(indices \[None\]\)"):
+        await Embedder(unnumbered, "m").one("q")
+    reply.data = [type("Item", (), {"index": 0, "embedding": [1.0]}), type("Item", (), {"index": None})]
+    with pytest.raises(LLMError, match=r"gave 2 \(indices \[0, None\]\)"):
         await Embedder(unnumbered, "m").one("q")
     endpoint = BrokenEndpoint([1.0, 0.0])
     embedder = Embedder(endpoint, "m")
@@ -210,12 +214,13 @@ async def test_a_record_that_is_not_a_decision_is_skipped_with_a_warning(stub, c
         good | {"member": "1"},
         {k: v for k, v in good.items() if k != "member"},
         {k: v for k, v in good.items() if k != "log_prob"} | {"probabilities": [0.5]},
+        {k: v for k, v in good.items() if k != "log_prob"} | {"probabilities": {"a": -0.5, "b": 1.5}},
     ):
         await agent.router.observe_recorded("Convert 2 feet to m.", spoiled, 1.0)
-    for not_a_decision in ([good], good | {"choice": ["a"]}, good | {"explored": False}):
+    for not_a_decision in ([good], good | {"choice": ["a"]}, good | {"choice": "z"}, good | {"explored": False}):
         await agent.router.observe_recorded("Convert 2 feet to m.", not_a_decision, 1.0)
     assert not agent.router.router.buffer
-    assert caplog.text.count("is not a decision this router made") == 6
+    assert caplog.text.count("is not a decision this router made") == 10  # a frozen decision is skipped silently
 
 
 async def test_on_resume_only_attempts_judged_without_error_teach_the_router(stub):

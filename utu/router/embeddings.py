@@ -74,10 +74,11 @@ class Embedder:
                     reply = await self.client.embeddings.create(model=self.model, input=missing)
                 except openai.OpenAIError as e:
                     raise LLMError(f"embeddings from {self.client.base_url} ({self.model}) failed: {e}") from e
-                if sorted(d.index for d in reply.data if isinstance(d.index, int)) != list(range(len(missing))):
+                indices = [d.index for d in reply.data]
+                if not all(isinstance(i, int) for i in indices) or sorted(indices) != list(range(len(missing))):
                     raise LLMError(
                         f"embeddings: asked for {len(missing)}, the endpoint gave {len(reply.data)} (indices "
-                        f"{[d.index for d in reply.data][:5]})"
+                        f"{indices[:5]})"
                     )
                 for text, item in zip(missing, sorted(reply.data, key=lambda d: d.index), strict=True):
                     self._cache[text] = checked_vector(item.embedding, str(self.client.base_url))

@@ -48,6 +48,14 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
+def is_whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, float | int) and not isinstance(value, bool)
+
+
 def feature_like(values: torch.Tensor, size: int) -> bool:
     """A 1-D vector of `size` finite values within ±MAX_FEATURE, as a router's features are."""
     return values.shape == (size,) and bool(torch.isfinite(values).all()) and float(values.abs().max()) <= MAX_FEATURE
@@ -75,7 +83,7 @@ class Member:
 
 MAX_REWARD = 1e6  # float32 keeps rewards; far beyond this their spread overflows (a verifier's are within [0, 1])
 MAX_FEATURE = 1e6  # an embedding's values are a few units; far beyond, centring and scaling overflow float32
-MIN_LOG_PROB = -50.0  # a decision this unlikely was never sampled: below it, a record is not what a router wrote
+MAX_EPOCHS = 1000  # an update's passes over its batch; a file asking for more would stall every update
 
 # As the design's agents: one steady, one that explores more and weighs its own baseline less, one the reverse.
 DEFAULT_MEMBERS = (
@@ -145,8 +153,10 @@ class Router:
             raise RouterError(f"a router needs at least two distinct choices, named by strings, got {choices}")
         if not members:
             raise RouterError("a router needs at least one member")
-        if epochs < 1 or not 0 < clip < 1 or not lr > 0:
-            raise RouterError(f"epochs {epochs}, clip {clip}, lr {lr}: need epochs >= 1, 0 < clip < 1 and lr > 0")
+        if not (is_whole(epochs) and 1 <= epochs <= MAX_EPOCHS) or not 0 < clip < 1 or not lr > 0:
+            raise RouterError(
+                f"epochs {epochs}, clip {clip}, lr {lr}: need 1 <= epochs <= {MAX_EPOCHS}, 0 < clip < 1 and lr > 0"
+            )
         self.choices = list(choices)
         self.features = features
         self.members = tuple(members)
@@ -228,12 +238,12 @@ class Router:
         """An explored decision made earlier (read back from an attempt's record), so its reward can be observed.
         `group`: it was one of the query's group of distinct choices, so the query's next attempts take others."""
         features = self._checked(features)
-        if not (isinstance(index, int) and 0 <= index < len(self.choices)):
+        if not (is_whole(index) and 0 <= index < len(self.choices)):
             raise RouterError(f"choice {index!r}: this router has choices 0-{len(self.choices) - 1}")
-        if not (isinstance(member, int) and 0 <= member < len(self.members)):
+        if not (is_whole(member) and 0 <= member < len(self.members)):
             raise RouterError(f"member {member!r}: this router has members 0-{len(self.members) - 1}")
-        if not (isinstance(log_prob, float | int) and MIN_LOG_PROB <= log_prob <= 0):
-            raise RouterError(f"log-probability {log_prob!r}: a router's decisions have one in [{MIN_LOG_PROB:g}, 0]")
+        if not (is_number(log_prob) and -math.inf < log_prob <= 0):
+            raise RouterError(f"log-probability {log_prob!r}: a router's decisions have a finite one, at most 0")
         if group:
             with self._lock, torch.no_grad():
                 plan = self._plans.get(query)
@@ -321,20 +331,23 @@ class Router:
     def _check_loaded(self) -> None:
         """What a file may hold that no router would have saved (ValueError): it would decide or learn wrongly."""
         norm = self.norm
-        moments = [t for o in self.optimizers for st in o.state_dict()["state"].values() for t in st.values()]
-        if not (self._weights_finite() and all(bool(torch.isfinite(t).all()) for t in moments)):
+        moments = [st for o in self.optimizers for st in o.state_dict()["state"].values()]
+        finite = all(bool(torch.isfinite(t).all()) for st in moments for t in st.values())
+        if not (self._weights_finite() and finite):
             raise ValueError("NaN or infinite weights")
+        if any(bool((st["exp_avg_sq"] < 0).any()) or float(st["step"]) < 0 for st in moments):
+            raise ValueError("an optimiser state no update makes (negative squares or steps)")
         if not (0 <= norm.count < math.inf and 0 <= norm.square < math.inf and feature_like(norm.mean, self.features)):
             raise ValueError("a feature mean that no embedding gives (NaN, huge or negative counts)")
         for o in self.buffer:
-            whole = isinstance(o.index, int) and isinstance(o.member, int)
+            whole = is_whole(o.index) and is_whole(o.member)
             if not (whole and 0 <= o.index < len(self.choices) and 0 <= o.member < len(self.members)):
                 raise ValueError(f"an observation out of range (choice {o.index!r}, member {o.member!r})")
-            if not (abs(o.reward) <= MAX_REWARD and MIN_LOG_PROB <= o.log_prob <= 0):
+            if not (abs(o.reward) <= MAX_REWARD and -math.inf < o.log_prob <= 0):
                 raise ValueError(f"an observation's reward {o.reward!r} or log-probability {o.log_prob!r}")
             if not feature_like(o.features, self.features):
                 raise ValueError("an observation with NaN, infinite, huge or misshapen features")
-        if not all(isinstance(n, int) and n >= 0 for n in (self.updates, self.observed)):
+        if not all(is_whole(n) and n >= 0 for n in (self.updates, self.observed)):
             raise ValueError(f"counts {self.updates!r}, {self.observed!r} are not whole numbers")
 
     def _weights_finite(self) -> bool:
@@ -446,6 +459,14 @@ class Router:
             shapes = {tuple(weights["hidden.weight"].shape) for weights in state["nets"]}
             if shapes != {(state["settings"]["hidden"], state["features"])}:  # before networks of that size are made
                 raise ValueError(f"weights of shapes {sorted(shapes)} for its settings")
+            if len(state["members"]) != len(state["nets"]):
+                raise ValueError(f"{len(state['members'])} members with {len(state['nets'])} networks")
+            offers = state.get("offers")
+            if offers is not None and not (
+                isinstance(offers, dict)
+                and all(isinstance(t, list) and all(isinstance(x, str) for x in t) for t in offers.values())
+            ):
+                raise ValueError("its choices' tools are not lists of tool names")
             router = cls(
                 state["choices"],
                 state["features"],
@@ -460,7 +481,7 @@ class Router:
             if "generator" in state:  # files saved before it was kept explore from the seed's start
                 router.generator.set_state(state["generator"])
             router.buffer = [_Observation(**o) for o in state["buffer"]]
-            router.offers = state.get("offers")
+            router.offers = offers
             router.updates, router.observed = state["updates"], state["observed"]
             router._check_loaded()
         except Exception as e:  # noqa: BLE001 - any way a file can be broken is the same error to the user

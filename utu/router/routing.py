@@ -19,7 +19,7 @@ from utu.config.models import ToolRouterConfig
 from utu.errors import ConfigError
 from utu.router import STATE_FILE
 from utu.router.embeddings import Embedder
-from utu.router.router import Decision, Router, RouterError
+from utu.router.router import Decision, Router, RouterError, is_number
 from utu.tracing.spans import CHAIN, set_attributes, span
 
 log = logging.getLogger(__name__)
@@ -57,13 +57,15 @@ class AgentRouter:
     async def observe_recorded(self, question: str, route: Any, reward: float) -> None:
         """An attempt judged before a crash, read back from its record (`meta.route`): its reward still counts,
         and the question's next attempts take other choices. A record that is not a decision is skipped (warned)."""
-        if not isinstance(route, dict) or not route.get("explored") or not isinstance(route.get("choice"), str):
-            return
-        if route["choice"] not in self.choices:
-            return
-        index = self.router.choices.index(route["choice"])
-        features = torch.from_numpy(await self.embedder.one(question))
+        if isinstance(route, dict) and not route.get("explored"):
+            return  # a frozen decision teaches nothing
         try:
+            if not (
+                isinstance(route, dict) and isinstance(route.get("choice"), str) and route["choice"] in self.choices
+            ):
+                raise RouterError(f"no choice of this router's in {str(route)[:100]}")
+            index = self.router.choices.index(route["choice"])
+            features = torch.from_numpy(await self.embedder.one(question))
             log_prob = recorded_log_prob(route, self.router.choices)
             decision = self.router.recorded(question, features, index, route.get("member", -1), log_prob, group=True)
         except RouterError as e:
@@ -98,9 +100,11 @@ def recorded_log_prob(route: dict[str, Any], choices: list[str]) -> float:
             probabilities = [probabilities.get(c) for c in choices]
         if not isinstance(probabilities, list) or len(probabilities) != len(choices):
             raise RouterError(f"its probabilities {probabilities!r} are not one per choice")
-        value = probabilities[choices.index(route["choice"])]
-        value = math.log(max(value, 1e-8)) if isinstance(value, float | int) and value > 0 else value
-    if not isinstance(value, float | int) or isinstance(value, bool):
+        probability = probabilities[choices.index(route["choice"])]
+        if not (is_number(probability) and 0 <= probability <= 1):
+            raise RouterError(f"probability {probability!r}")
+        value = math.log(max(probability, 5e-5))  # rounded to 4 places: 0 was below 5e-5, not impossible
+    if not is_number(value):
         raise RouterError(f"log-probability {value!r}")
     return float(value)
 
