@@ -42,3 +42,11 @@ def test_the_learning_table_quotes_its_result_files():
 def test_the_check_reads_the_row_it_claims():
     rows = readme_rows()
     assert re.fullmatch(r"\d\.\d{3}", rows["Portions"][0])
+
+
+def test_the_router_s_gains_are_its_result_files():
+    line = next(line for line in (ROOT / "README.md").read_text().splitlines() if "a learned tool router" in line)
+    for task in ("unit_conversion", "units_or_word_problems"):
+        result = json.loads((RESULTS / f"tool_router_{task}.json").read_text())
+        gain = result["router_minus_alone_pooled_over_seeds"]["difference"]
+        assert f"{gain:+.2f} " in line, (task, gain)
