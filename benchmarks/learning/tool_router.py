@@ -39,7 +39,13 @@ choice. Reported: Mean@K of the LLM alone, of the router's picks, of each fixed 
 router - alone with a bootstrap 95% CI over questions (for the median seed, and pooled over seeds); the rate of
 choosing the question's right tool per 10 practice questions (the learning curve); the router's decision time
 (median, p99, over held-out questions with cached features) and memory (parameters, optimiser state, the
-process's RSS before and after building it).
+process's RSS before and after building it); the router against the best fixed choice in hindsight; and whether a
+value network earns its place as the baseline (`value_network`: the same replay with one, with two choices tried
+per practice question or one). A practice that kept nothing makes (c) the LLM alone and (d) the router alone,
+with each step's gate verdict in the results.
+
+The logs behind the committed results are in benchmarks/results/tool_router_logs/: copied into
+runs/tool_router_bench/, `report` reproduces them without running the agent.
 """
 
 import argparse
