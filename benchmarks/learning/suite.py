@@ -294,8 +294,7 @@ def evaluate(task: str, exp_id: str, agent: Path | None, env: dict[str, str]) ->
         "--db_url",
         db_url(),
         "--exp_id",
-        exp_id,
-        "--fresh",
+        exp_id,  # no --fresh: an evaluation stopped midway (a sitting's end) runs only what is missing
         *(["--agent_config", str(agent)] if agent else []),
     ]
     seconds, code = run_timed(*args, env=env)
