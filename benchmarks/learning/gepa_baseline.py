@@ -8,6 +8,9 @@ metric call, so `max_metric_calls` is the agent-call budget. `gepa` is a benchma
 (`pip install -e '.[bench]'`, gepa 0.1.4), not a runtime one.
 """
 
+import json
+import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -20,9 +23,10 @@ PARALLEL = 8  # the embedded llama-server's slots
 
 class _Models:
     """The agent and the learner on the embedded servers, as the suite runs them (UTU_LOCAL_MODEL and
-    UTU_LEARNER_LOCAL_MODEL), with their configs' sampling settings."""
+    UTU_LEARNER_LOCAL_MODEL), with their configs' sampling settings. What they spend is kept in `spend` after
+    every call: GEPA resumes from its run folder, and a run over several sittings is counted whole."""
 
-    def __init__(self) -> None:
+    def __init__(self, spend: Path) -> None:
         import os
 
         import openai
@@ -37,9 +41,25 @@ class _Models:
         learner_url = local.ensure_running(os.environ["UTU_LEARNER_LOCAL_MODEL"])
         self.agent = openai.OpenAI(base_url=agent_url, api_key="local", max_retries=3, timeout=300)
         self.learner = openai.OpenAI(base_url=learner_url, api_key="local", max_retries=3, timeout=300)
-        self.agent_calls = self.reflection_calls = 0
-        self.agent_tokens = self.reflection_tokens = 0
-        self.reflections: list[dict] = []  # what the reflection model answered, for the record
+        self.spend, self._lock = spend, threading.Lock()  # the agent is called from GEPA's evaluation threads
+        earlier = json.loads(spend.read_text()) if spend.exists() else {}
+        self.agent_calls, self.reflection_calls = earlier.get("agent_calls", 0), earlier.get("learner_calls", 0)
+        self.agent_tokens, self.reflection_tokens = earlier.get("agent_tokens", 0), earlier.get("learner_tokens", 0)
+        self.reflections: list[dict] = earlier.get("reflections", [])  # what the reflection model answered
+
+    def spent(self) -> dict[str, Any]:
+        return {
+            "agent_calls": self.agent_calls,
+            "agent_tokens": self.agent_tokens,
+            "learner_calls": self.reflection_calls,
+            "learner_tokens": self.reflection_tokens,
+            "reflections": self.reflections,
+        }
+
+    def _keep(self) -> None:
+        partial = self.spend.with_name(self.spend.name + ".partial")
+        partial.write_text(json.dumps(self.spent()))
+        os.replace(partial, self.spend)
 
     def answer(self, system: str, question: str) -> str:
         reply = self.agent.chat.completions.create(
@@ -47,17 +67,22 @@ class _Models:
             messages=[{"role": "system", "content": system}, {"role": "user", "content": question}],
             **self.agent_settings,
         )
-        self.agent_calls += 1
-        self.agent_tokens += reply.usage.total_tokens if reply.usage else 0
+        with self._lock:
+            self.agent_calls += 1
+            self.agent_tokens += reply.usage.total_tokens if reply.usage else 0
+            self._keep()
         return reply.choices[0].message.content or ""
 
     def reflect(self, prompt: str | list[dict[str, Any]]) -> str:
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
         reply = self.learner.chat.completions.create(model="local", messages=messages, **self.learner_settings)
-        self.reflection_calls += 1
-        self.reflection_tokens += reply.usage.total_tokens if reply.usage else 0
         text = reply.choices[0].message.content or ""
-        self.reflections.append({"prompt_tokens": reply.usage.prompt_tokens if reply.usage else None, "reply": text})
+        prompt_tokens = reply.usage.prompt_tokens if reply.usage else None
+        with self._lock:
+            self.reflection_calls += 1
+            self.reflection_tokens += reply.usage.total_tokens if reply.usage else 0
+            self.reflections.append({"prompt_tokens": prompt_tokens, "reply": text})
+            self._keep()
         return text
 
 
@@ -96,8 +121,8 @@ def optimise_prompt(
     train: list[dict], val: list[dict], seed_prompt: str, budget: int, seed: int, run_dir: Path
 ) -> dict:
     """GEPA from the agent's own instructions, stopped at `budget` agent calls; its best prompt and its spend."""
-    models = _Models()
     run_dir.mkdir(parents=True, exist_ok=True)
+    models = _Models(run_dir / "spend.json")
     result = gepa.optimize(
         seed_candidate={"system_prompt": seed_prompt},
         trainset=train,
@@ -116,9 +141,5 @@ def optimise_prompt(
         "val_scores": result.val_aggregate_scores,
         "best_val_score": result.val_aggregate_scores[result.best_idx],
         "metric_calls": result.total_metric_calls,
-        "agent_calls": models.agent_calls,
-        "agent_tokens": models.agent_tokens,
-        "learner_calls": models.reflection_calls,
-        "learner_tokens": models.reflection_tokens,
-        "reflections": models.reflections,
+        **models.spent(),
     }

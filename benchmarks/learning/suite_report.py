@@ -79,7 +79,8 @@ def task_report(task: str, rng: random.Random) -> dict | None:
             "mean": statistics.fmean(scores.values()),
             "gain": statistics.fmean(scores[q] - baseline[q] for q in baseline),
             "kept_nothing": run.get("kept_nothing", False),
-            "agent_calls": run.get("agent_calls"),
+            # GEPA's metric calls are its agent calls, one each, counted across sittings by its saved state
+            "agent_calls": run.get("metric_calls", run.get("agent_calls")),
             "learner_calls": run.get("learner_calls"),
             "library": run.get("library") or run.get("rules") or run.get("best_prompt"),
             "file": str(result_path(task, method, seed).relative_to(RESULTS.parent.parent.parent)),
