@@ -105,7 +105,7 @@ class Decision:
     log_prob: float  # log of probabilities[index]: the update's reference ("old") policy for the ratio
     explored: bool
     features: torch.Tensor = field(repr=False)
-    choices: tuple[str, ...] = ()  # the router's, in the order of `probabilities`
+    choices: tuple[str, ...]  # the router's, in the order of `probabilities`
 
     def summary(self) -> dict[str, Any]:
         """What an attempt's record and its span keep of the decision."""
@@ -281,7 +281,7 @@ class Router:
         features = torch.as_tensor(features, dtype=torch.float32).flatten()
         if features.numel() != self.features:
             raise RouterError(f"features of size {features.numel()}, but this router reads {self.features}")
-        if not torch.isfinite(features).all() or features.abs().max() > MAX_FEATURE:
+        if not feature_like(features, self.features):
             raise RouterError(
                 f"features with NaN, infinite or huge values (beyond ±{MAX_FEATURE:g}): the embedding endpoint sent "
                 "a broken vector"

@@ -36,6 +36,7 @@ class AgentRouter:
         self.router = router
         self.embedder = embedder
         self.choices = choices
+        router.offers = dict(choices)  # saved with the router: a state is refused where a choice's tools changed
         self.run_dir = run_dir  # practice's folder: the router saves there; None: frozen (evaluation, serving)
 
     async def choose(self, question: str, *, explore: bool) -> Decision:
@@ -162,7 +163,7 @@ async def open_router(
         if run_dir is None:
             first = next(iter(choices))
             log.warning("tool_router has no state: an untrained router takes %r for every question", first)
-        router = Router(
+        return Router(
             list(choices),
             dimension,
             hidden=config.hidden,
@@ -171,8 +172,6 @@ async def open_router(
             epochs=config.epochs,
             seed=config.seed,
         )
-        router.offers = dict(choices)
-        return router
 
     if run_dir is None:
         return AgentRouter(start(), embedder, choices)
@@ -226,7 +225,6 @@ def load(path: Path, choices: dict[str, list[str]], dimension: int, config: Tool
                 f"{path}: choice {name} offered {trained[name]} when it was trained, the config offers {offered}; "
                 "train a router for these (another state file)"
             )
-    router.offers = dict(choices)
     if router.hidden != config.hidden:
         raise RouterError(f"{path}: saved with hidden={router.hidden}, but the config says hidden={config.hidden}")
     router.retune(lr=config.lr, clip=config.clip, epochs=config.epochs)
