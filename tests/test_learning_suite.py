@@ -91,6 +91,12 @@ def test_the_practice_commands_give_the_configs_they_claim(monkeypatch):
     assert paper.practice.validation is None and paper.practice.top_up is None
     assert not paper.practice.screening.enabled and not paper.practice.restate_refused
     assert paper.practice.learner_retries == 0 and paper.practice.max_experiences is None
+    topic, bar = config("topic_words"), config("lower_bar")
+    assert topic.practice.screening.object_repeats == 0 and bar.practice.validation.min_gain_to_grow == 0.05
+    for candidate in (topic, bar):  # practice as the guide says but for the one change
+        assert candidate.practice.top_up == ours.practice.top_up and candidate.data == ours.data
+    assert topic.practice.validation == ours.practice.validation
+    assert bar.practice.screening == ours.practice.screening
 
 
 def test_the_hierarchical_bootstrap_covers_a_known_gain_and_tells_it_from_none():
@@ -118,9 +124,27 @@ def test_the_suite_mean_weighs_tasks_equally_and_its_interval_covers_it():
     zero = {q: 0.0 for q in questions}
     helped = {q: 1.0 for q in questions}  # +1 on one task, 0 on the other: the suite mean is 0.5
     tasks = {
-        "a": {"_scores": {"baseline": zero, "practice": [helped, helped]}},
-        "b": {"_scores": {"baseline": zero, "practice": [zero, zero]}},
+        "a": {"_scores": {"baseline": zero, "practice": {0: helped, 1: helped}}},
+        "b": {"_scores": {"baseline": zero, "practice": {0: zero, 1: zero}}},
     }
     result = suite_report.suite_mean(tasks, "practice", random.Random(0))
     assert result["tasks"] == ["a", "b"] and result["mean"] == 0.5 and result["ci95"] == [0.5, 0.5]
     assert suite_report.suite_mean(tasks, "gepa", random.Random(0)) is None
+
+
+def test_each_candidate_runs_on_practice_s_seeds_after_practice_and_is_compared_with_the_same_seed():
+    runs = suite.plan()
+    for task in suite.TASKS:
+        for name in suite.CANDIDATES:
+            assert name not in suite.METHODS
+            assert {s for t, m, s in runs if t == task and m == name} == set(suite.SEEDS)
+            for seed in suite.SEEDS:
+                assert runs.index((task, "practice", seed)) < runs.index((task, name, seed))
+    questions = [str(i) for i in range(20)]
+    zero, one = dict.fromkeys(questions, 0.0), dict.fromkeys(questions, 1.0)
+    # the candidate has seed 1 only: it is compared with practice's seed 1 (all right), not seed 0 (all wrong)
+    seeded = {"practice": {0: zero, 1: one}, "topic_words": {1: one}}
+    assert suite_report.seed_pairs(seeded, "topic_words", "practice") == [(one, one)]
+    tasks = {"a": {"_scores": {"baseline": zero, **seeded}}}
+    result = suite_report.suite_difference(tasks, "topic_words", "practice", random.Random(0))
+    assert result == {"tasks": ["a"], "mean": 0.0, "ci95": [0.0, 0.0]}

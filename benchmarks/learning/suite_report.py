@@ -3,8 +3,9 @@
 For each task and method, the held-out Mean@2 of each run and its gain over the task's baseline, paired by
 question; for the seeded methods (practice, GEPA) a hierarchical bootstrap, seeds then questions, gives the
 mean gain's 95% CI, and the same resampling gives practice − GEPA (paired by seed: GEPA's budget is that seed's
-practice calls). The suite mean averages the tasks with equal weight. A practice run that kept nothing counts as
-the baseline agent (a gain of zero): it is what the user gets.
+practice calls). A candidate (a change to practice) is reported as candidate - practice, paired by seed. The suite
+mean averages the tasks with equal weight. A practice run that kept nothing counts as the baseline agent (a gain
+of zero): it is what the user gets.
 """
 
 import json
@@ -16,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import write_result  # noqa: E402
-from suite import RESULTS, TASKS, plan, registered_in, result_path, run_name  # noqa: E402
+from suite import CANDIDATES, RESULTS, TASKS, plan, registered_in, result_path, run_name  # noqa: E402
 
 BOOTSTRAP = 4000
 Scores = dict[str, float]  # question index -> mean reward over its K attempts
@@ -30,6 +31,8 @@ def per_question(run: dict, baseline: Scores) -> Scores:
 
 
 Pairs = list[tuple[Scores, Scores]]  # (a run of a method, what it is compared with), per seed
+# (first, second): first - second, paired by seed (GEPA's budget is that seed's practice calls)
+COMPARED = [("practice", "gepa"), *((c, "practice") for c in CANDIDATES)]
 
 
 def mean_difference(pairs: Pairs, questions: list[str]) -> float:
@@ -86,17 +89,24 @@ def task_report(task: str, rng: random.Random) -> dict | None:
             "file": str(result_path(task, method, seed).relative_to(RESULTS.parent.parent.parent)),
         }
         out["methods"][run_name(method, seed)] = entry
-        if seed is not None and method in ("practice", "gepa"):
-            seeded.setdefault(method, []).append(scores)
+        if seed is not None and (method in ("practice", "gepa") or method in CANDIDATES):
+            seeded.setdefault(method, {})[seed] = scores
     for method, runs in seeded.items():
-        gain, ci = hierarchical_ci(runs, baseline, rng)
+        gain, ci = hierarchical_ci(list(runs.values()), baseline, rng)
         out[f"{method}_gain"] = {"seeds": len(runs), "mean": gain, "ci95": ci, "below_baseline": ci[1] < 0}
-    if len(seeded.get("gepa", [])) and len(seeded.get("practice", [])) >= len(seeded["gepa"]):
-        n = len(seeded["gepa"])
-        diff, ci = paired_difference(seeded["practice"][:n], seeded["gepa"], rng)
-        out["practice_minus_gepa"] = {"seeds": n, "mean": diff, "ci95": ci}
+    for first, second in COMPARED:
+        pairs = seed_pairs(seeded, first, second)
+        if pairs:
+            diff, ci = paired_difference([a for a, _ in pairs], [b for _, b in pairs], rng)
+            out[f"{first}_minus_{second}"] = {"seeds": len(pairs), "mean": diff, "ci95": ci}
     out["_scores"] = {"baseline": baseline, **seeded}
     return out
+
+
+def seed_pairs(seeded: dict, first: str, second: str) -> Pairs:
+    """(first's run, second's run) for each seed both have."""
+    a, b = seeded.get(first, {}), seeded.get(second, {})
+    return [(a[s], b[s]) for s in sorted(a.keys() & b.keys())]
 
 
 def across_tasks(tasks: dict[str, Pairs], questions: dict[str, list[str]], rng: random.Random) -> dict | None:
@@ -111,20 +121,16 @@ def across_tasks(tasks: dict[str, Pairs], questions: dict[str, list[str]], rng: 
 def suite_mean(tasks: dict[str, dict], method: str, rng: random.Random) -> dict | None:
     """A seeded method's gain over the baseline, across the tasks that have runs of it."""
     pairs = {
-        t: [(run, r["_scores"]["baseline"]) for run in r["_scores"][method]]
+        t: [(run, r["_scores"]["baseline"]) for run in r["_scores"][method].values()]
         for t, r in tasks.items()
         if r["_scores"].get(method)
     }
     return across_tasks(pairs, {t: sorted(tasks[t]["_scores"]["baseline"]) for t in pairs}, rng)
 
 
-def suite_difference(tasks: dict[str, dict], rng: random.Random) -> dict | None:
-    """Practice − GEPA (seed-paired), across the tasks that have both."""
-    pairs = {
-        t: list(zip(r["_scores"]["practice"][: len(r["_scores"]["gepa"])], r["_scores"]["gepa"], strict=True))
-        for t, r in tasks.items()
-        if r["_scores"].get("gepa")
-    }
+def suite_difference(tasks: dict[str, dict], first: str, second: str, rng: random.Random) -> dict | None:
+    """first - second (seed-paired), across the tasks that have both."""
+    pairs = {t: p for t, r in tasks.items() if (p := seed_pairs(r["_scores"], first, second))}
     return across_tasks(pairs, {t: sorted(tasks[t]["_scores"]["baseline"]) for t in pairs}, rng)
 
 
@@ -138,7 +144,8 @@ def build_report(seed: int = 0) -> dict:
         "suite": {
             "practice": suite_mean(tasks, "practice", rng),
             "gepa": suite_mean(tasks, "gepa", rng),
-            "practice_minus_gepa": suite_difference(tasks, rng),
+            "practice_minus_gepa": suite_difference(tasks, "practice", "gepa", rng),
+            **{f"{c}_minus_practice": suite_difference(tasks, c, "practice", rng) for c in CANDIDATES},
             "tasks_below_baseline": sorted(
                 t for t, r in tasks.items() if r.get("practice_gain", {}).get("below_baseline")
             ),
