@@ -148,3 +148,31 @@ def test_each_candidate_runs_on_practice_s_seeds_after_practice_and_is_compared_
     tasks = {"a": {"_scores": {"baseline": zero, **seeded}}}
     result = suite_report.suite_difference(tasks, "topic_words", "practice", random.Random(0))
     assert result == {"tasks": ["a"], "mean": 0.0, "ci95": [0.0, 0.0]}
+
+
+def test_the_tables_show_each_task_s_gains_and_the_suite_mean_over_the_tasks_it_has():
+    report = {
+        "suite": {
+            "practice": {"tasks": ["averages"], "mean": 0.5, "ci95": [0.25, 0.75]},
+            "gepa": None,
+            "practice_minus_gepa": None,
+            **{f"{c}_minus_practice": None for c in suite.CANDIDATES},
+        },
+        "tasks": {
+            "averages": {
+                "baseline": 0.25,
+                "methods": {
+                    "reference": {"gain": 0.125},
+                    "practice_s0": {"kept_nothing": False, "agent_calls": 300},
+                    "practice_s1": {"kept_nothing": True, "agent_calls": 100},
+                },
+                "practice_gain": {"seeds": 2, "mean": 0.5, "ci95": [0.25, 0.75]},
+            }
+        },
+    }
+    lines = suite_report.markdown(report).splitlines()
+    row = next(line for line in lines if line.startswith("| Averages | 0.250 |"))
+    assert row == (
+        "| Averages | 0.250 | +0.125 | – | +0.500 (+0.250 to +0.750), 2 seeds, kept nothing in 1 | – | – | 200 / – |"
+    )
+    assert "| **suite mean** | | | | +0.500 (+0.250 to +0.750), 1 task | – | – | |" in lines

@@ -588,9 +588,9 @@ def main() -> int:
         return 0
     if args.command == "status":
         return status()
-    from suite_report import write_report
+    from suite_report import markdown, write_report
 
-    write_report()
+    print(markdown(json.loads(write_report().read_text())), end="")
     return 0
 
 

@@ -158,3 +158,70 @@ def build_report(seed: int = 0) -> dict:
 def write_report() -> Path:
     """benchmarks/results/learning_suite.json (an earlier report kept in results/history/)."""
     return write_result("learning_suite", build_report())
+
+
+# --- the tables README and docs/results.md quote ------------------------------------------------------------------
+
+
+def _gain(entry: dict | None) -> str:
+    """ "+0.075 (+0.013 to +0.138)" for a mean with its CI, "+0.063" for one run; "–" when not run."""
+    if not entry:
+        return "–"
+    if "ci95" in entry:
+        low, high = entry["ci95"]
+        n = len(entry.get("tasks", []))  # a suite mean says over how many tasks, while the suite fills
+        over = f", {n} task{'s' if n > 1 else ''}" if n else ""
+        return f"{entry['mean']:+.3f} ({low:+.3f} to {high:+.3f}){over}"
+    return f"{entry['gain']:+.3f}"
+
+
+def _seeded(task: dict, method: str) -> str:
+    """A seeded method's gain, its seeds, and how many of them kept nothing."""
+    gain = task.get(f"{method}_gain")
+    if not gain:
+        return "–"
+    runs = [e for name, e in task["methods"].items() if name.rsplit("_s", 1)[0] == method]
+    nothing = sum(e["kept_nothing"] for e in runs)
+    kept = f", kept nothing in {nothing}" if nothing else ""
+    return f"{_gain(gain)}, {gain['seeds']} seed{'s' if gain['seeds'] > 1 else ''}{kept}"
+
+
+def _calls(task: dict, method: str) -> str:
+    calls = [e["agent_calls"] for name, e in task["methods"].items() if name.rsplit("_s", 1)[0] == method]
+    return f"{statistics.fmean(calls):.0f}" if calls else "–"
+
+
+def markdown(report: dict) -> str:
+    """The suite as tables: gains over each task's baseline on its 40 held-out questions (K=2), with 95% CIs
+    where there are seeds; then the one-seed ablations and the candidates, as differences from practice."""
+    names = {t: TASKS[t].source for t in report["tasks"]}
+    lines = [
+        "| task | baseline | reference rule | placebo | practice | GEPA | practice − GEPA "
+        "| agent calls: practice / GEPA |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for t, r in report["tasks"].items():
+        m = r["methods"]
+        lines.append(
+            f"| {names[t]} | {r['baseline']:.3f} | {_gain(m.get('reference'))} | {_gain(m.get('placebo'))} | "
+            f"{_seeded(r, 'practice')} | {_seeded(r, 'gepa')} | {_gain(r.get('practice_minus_gepa'))} | "
+            f"{_calls(r, 'practice')} / {_calls(r, 'gepa')} |"
+        )
+    suite = report["suite"]
+    lines.append(
+        f"| **suite mean** | | | | {_gain(suite['practice'])} | {_gain(suite['gepa'])} | "
+        f"{_gain(suite['practice_minus_gepa'])} | |"
+    )
+    ablations = [("hinted_s0", "hinted objective"), ("paper_s0", "the paper's algorithm")]
+    lines += [
+        "",
+        "| task | " + " | ".join([label for _, label in ablations] + [f"{c} − practice" for c in CANDIDATES]) + " |",
+        "|---|" + "---|" * (len(ablations) + len(CANDIDATES)),
+    ]
+    for t, r in report["tasks"].items():
+        cells = [_gain(r["methods"].get(name)) for name, _ in ablations]
+        cells += [_gain(r.get(f"{c}_minus_practice")) for c in CANDIDATES]
+        lines.append(f"| {names[t]} | " + " | ".join(cells) + " |")
+    cells = ["" for _ in ablations] + [_gain(suite.get(f"{c}_minus_practice")) for c in CANDIDATES]
+    lines.append("| **suite mean** | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
