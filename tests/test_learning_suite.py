@@ -91,11 +91,12 @@ def test_the_practice_commands_give_the_configs_they_claim(monkeypatch):
     assert paper.practice.validation is None and paper.practice.top_up is None
     assert not paper.practice.screening.enabled and not paper.practice.restate_refused
     assert paper.practice.learner_retries == 0 and paper.practice.max_experiences is None
-    topic, bar = config("topic_words"), config("lower_bar")
-    assert topic.practice.screening.object_repeats == 0 and bar.practice.validation.min_gain_to_grow == 0.05
-    for candidate in (topic, bar):  # practice as the guide says but for the one change
+    fewer, bar = config("fewer_refusals"), config("lower_bar")
+    assert fewer.practice.screening.object_repeats == 0 and not fewer.practice.screening.require_directive
+    assert bar.practice.validation.min_gain_to_grow == 0.05
+    for candidate in (fewer, bar):  # practice as the guide says but for the one change
         assert candidate.practice.top_up == ours.practice.top_up and candidate.data == ours.data
-    assert topic.practice.validation == ours.practice.validation
+    assert fewer.practice.validation == ours.practice.validation
     assert bar.practice.screening == ours.practice.screening
 
 
@@ -143,10 +144,10 @@ def test_each_candidate_runs_on_practice_s_seeds_after_practice_and_is_compared_
     questions = [str(i) for i in range(20)]
     zero, one = dict.fromkeys(questions, 0.0), dict.fromkeys(questions, 1.0)
     # the candidate has seed 1 only: it is compared with practice's seed 1 (all right), not seed 0 (all wrong)
-    seeded = {"practice": {0: zero, 1: one}, "topic_words": {1: one}}
-    assert suite_report.seed_pairs(seeded, "topic_words", "practice") == [(one, one)]
+    seeded = {"practice": {0: zero, 1: one}, "fewer_refusals": {1: one}}
+    assert suite_report.seed_pairs(seeded, "fewer_refusals", "practice") == [(one, one)]
     tasks = {"a": {"_scores": {"baseline": zero, **seeded}}}
-    result = suite_report.suite_difference(tasks, "topic_words", "practice", random.Random(0))
+    result = suite_report.suite_difference(tasks, "fewer_refusals", "practice", random.Random(0))
     assert result == {"tasks": ["a"], "mean": 0.0, "ci95": [0.0, 0.0]}
 
 

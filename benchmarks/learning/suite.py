@@ -175,7 +175,7 @@ METHODS: dict[str, tuple[int | None, ...]] = {
 # A candidate is practice as the guide says with more flags, run on the same tasks and seeds; the report gives
 # candidate - practice, paired by task and seed, and across the suite. A candidate is registered here in a commit
 # before its first run and never changed after it (its runs record that commit): another idea is another name.
-# These two come from what the screening and the gate refused in the first practice runs' operation logs (practice
+# These come from what the screening and the gate refused in the first practice runs' operation logs (practice
 # and validation questions: no held-out question was looked at to choose them).
 
 
@@ -186,11 +186,13 @@ class Candidate:
 
 
 CANDIDATES: dict[str, Candidate] = {
-    "topic_words": Candidate(
+    "fewer_refusals": Candidate(
         "the screening no longer refuses a rule for saying its topic word twice ('Subtract noon temperature from "
         "morning temperature.', refused on signed_change; 'subtract the starting floor from the ending floor', on "
-        "the kept-aside task): the gate judges it",
-        ("--screening_object_repeats", "0"),
+        "the kept-aside task) nor for saying what to do without a directive word ('When the start time and end "
+        "time are given, the agent can calculate the duration by subtracting the start time from the end time.', "
+        "refused on elapsed_time): the gate judges them",
+        ("--screening_object_repeats", "0", "--screening_require_directive", "false"),
     ),
     "lower_bar": Candidate(
         "a rule that grows the library must gain more than 0.05 on validation (2 of its 32 attempts net) instead "
