@@ -63,14 +63,15 @@ def write_result(name: str, result: dict, results: Path = RESULTS) -> Path:
 
 
 def provenance() -> dict:
-    """When, on which commit (dirty: files changed beside it, results/ aside), by which command, on what machine."""
+    """When, on which commit (dirty: tracked files changed beside it, results/ aside; a file the run itself added,
+    such as the agent a practice exports into configs/, does not count), by which command, on what machine."""
     root = Path(__file__).resolve().parents[1]
 
     def git(*args: str) -> str | None:
         done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
         return done.stdout.strip() if done.returncode == 0 else None
 
-    changed = git("status", "--porcelain", "--", ".", ":(exclude)benchmarks/results")
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)benchmarks/results")
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "commit": git("rev-parse", "HEAD"),

@@ -148,13 +148,13 @@ def test_each_candidate_runs_on_practice_s_seeds_after_practice_and_is_compared_
     assert suite_report.seed_pairs(seeded, "fewer_refusals", "practice") == [(one, one)]
     tasks = {"a": {"_scores": {"baseline": zero, **seeded}}}
     result = suite_report.suite_difference(tasks, "fewer_refusals", "practice", random.Random(0))
-    assert result == {"tasks": ["a"], "mean": 0.0, "ci95": [0.0, 0.0]}
+    assert result == {"tasks": ["a"], "seeds": 1, "mean": 0.0, "ci95": [0.0, 0.0]}
 
 
 def test_the_tables_show_each_task_s_gains_and_the_suite_mean_over_the_tasks_it_has():
     report = {
         "suite": {
-            "practice": {"tasks": ["averages"], "mean": 0.5, "ci95": [0.25, 0.75]},
+            "practice": {"tasks": ["averages"], "seeds": 2, "mean": 0.5, "ci95": [0.25, 0.75]},
             "gepa": None,
             "practice_minus_gepa": None,
             **{f"{c}_minus_practice": None for c in suite.CANDIDATES},
@@ -163,9 +163,10 @@ def test_the_tables_show_each_task_s_gains_and_the_suite_mean_over_the_tasks_it_
             "averages": {
                 "baseline": 0.25,
                 "methods": {
-                    "reference": {"gain": 0.125},
-                    "practice_s0": {"kept_nothing": False, "agent_calls": 300},
-                    "practice_s1": {"kept_nothing": True, "agent_calls": 100},
+                    "reference": {"method": "reference", "gain": 0.125, "kept_nothing": False},
+                    "practice_s0": {"method": "practice", "kept_nothing": False, "agent_calls": 300},
+                    "practice_s1": {"method": "practice", "kept_nothing": True, "agent_calls": 100},
+                    "paper_s0": {"method": "paper", "gain": 0.0, "kept_nothing": True, "agent_calls": 96},
                 },
                 "practice_gain": {"seeds": 2, "mean": 0.5, "ci95": [0.25, 0.75]},
             }
@@ -176,4 +177,43 @@ def test_the_tables_show_each_task_s_gains_and_the_suite_mean_over_the_tasks_it_
     assert row == (
         "| Averages | 0.250 | +0.125 | – | +0.500 (+0.250 to +0.750), 2 seeds, kept nothing in 1 | – | – | 200 / – |"
     )
-    assert "| **suite mean** | | | | +0.500 (+0.250 to +0.750), 1 task | – | – | |" in lines
+    assert "| **suite mean** | | | | +0.500 (+0.250 to +0.750), 2 seeds, 1 task | – | – | |" in lines
+    assert "| Averages | – | +0.000 (kept nothing) | – | – |" in lines
+
+
+def test_gepa_that_kept_its_seed_prompt_counts_as_the_baseline_agent_as_practice_that_kept_nothing():
+    baseline = {"200": 0.5, "201": 0.0}
+    rerun = {"method": "gepa", "best_prompt": "Solve it.", "heldout_rewards": {"200": [1.0, 1.0], "201": [1.0, 0.0]}}
+    assert suite_report.per_question(rerun, baseline, seed_prompt="Solve it.") == baseline
+    assert suite_report.per_question({**rerun, "seed_prompt": "Solve."}, baseline, "Solve it.") == {
+        "200": 1,
+        "201": 0.5,
+    }
+    assert suite_report.per_question(rerun, baseline, seed_prompt="Another.") == {"200": 1.0, "201": 0.5}
+
+
+def test_the_seeds_spread_widens_the_interval_and_one_seed_gives_the_questions_alone():
+    questions = [str(i) for i in range(40)]
+    zero = dict.fromkeys(questions, 0.0)
+    # three seeds that gained 0, 0.5 and 1 on every question: the spread is the seeds' alone
+    runs = [dict.fromkeys(questions, g) for g in (0.0, 0.5, 1.0)]
+    gain, ci = suite_report.hierarchical_ci(runs, zero, random.Random(0))
+    assert gain == 0.5 and ci[0] < 0.0 and ci[1] > 1.0  # wider than the seeds' range: sqrt(3/2) x their deviations
+    gain, ci = suite_report.hierarchical_ci(runs[1:2], zero, random.Random(0))
+    assert gain == 0.5 and ci == [0.5, 0.5]  # one seed, no question spread: nothing to resample
+
+
+def test_the_goal_is_not_met_by_a_partial_suite_whatever_it_shows():
+    questions = [str(i) for i in range(20)]
+    zero, one = dict.fromkeys(questions, 0.0), dict.fromkeys(questions, 1.0)
+    full = {"_scores": {"baseline": zero, "practice": dict.fromkeys(suite.SEEDS, one), "gepa": {}}}
+    full["_scores"]["gepa"] = dict.fromkeys(suite.SEEDS, zero)
+    tasks = {t: full for t in suite.TASKS}
+    winning = {"practice_minus_gepa": {"mean": 1.0, "ci95": [1.0, 1.0]}, "tasks_below_baseline": []}
+    assert suite_report.goal(winning, tasks)["met"]
+    partial = {t: full for t in list(suite.TASKS)[:4]}
+    assert not suite_report.goal(winning, partial)["met"]
+    one_seed_short = {**tasks, "gsm8k": {"_scores": {**full["_scores"], "gepa": {0: zero}}}}
+    assert not suite_report.goal(winning, one_seed_short)["met"]
+    below = {**winning, "tasks_below_baseline": ["averages"]}
+    assert not suite_report.goal(below, tasks)["met"]

@@ -27,8 +27,6 @@ class _Models:
     every call: GEPA resumes from its run folder, and a run over several sittings is counted whole."""
 
     def __init__(self, spend: Path) -> None:
-        import os
-
         import openai
 
         from utu.config import load_agent_config

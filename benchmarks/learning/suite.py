@@ -42,11 +42,12 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _common import exp_rows, provenance, run_timed, run_watched  # noqa: E402
+from _common import exp_rows, provenance, run_timed  # noqa: E402
+from _common import practise as common_practise  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results" / "learning_suite"
@@ -398,15 +399,12 @@ def practice_args(task: str, method: str, seed: int) -> list[str]:
 
 
 def practise(task: str, method: str, seed: int, env: dict[str, str]) -> tuple[float, Path | None, str]:
+    """A practice run and its enhanced agent (None: it kept nothing, the agent is the baseline). Never --fresh: a
+    practice stopped midway (a sitting's end) resumes from its saved steps; another config is refused."""
     exp_id = f"suite_{task}_{run_name(method, seed)}"
-    args = [*practice_args(task, method, seed), "--exp_id", exp_id, "--db_url", db_url(), "--export_step", "last"]
-    # no --fresh: a practice stopped midway (a sitting's end) resumes from its saved steps; another config is refused
-    seconds, code, stderr = run_watched("scripts/run_training_free_GRPO.py", *args, env=env)
-    if code == 2 and "error: practice learned nothing" in stderr:  # kept nothing: the agent is the baseline
-        return seconds, None, exp_id
-    if code != 0:
-        raise SystemExit(f"practice {exp_id} failed (exit {code})")
-    return seconds, ROOT / "runs" / exp_id / "enhanced_agent.yaml", exp_id
+    _, config_name, *flags = practice_args(task, method, seed)  # --config_name NAME, then its flags
+    seconds, agent = common_practise(config_name, exp_id, db_url(), env, *flags, nothing_learned_ok=True, fresh=False)
+    return seconds, agent, exp_id
 
 
 async def heldout_rewards(exp_id: str) -> dict[str, list[float]]:
@@ -504,8 +502,12 @@ def run(task: str, method: str, seed: int | None) -> Path:
         record |= found
         record["budget_agent_calls"] = budget
         record["seconds"] = {"gepa": time.perf_counter() - start}
-        agent = agent_yaml(f"{task}_{name}", instructions=found["best_prompt"])
-        record["seconds"]["evaluation"] = evaluate(task, exp_id, agent, env)
+        record["seed_prompt"] = _instructions()
+        # its best prompt the one it started from: the baseline agent, as practice that kept nothing
+        record["kept_nothing"] = found["best_prompt"] == record["seed_prompt"]
+        if not record["kept_nothing"]:
+            agent = agent_yaml(f"{task}_{name}", instructions=found["best_prompt"])
+            record["seconds"]["evaluation"] = evaluate(task, exp_id, agent, env)
     kept_nothing = record.get("kept_nothing", False)
     rewards = None if kept_nothing else asyncio.run(heldout_rewards(exp_id))
     result = {
@@ -525,7 +527,8 @@ def run(task: str, method: str, seed: int | None) -> Path:
         **record,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2) + "\n")
+    with path.open("x") as out:  # a fill running beside this one saved it first: keep that one
+        out.write(json.dumps(result, indent=2) + "\n")
     print(f"saved {path.relative_to(ROOT)}", flush=True)
     return path
 
@@ -568,7 +571,7 @@ def main() -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     f = sub.add_parser("fill")
     f.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
-    f.add_argument("--stop_at", help="HH:MM today: start no run after it")
+    f.add_argument("--stop_at", help="HH:MM (its next coming): start no run after it")
     r = sub.add_parser("run")
     r.add_argument("task", choices=TASKS)
     r.add_argument("method", choices=[*METHODS, *CANDIDATES])
@@ -580,7 +583,9 @@ def main() -> int:
         stop = None
         if args.stop_at:
             hour, minute = map(int, args.stop_at.split(":"))
-            stop = datetime.now().replace(hour=hour, minute=minute, second=0)
+            now = datetime.now()
+            stop = now.replace(hour=hour, minute=minute, second=0)
+            stop += timedelta(days=1) if stop < now else timedelta()  # 01:00 given at 22:00 is tomorrow's
         return fill(args.tasks, stop)
     if args.command == "run":
         seeds = METHODS.get(args.method, SEEDS)

@@ -1,14 +1,15 @@
 """The learning suite's report, from the saved runs: benchmarks/results/learning_suite.json.
 
 For each task and method, the held-out Mean@2 of each run and its gain over the task's baseline, paired by
-question; for the seeded methods (practice, GEPA) a hierarchical bootstrap, seeds then questions, gives the
+question. For the seeded methods (practice, GEPA, the candidates) a bootstrap over seeds and questions gives the
 mean gain's 95% CI, and the same resampling gives practice − GEPA (paired by seed: GEPA's budget is that seed's
-practice calls). A candidate (a change to practice) is reported as candidate - practice, paired by seed. The suite
-mean averages the tasks with equal weight. A practice run that kept nothing counts as the baseline agent (a gain
-of zero): it is what the user gets.
+practice calls) and candidate − practice (paired by seed). The suite mean averages the tasks with equal weight.
+A run that kept nothing (practice that kept no experience, GEPA whose best prompt is the one it started from)
+counts as the baseline agent, a gain of exactly zero: it is what the user gets.
 """
 
 import json
+import math
 import random
 import statistics
 import sys
@@ -17,22 +18,29 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import write_result  # noqa: E402
-from suite import CANDIDATES, RESULTS, TASKS, plan, registered_in, result_path, run_name  # noqa: E402
+from suite import CANDIDATES, RESULTS, SEEDS, TASKS, plan, registered_in, result_path, run_name  # noqa: E402
 
 BOOTSTRAP = 4000
 Scores = dict[str, float]  # question index -> mean reward over its K attempts
-
-
-def per_question(run: dict, baseline: Scores) -> Scores:
-    rewards = run.get("heldout_rewards")
-    if rewards is None:  # kept nothing: the baseline agent
-        return dict(baseline)
-    return {q: sum(r) / len(r) for q, r in rewards.items()}
-
-
 Pairs = list[tuple[Scores, Scores]]  # (a run of a method, what it is compared with), per seed
 # (first, second): first - second, paired by seed (GEPA's budget is that seed's practice calls)
 COMPARED = [("practice", "gepa"), *((c, "practice") for c in CANDIDATES)]
+SEEDED = ("practice", "gepa", *CANDIDATES)
+
+
+def kept_nothing(run: dict, seed_prompt: str) -> bool:
+    """Practice that kept no experience, or GEPA that kept the prompt it started from: the user gets the baseline
+    agent (GEPA's first run was evaluated all the same; its scores are a rerun of the baseline's)."""
+    if run.get("kept_nothing"):
+        return True
+    return run.get("method") == "gepa" and run.get("best_prompt") == run.get("seed_prompt", seed_prompt)
+
+
+def per_question(run: dict, baseline: Scores, seed_prompt: str = "") -> Scores:
+    rewards = run.get("heldout_rewards")
+    if rewards is None or kept_nothing(run, seed_prompt):  # the baseline agent
+        return dict(baseline)
+    return {q: sum(r) / len(r) for q, r in rewards.items()}
 
 
 def mean_difference(pairs: Pairs, questions: list[str]) -> float:
@@ -40,25 +48,40 @@ def mean_difference(pairs: Pairs, questions: list[str]) -> float:
 
 
 def resampled(pairs: Pairs, questions: list[str], rng: random.Random) -> float:
-    """One bootstrap draw of `mean_difference`: the pairs (seeds) resampled, then the questions."""
-    return mean_difference([rng.choice(pairs) for _ in pairs], [rng.choice(questions) for _ in questions])
+    """One bootstrap draw of `mean_difference`. The questions are drawn once for every seed (each seed answers the
+    same questions), then the seeds; their spread is widened by sqrt(n/(n-1)), so that it estimates the seeds'
+    variance rather than the (n-1)/n of it a bootstrap of n values has (with 3 seeds the plain bootstrap's
+    interval is too narrow). With one seed only the questions vary: the interval says nothing of practice's
+    run-to-run spread."""
+    drawn = [rng.choice(questions) for _ in questions]
+    per_seed = [statistics.fmean(a[q] - b[q] for q in drawn) for a, b in pairs]
+    whole, n = statistics.fmean(per_seed), len(per_seed)
+    if n == 1:
+        return whole
+    seeds = statistics.fmean(rng.choice(per_seed) for _ in per_seed)
+    return whole + math.sqrt(n / (n - 1)) * (seeds - whole)
 
 
 def interval(draws: list[float]) -> list[float]:
+    """The 2.5th and 97.5th percentiles: as many draws left out below as above."""
     draws = sorted(draws)
     return [draws[int(0.025 * len(draws))], draws[int(0.975 * len(draws)) - 1]]
 
 
-def hierarchical_ci(runs: list[Scores], baseline: Scores, rng: random.Random) -> tuple[float, list[float]]:
-    """Mean gain over runs and questions, and its 95% CI resampling runs (seeds), then questions."""
-    pairs, questions = [(r, baseline) for r in runs], sorted(baseline)
+def bootstrap_ci(pairs: Pairs, rng: random.Random) -> tuple[float, list[float]]:
+    """Mean of a − b over the pairs (seeds) and questions, and its 95% CI (`resampled`)."""
+    questions = sorted(pairs[0][0])
     return mean_difference(pairs, questions), interval([resampled(pairs, questions, rng) for _ in range(BOOTSTRAP)])
+
+
+def hierarchical_ci(runs: list[Scores], baseline: Scores, rng: random.Random) -> tuple[float, list[float]]:
+    """Mean gain over runs and questions, and its 95% CI."""
+    return bootstrap_ci([(r, baseline) for r in runs], rng)
 
 
 def paired_difference(a: list[Scores], b: list[Scores], rng: random.Random) -> tuple[float, list[float]]:
-    """Mean of a − b, run i of a paired with run i of b; CI resampling the pairs, then questions."""
-    pairs, questions = list(zip(a, b, strict=True)), sorted(a[0])
-    return mean_difference(pairs, questions), interval([resampled(pairs, questions, rng) for _ in range(BOOTSTRAP)])
+    """Mean of a − b, run i of a paired with run i of b, and its 95% CI."""
+    return bootstrap_ci(list(zip(a, b, strict=True)), rng)
 
 
 def load(task: str, method: str, seed: int | None) -> dict | None:
@@ -66,30 +89,32 @@ def load(task: str, method: str, seed: int | None) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def task_report(task: str, rng: random.Random) -> dict | None:
+def task_report(task: str, seed_prompt: str, rng: random.Random) -> dict | None:
     base_run = load(task, "baseline", None)
     if base_run is None:
         return None
     baseline = per_question(base_run, {})
     out: dict = {"baseline": statistics.fmean(baseline.values()), "methods": {}}
-    seeded: dict[str, list[Scores]] = {}
+    seeded: dict[str, dict[int, Scores]] = {}  # method -> seed -> scores
     for t, method, seed in plan():
         run = load(task, method, seed) if t == task and method != "baseline" else None
         if run is None:
             continue
-        scores = per_question(run, baseline)
-        entry = {
+        scores = per_question(run, baseline, seed_prompt)
+        out["methods"][run_name(method, seed)] = {
+            "method": method,
+            "seed": seed,
             "mean": statistics.fmean(scores.values()),
             "gain": statistics.fmean(scores[q] - baseline[q] for q in baseline),
-            "kept_nothing": run.get("kept_nothing", False),
+            "kept_nothing": kept_nothing(run, seed_prompt),
             # GEPA's metric calls are its agent calls, one each, counted across sittings by its saved state
             "agent_calls": run.get("metric_calls", run.get("agent_calls")),
+            "budget_agent_calls": run.get("budget_agent_calls"),  # GEPA's: its seed's practice calls
             "learner_calls": run.get("learner_calls"),
             "library": run.get("library") or run.get("rules") or run.get("best_prompt"),
             "file": str(result_path(task, method, seed).relative_to(RESULTS.parent.parent.parent)),
         }
-        out["methods"][run_name(method, seed)] = entry
-        if seed is not None and (method in ("practice", "gepa") or method in CANDIDATES):
+        if seed is not None and method in SEEDED:
             seeded.setdefault(method, {})[seed] = scores
     for method, runs in seeded.items():
         gain, ci = hierarchical_ci(list(runs.values()), baseline, rng)
@@ -97,7 +122,7 @@ def task_report(task: str, rng: random.Random) -> dict | None:
     for first, second in COMPARED:
         pairs = seed_pairs(seeded, first, second)
         if pairs:
-            diff, ci = paired_difference([a for a, _ in pairs], [b for _, b in pairs], rng)
+            diff, ci = bootstrap_ci(pairs, rng)
             out[f"{first}_minus_{second}"] = {"seeds": len(pairs), "mean": diff, "ci95": ci}
     out["_scores"] = {"baseline": baseline, **seeded}
     return out
@@ -110,12 +135,14 @@ def seed_pairs(seeded: dict, first: str, second: str) -> Pairs:
 
 
 def across_tasks(tasks: dict[str, Pairs], questions: dict[str, list[str]], rng: random.Random) -> dict | None:
-    """Equal-weight mean over tasks of their mean differences, the tasks' bootstraps drawn together."""
+    """Equal-weight mean over tasks of their mean differences, the tasks' bootstraps drawn together; `seeds` is
+    the fewest any task has."""
     if not tasks:
         return None
     point = statistics.fmean(mean_difference(pairs, questions[t]) for t, pairs in tasks.items())
     draws = [statistics.fmean(resampled(p, questions[t], rng) for t, p in tasks.items()) for _ in range(BOOTSTRAP)]
-    return {"tasks": sorted(tasks), "mean": point, "ci95": interval(draws)}
+    seeds = min(len(p) for p in tasks.values())
+    return {"tasks": sorted(tasks), "seeds": seeds, "mean": point, "ci95": interval(draws)}
 
 
 def suite_mean(tasks: dict[str, dict], method: str, rng: random.Random) -> dict | None:
@@ -134,25 +161,43 @@ def suite_difference(tasks: dict[str, dict], first: str, second: str, rng: rando
     return across_tasks(pairs, {t: sorted(tasks[t]["_scores"]["baseline"]) for t in pairs}, rng)
 
 
+def goal(suite: dict, tasks: dict[str, dict]) -> dict:
+    """The issue's goal: across the whole suite (every task, every seed of practice and GEPA), practice's mean
+    gain above GEPA's (the CI of the difference above zero), and no task's practice significantly below its
+    baseline. Not met while the suite is incomplete, whatever the partial numbers say."""
+    complete = set(tasks) == set(TASKS) and all(
+        len(r["_scores"].get(m, {})) == len(SEEDS) for r in tasks.values() for m in ("practice", "gepa")
+    )
+    difference = suite["practice_minus_gepa"]
+    above = bool(difference and difference["ci95"][0] > 0)
+    return {
+        "complete": complete,
+        "practice_above_gepa": above,
+        "no_task_below_baseline": not suite["tasks_below_baseline"],
+        "met": complete and above and not suite["tasks_below_baseline"],
+    }
+
+
 def build_report(seed: int = 0) -> dict:
+    from suite import _instructions
+
     rng = random.Random(seed)
-    tasks = {t: r for t in TASKS if (r := task_report(t, rng)) is not None}
-    report = {
+    tasks = {t: r for t in TASKS if (r := task_report(t, _instructions(), rng)) is not None}
+    suite = {
+        "practice": suite_mean(tasks, "practice", rng),
+        "gepa": suite_mean(tasks, "gepa", rng),
+        "practice_minus_gepa": suite_difference(tasks, "practice", "gepa", rng),
+        **{f"{c}_minus_practice": suite_difference(tasks, c, "practice", rng) for c in CANDIDATES},
+        "tasks_below_baseline": sorted(t for t, r in tasks.items() if r.get("practice_gain", {}).get("below_baseline")),
+    }
+    return {
         "registered_in": registered_in(),
         "runs_saved": sum(result_path(*r).exists() for r in plan()),
         "runs_planned": len(plan()),
-        "suite": {
-            "practice": suite_mean(tasks, "practice", rng),
-            "gepa": suite_mean(tasks, "gepa", rng),
-            "practice_minus_gepa": suite_difference(tasks, "practice", "gepa", rng),
-            **{f"{c}_minus_practice": suite_difference(tasks, c, "practice", rng) for c in CANDIDATES},
-            "tasks_below_baseline": sorted(
-                t for t, r in tasks.items() if r.get("practice_gain", {}).get("below_baseline")
-            ),
-        },
+        "goal": goal(suite, tasks),
+        "suite": suite,
         "tasks": {t: {k: v for k, v in r.items() if k != "_scores"} for t, r in tasks.items()},
     }
-    return report
 
 
 def write_report() -> Path:
@@ -164,36 +209,40 @@ def write_report() -> Path:
 
 
 def _gain(entry: dict | None) -> str:
-    """ "+0.075 (+0.013 to +0.138)" for a mean with its CI, "+0.063" for one run; "–" when not run."""
+    """ "+0.075 (+0.013 to +0.138), 3 seeds" for a mean with its CI (a suite mean says over how many tasks while
+    the suite fills), "+0.063" for one run; "–" when not run."""
     if not entry:
         return "–"
-    if "ci95" in entry:
-        low, high = entry["ci95"]
-        n = len(entry.get("tasks", []))  # a suite mean says over how many tasks, while the suite fills
-        over = f", {n} task{'s' if n > 1 else ''}" if n else ""
-        return f"{entry['mean']:+.3f} ({low:+.3f} to {high:+.3f}){over}"
-    return f"{entry['gain']:+.3f}"
+    if "ci95" not in entry:
+        return f"{entry['gain']:+.3f}" + (" (kept nothing)" if entry.get("kept_nothing") else "")
+    low, high = entry["ci95"]
+    text = f"{entry['mean']:+.3f} ({low:+.3f} to {high:+.3f})"
+    if "seeds" in entry:
+        text += f", {entry['seeds']} seed{'s' if entry['seeds'] > 1 else ''}"
+    if n := len(entry.get("tasks", [])):
+        text += f", {n} task{'s' if n > 1 else ''}"
+    return text
+
+
+def _runs(task: dict, method: str) -> list[dict]:
+    return [e for e in task["methods"].values() if e["method"] == method]
 
 
 def _seeded(task: dict, method: str) -> str:
     """A seeded method's gain, its seeds, and how many of them kept nothing."""
-    gain = task.get(f"{method}_gain")
-    if not gain:
-        return "–"
-    runs = [e for name, e in task["methods"].items() if name.rsplit("_s", 1)[0] == method]
-    nothing = sum(e["kept_nothing"] for e in runs)
-    kept = f", kept nothing in {nothing}" if nothing else ""
-    return f"{_gain(gain)}, {gain['seeds']} seed{'s' if gain['seeds'] > 1 else ''}{kept}"
+    nothing = sum(e["kept_nothing"] for e in _runs(task, method))
+    return _gain(task.get(f"{method}_gain")) + (f", kept nothing in {nothing}" if nothing else "")
 
 
 def _calls(task: dict, method: str) -> str:
-    calls = [e["agent_calls"] for name, e in task["methods"].items() if name.rsplit("_s", 1)[0] == method]
+    calls = [e["agent_calls"] for e in _runs(task, method)]
     return f"{statistics.fmean(calls):.0f}" if calls else "–"
 
 
 def markdown(report: dict) -> str:
     """The suite as tables: gains over each task's baseline on its 40 held-out questions (K=2), with 95% CIs
-    where there are seeds; then the one-seed ablations and the candidates, as differences from practice."""
+    where there are seeds (with one seed the CI covers the questions only); then the one-seed ablations and the
+    candidates, as differences from practice."""
     names = {t: TASKS[t].source for t in report["tasks"]}
     lines = [
         "| task | baseline | reference rule | placebo | practice | GEPA | practice − GEPA "
