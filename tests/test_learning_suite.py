@@ -91,13 +91,16 @@ def test_the_practice_commands_give_the_configs_they_claim(monkeypatch):
     assert paper.practice.validation is None and paper.practice.top_up is None
     assert not paper.practice.screening.enabled and not paper.practice.restate_refused
     assert paper.practice.learner_retries == 0 and paper.practice.max_experiences is None
-    fewer, bar = config("fewer_refusals"), config("lower_bar")
+    fewer, bar, no_gate = config("fewer_refusals"), config("lower_bar"), config("no_gate")
     assert fewer.practice.screening.object_repeats == 0 and not fewer.practice.screening.require_directive
     assert bar.practice.validation.min_gain_to_grow == 0.05
-    for candidate in (fewer, bar):  # practice as the guide says but for the one change
+    assert no_gate.practice.validation is None
+    for candidate in (fewer, bar, no_gate):  # practice as the guide says but for the one change
         assert candidate.practice.top_up == ours.practice.top_up and candidate.data == ours.data
+        assert candidate.practice.learner_retries == ours.practice.learner_retries
     assert fewer.practice.validation == ours.practice.validation
-    assert bar.practice.screening == ours.practice.screening
+    assert bar.practice.screening == ours.practice.screening == no_gate.practice.screening
+    assert ours.model_dump(exclude={"practice"}) == no_gate.model_dump(exclude={"practice"})
 
 
 def test_the_hierarchical_bootstrap_covers_a_known_gain_and_tells_it_from_none():
@@ -178,7 +181,7 @@ def test_the_tables_show_each_task_s_gains_and_the_suite_mean_over_the_tasks_it_
         "| Averages | 0.250 | +0.125 | – | +0.500 (+0.250 to +0.750), 2 seeds, kept nothing in 1 | – | – | 200 / – |"
     )
     assert "| **suite mean** | | | | +0.500 (+0.250 to +0.750), 2 seeds, 1 task | – | – | |" in lines
-    assert "| Averages | – | +0.000 (kept nothing) | – | – |" in lines
+    assert "| Averages | – | +0.000 (kept nothing) |" + " – |" * len(suite.CANDIDATES) in lines
 
 
 def test_gepa_that_kept_its_seed_prompt_counts_as_the_baseline_agent_as_practice_that_kept_nothing():

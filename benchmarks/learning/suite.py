@@ -176,14 +176,16 @@ METHODS: dict[str, tuple[int | None, ...]] = {
 # A candidate is practice as the guide says with more flags, run on the same tasks and seeds; the report gives
 # candidate - practice, paired by task and seed, and across the suite. A candidate is registered here in a commit
 # before its first run and never changed after it (its runs record that commit): another idea is another name.
-# These come from what the screening and the gate refused in the first practice runs' operation logs (practice
-# and validation questions: no held-out question was looked at to choose them).
+# fewer_refusals and lower_bar come from what the screening and the gate refused in the first practice runs' operation
+# logs (practice and validation questions: no held-out question was looked at to choose them); no_gate asks whether
+# the gate should be on by default.
 
 
 @dataclass(frozen=True)
 class Candidate:
     why: str
     flags: tuple[str, ...]  # added to practice's command
+    drop: tuple[str, ...] = ()  # flags of practice's command left out, with their values
 
 
 CANDIDATES: dict[str, Candidate] = {
@@ -199,6 +201,13 @@ CANDIDATES: dict[str, Candidate] = {
         "a rule that grows the library must gain more than 0.05 on validation (2 of its 32 attempts net) instead "
         "of the demo's 0.15, tuned on Portions: on elapsed_time the gate refused a rule that gained +0.094 alone",
         ("--validation_min_gain_to_grow", "0.05"),
+    ),
+    "no_gate": Candidate(
+        "no validation gate (every screened update applied, as in a config without `validation:`): whether the "
+        "gate, which triples practice's agent calls, earns them on tasks nobody tuned it on, and so whether it "
+        "should be on by default",
+        ("practice.validation=null",),
+        drop=("--validation_dataset", "--validation_offset", "--validation_size", "--validation_pass_k"),
     ),
 }
 
@@ -347,7 +356,10 @@ def practice_args(task: str, method: str, seed: int) -> list[str]:
     paper's algorithm (`local_mawps` with the screening, restatement and cap off: no gate, no remedies), or a
     candidate (practice's command and its flags)."""
     if method in CANDIDATES:
-        return [*practice_args(task, "practice", seed), *CANDIDATES[method].flags]
+        candidate, practice = CANDIDATES[method], practice_args(task, "practice", seed)
+        dropped = {i + k for i, a in enumerate(practice) if a in candidate.drop for k in (0, 1)}  # a flag and its value
+        kept = [a for i, a in enumerate(practice) if i not in dropped]
+        return [*kept, *candidate.flags]
     spec = TASKS[task]
     common = [
         "--practice_dataset_name",
@@ -474,7 +486,12 @@ def run(task: str, method: str, seed: int | None) -> Path:
     elif method in ("practice", "hinted", "paper") or method in CANDIDATES:
         assert seed is not None
         if method in CANDIDATES:
-            record["candidate"] = {"flags": list(CANDIDATES[method].flags), "registered_in": registered_in(method)}
+            change = CANDIDATES[method]
+            record["candidate"] = {
+                "flags": list(change.flags),
+                "drop": list(change.drop),
+                "registered_in": registered_in(method),
+            }
         seconds, agent, practice_id = practise(task, method, seed, env)
         record |= asyncio.run(practice_record(practice_id))
         record["kept_nothing"] = agent is None
