@@ -220,3 +220,39 @@ def test_the_goal_is_not_met_by_a_partial_suite_whatever_it_shows():
     assert not suite_report.goal(winning, one_seed_short)["met"]
     below = {**winning, "tasks_below_baseline": ["averages"]}
     assert not suite_report.goal(below, tasks)["met"]
+
+
+def _saved(scores_by_run: dict):
+    """A stand-in for suite_report.load: (task, method, seed) -> a saved run whose every question scored so."""
+
+    def load(task, method, seed):
+        score = scores_by_run.get((task, method, seed))
+        return None if score is None else {"heldout_rewards": {str(q): [score, score] for q in range(4)}}
+
+    return load
+
+
+def test_a_candidate_s_later_seeds_run_only_if_its_first_beat_practice_s_on_the_suite_mean(monkeypatch, tmp_path):
+    first = suite.SEEDS[0]
+    runs = {(t, "baseline", None): 0.0 for t in suite.TASKS} | {(t, "practice", first): 0.5 for t in suite.TASKS}
+    better = runs | {(t, "lower_bar", first): 1.0 for t in suite.TASKS}
+    worse = runs | {(t, "lower_bar", first): 0.5 if t != "gsm8k" else 0.0 for t in suite.TASKS}
+    monkeypatch.setattr(suite_report, "load", _saved(better))
+    assert suite_report.first_seed_difference("lower_bar") == 0.5 and suite.promising("lower_bar")
+    monkeypatch.setattr(suite_report, "load", _saved(worse))
+    assert suite_report.first_seed_difference("lower_bar") < 0 and not suite.promising("lower_bar")
+    monkeypatch.setattr(suite_report, "load", _saved({k: v for k, v in better.items() if k[0] != "gsm8k"}))
+    assert suite_report.first_seed_difference("lower_bar") is None and not suite.promising("lower_bar")
+
+    # fill: every run of the plan saved but lower_bar's later seeds; they run only when promising
+    started = []
+    monkeypatch.setattr(suite, "result_path", lambda t, m, s: tmp_path / ("missing" if m == "lower_bar" else "saved"))
+    (tmp_path / "saved").write_text("{}")
+    monkeypatch.setattr(suite, "run", lambda t, m, s: started.append((t, m, s)))
+    monkeypatch.setattr(suite, "promising", lambda c: False)
+    suite.fill(list(suite.TASKS), None)
+    assert started == [(t, "lower_bar", first) for t in suite.TASKS]
+    started.clear()
+    monkeypatch.setattr(suite, "promising", lambda c: True)
+    suite.fill(list(suite.TASKS), None)
+    assert len(started) == len(suite.TASKS) * len(suite.SEEDS)

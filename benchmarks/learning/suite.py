@@ -176,6 +176,7 @@ METHODS: dict[str, tuple[int | None, ...]] = {
 # A candidate is practice as the guide says with more flags, run on the same tasks and seeds; the report gives
 # candidate - practice, paired by task and seed, and across the suite. A candidate is registered here in a commit
 # before its first run and never changed after it (its runs record that commit): another idea is another name.
+# A candidate's seeds after the first run only if its first seed beat practice's on the suite mean (`promising`).
 # fewer_refusals and lower_bar come from what the screening and the gate refused in the first practice runs' operation
 # logs (practice and validation questions: no held-out question was looked at to choose them); no_gate asks whether
 # the gate should be on by default.
@@ -559,6 +560,16 @@ def _instructions() -> str:
 # --- commands -----------------------------------------------------------------------------------------------------
 
 
+def promising(candidate: str) -> bool:
+    """Whether a candidate's other seeds run: only once its first seed ran on every task and beat practice's first
+    seed on the suite mean (its point estimate). A futility stop, set with the candidates: it can only drop a
+    candidate that might have helped, never keep one that does not."""
+    from suite_report import first_seed_difference
+
+    difference = first_seed_difference(candidate)
+    return difference is not None and difference > 0
+
+
 def fill(tasks: list[str], stop_at: datetime | None) -> int:
     """Every missing run of the plan, in order; stops before a run when `stop_at` has passed."""
     for task, method, seed in plan():
@@ -568,6 +579,8 @@ def fill(tasks: list[str], stop_at: datetime | None) -> int:
             print("stop time reached; `fill` again to go on", flush=True)
             return 0
         if method == "gepa" and not result_path(task, "practice", seed).exists():
+            continue
+        if method in CANDIDATES and seed != SEEDS[0] and not promising(method):
             continue
         print(f"=== {task} {run_name(method, seed)} ({datetime.now():%H:%M})", flush=True)
         run(task, method, seed)

@@ -134,6 +134,21 @@ def seed_pairs(seeded: dict, first: str, second: str) -> Pairs:
     return [(a[s], b[s]) for s in sorted(a.keys() & b.keys())]
 
 
+def first_seed_difference(candidate: str) -> float | None:
+    """A candidate's first seed minus practice's, averaged over the tasks (point estimate); None until both ran
+    on every task."""
+    seed, differences = SEEDS[0], []
+    for task in TASKS:
+        base_run, ours, theirs = load(task, "baseline", None), load(task, candidate, seed), load(task, "practice", seed)
+        if base_run is None or ours is None or theirs is None:
+            return None
+        baseline = per_question(base_run, {})
+        differences.append(
+            mean_difference([(per_question(ours, baseline), per_question(theirs, baseline))], sorted(baseline))
+        )
+    return statistics.fmean(differences)
+
+
 def across_tasks(tasks: dict[str, Pairs], questions: dict[str, list[str]], rng: random.Random) -> dict | None:
     """Equal-weight mean over tasks of their mean differences, the tasks' bootstraps drawn together; `seeds` is
     the fewest any task has."""
