@@ -1,6 +1,7 @@
 """The pre-registered learning suite (benchmarks/learning/suite.py): its data and its report's statistics."""
 
 import json
+import math
 import random
 import sys
 
@@ -108,12 +109,12 @@ def test_the_hierarchical_bootstrap_covers_a_known_gain_and_tells_it_from_none()
     questions = [str(i) for i in range(40)]
     baseline = {q: float(rng.random() < 0.3) for q in questions}
     helped = [{q: min(1.0, baseline[q] + (0.5 if i % 2 else 0.0)) for i, q in enumerate(questions)} for _ in range(3)]
-    gain, ci = suite_report.hierarchical_ci(helped, baseline, random.Random(0))
+    gain, ci = suite_report.gain_ci(helped, baseline, random.Random(0))
     assert ci[0] > 0 and ci[0] <= gain <= ci[1]
     same = [dict(baseline) for _ in range(3)]
-    gain, ci = suite_report.hierarchical_ci(same, baseline, random.Random(0))
+    gain, ci = suite_report.gain_ci(same, baseline, random.Random(0))
     assert gain == 0 and ci == [0, 0]
-    diff, ci = suite_report.paired_difference(helped, same, random.Random(0))
+    diff, ci = suite_report.bootstrap_ci(list(zip(helped, same, strict=True)), random.Random(0))
     assert diff > 0 and ci[0] > 0
 
 
@@ -200,9 +201,16 @@ def test_the_seeds_spread_widens_the_interval_and_one_seed_gives_the_questions_a
     zero = dict.fromkeys(questions, 0.0)
     # three seeds that gained 0, 0.5 and 1 on every question: the spread is the seeds' alone
     runs = [dict.fromkeys(questions, g) for g in (0.0, 0.5, 1.0)]
-    gain, ci = suite_report.hierarchical_ci(runs, zero, random.Random(0))
-    assert gain == 0.5 and ci[0] < 0.0 and ci[1] > 1.0  # wider than the seeds' range: sqrt(3/2) x their deviations
-    gain, ci = suite_report.hierarchical_ci(runs[1:2], zero, random.Random(0))
+    gain, ci = suite_report.gain_ci(runs, zero, random.Random(0))
+    # a draw of three seeds all 0 (1 in 27, above the 2.5% tail) sets the ends: a task's seeds are widened by
+    # sqrt(3/2) t(2)/z, the suite mean's by sqrt(3/2) alone (its seeds are many, across the tasks)
+    widest = 0.5 * math.sqrt(3 / 2) * 4.303 / 1.96
+    assert gain == 0.5 and ci == pytest.approx([0.5 - widest, 0.5 + widest])
+    suite_wide = suite_report.suite_mean(
+        {"a": {"_scores": {"baseline": zero, "practice": dict(enumerate(runs))}}}, "practice", random.Random(0)
+    )
+    assert suite_wide["ci95"] == pytest.approx([0.5 - 0.5 * math.sqrt(3 / 2), 0.5 + 0.5 * math.sqrt(3 / 2)])
+    gain, ci = suite_report.gain_ci(runs[1:2], zero, random.Random(0))
     assert gain == 0.5 and ci == [0.5, 0.5]  # one seed, no question spread: nothing to resample
 
 
@@ -256,3 +264,64 @@ def test_a_candidate_s_later_seeds_run_only_if_its_first_beat_practice_s_on_the_
     monkeypatch.setattr(suite, "promising", lambda c: True)
     suite.fill(list(suite.TASKS), None)
     assert len(started) == len(suite.TASKS) * len(suite.SEEDS)
+
+
+def test_the_candidates_are_as_registered():
+    """A candidate is never changed after its first run: an edit of what it changes fails here (a new idea is a
+    new name)."""
+    assert {name: (c.adds, c.drop) for name, c in suite.CANDIDATES.items()} == {
+        "fewer_refusals": (("--screening_object_repeats", "0", "--screening_require_directive", "false"), ()),
+        "lower_bar": (("--validation_min_gain_to_grow", "0.05"), ()),
+        "no_gate": (
+            ("practice.validation=null",),
+            ("--validation_dataset", "--validation_offset", "--validation_size", "--validation_pass_k"),
+        ),
+    }
+
+
+def test_a_candidate_that_drops_a_flag_practice_does_not_give_is_refused():
+    misspelt = suite.Candidate("why", ("practice.validation=null",), drop=("--validation_datasets",))
+    _, flags = suite.practice_command("averages", "practice", 0)
+    with pytest.raises(ValueError, match="--validation_datasets"):
+        misspelt.applied_to(flags)
+
+
+def test_a_candidate_s_later_seed_is_refused_by_run_unless_promising(monkeypatch):
+    monkeypatch.setattr(suite, "registered_in", lambda name=None: "abc")
+    clean = type("Done", (), {"returncode": 0, "stdout": ""})()
+    monkeypatch.setattr(suite.subprocess, "run", lambda *a, **k: clean)
+    monkeypatch.setattr(suite, "promising", lambda c: False)
+    suite.check_candidate("lower_bar", suite.SEEDS[0])  # the first seed always runs
+    with pytest.raises(SystemExit, match="other seeds do not run"):
+        suite.check_candidate("lower_bar", suite.SEEDS[1])
+    monkeypatch.setattr(suite, "registered_in", lambda name=None: None)
+    with pytest.raises(SystemExit, match="commit benchmarks/learning/suite.py first"):
+        suite.check_candidate("lower_bar", suite.SEEDS[0])
+
+
+def test_fill_goes_on_past_a_failed_run_and_says_so(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(suite, "result_path", lambda t, m, s: tmp_path / f"{t}_{m}_{s}")
+    started = []
+
+    def run(task, method, seed):
+        started.append((task, method, seed))
+        if len(started) == 1:
+            raise SystemExit("evaluation failed (exit 1)")
+        (tmp_path / f"{task}_{method}_{seed}").write_text("{}")
+
+    monkeypatch.setattr(suite, "run", run)
+    monkeypatch.setattr(suite, "promising", lambda c: False)
+    assert suite.fill(["averages"], None) == 1
+    assert len(started) > 2 and "failed: averages baseline" in capsys.readouterr().out
+
+
+def test_a_candidate_s_verdict_waits_for_every_task_and_seed(monkeypatch):
+    full = {"seeds": len(suite.SEEDS), "tasks": list(suite.TASKS), "mean": 0.1, "ci95": [0.02, 0.2]}
+    monkeypatch.setattr(suite_report, "first_seed_difference", lambda c: None)
+    assert suite_report.candidate_verdict("lower_bar", full) == "first seed running"
+    monkeypatch.setattr(suite_report, "first_seed_difference", lambda c: -0.01)
+    assert suite_report.candidate_verdict("lower_bar", full).startswith("stopped")
+    monkeypatch.setattr(suite_report, "first_seed_difference", lambda c: 0.05)
+    assert suite_report.candidate_verdict("lower_bar", {**full, "seeds": 1}) == "later seeds running"
+    assert suite_report.candidate_verdict("lower_bar", full).startswith("kept")
+    assert suite_report.candidate_verdict("lower_bar", {**full, "ci95": [-0.01, 0.2]}).startswith("dropped")

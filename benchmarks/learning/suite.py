@@ -185,8 +185,15 @@ METHODS: dict[str, tuple[int | None, ...]] = {
 @dataclass(frozen=True)
 class Candidate:
     why: str
-    flags: tuple[str, ...]  # added to practice's command
+    adds: tuple[str, ...]  # flags (or config overrides) added to practice's command
     drop: tuple[str, ...] = ()  # flags of practice's command left out, with their values
+
+    def applied_to(self, flags: list[str]) -> list[str]:
+        """Practice's flags with this change."""
+        if missing := set(self.drop) - set(flags):  # a misspelt drop would leave practice as it is, unnoticed
+            raise ValueError(f"the candidate drops flags practice's command does not give: {sorted(missing)}")
+        dropped = {i + k for i, a in enumerate(flags) if a in self.drop for k in (0, 1)}  # a flag and its value
+        return [a for i, a in enumerate(flags) if i not in dropped] + list(self.adds)
 
 
 CANDIDATES: dict[str, Candidate] = {
@@ -353,14 +360,18 @@ def evaluate(task: str, exp_id: str, agent: Path | None, env: dict[str, str]) ->
 
 
 def practice_args(task: str, method: str, seed: int) -> list[str]:
-    """The practice command of one method: as the guide says (`local_portions`'s gate and remedies) or the
-    paper's algorithm (`local_mawps` with the screening, restatement and cap off: no gate, no remedies), or a
-    candidate (practice's command and its flags)."""
+    """The command line run_training_free_GRPO.py is given for one method."""
+    config, flags = practice_command(task, method, seed)
+    return ["--config_name", config, *flags]
+
+
+def practice_command(task: str, method: str, seed: int) -> tuple[str, list[str]]:
+    """The practice config and flags of one method: as the guide says (`local_portions`'s gate and remedies) or
+    the paper's algorithm (`local_mawps` with the screening, restatement and cap off: no gate, no remedies), or a
+    candidate (practice's, changed)."""
     if method in CANDIDATES:
-        candidate, practice = CANDIDATES[method], practice_args(task, "practice", seed)
-        dropped = {i + k for i, a in enumerate(practice) if a in candidate.drop for k in (0, 1)}  # a flag and its value
-        kept = [a for i, a in enumerate(practice) if i not in dropped]
-        return [*kept, *candidate.flags]
+        config, flags = practice_command(task, "practice", seed)
+        return config, CANDIDATES[method].applied_to(flags)
     spec = TASKS[task]
     common = [
         "--practice_dataset_name",
@@ -383,9 +394,7 @@ def practice_args(task: str, method: str, seed: int) -> list[str]:
         "1",
     ]
     if method == "paper":
-        return [
-            "--config_name",
-            "local_mawps",
+        return "local_mawps", [
             *common,
             "--screening_enabled",
             "false",
@@ -396,9 +405,7 @@ def practice_args(task: str, method: str, seed: int) -> list[str]:
             "--max_experiences",
             "none",
         ]
-    return [
-        "--config_name",
-        "local_portions",
+    return "local_portions", [
         *common,
         "--validation_dataset",
         dataset_name(task),
@@ -415,8 +422,8 @@ def practise(task: str, method: str, seed: int, env: dict[str, str]) -> tuple[fl
     """A practice run and its enhanced agent (None: it kept nothing, the agent is the baseline). Never --fresh: a
     practice stopped midway (a sitting's end) resumes from its saved steps; another config is refused."""
     exp_id = f"suite_{task}_{run_name(method, seed)}"
-    _, config_name, *flags = practice_args(task, method, seed)  # --config_name NAME, then its flags
-    seconds, agent = common_practise(config_name, exp_id, db_url(), env, *flags, nothing_learned_ok=True, fresh=False)
+    config, flags = practice_command(task, method, seed)
+    seconds, agent = common_practise(config, exp_id, db_url(), env, *flags, nothing_learned_ok=True, fresh=False)
     return seconds, agent, exp_id
 
 
@@ -478,6 +485,8 @@ def run(task: str, method: str, seed: int | None) -> Path:
     measured = provenance()  # the commit the run starts on
     exp_id = f"suite_{task}_{name}_heldout"
     record: dict = {}
+    if method in CANDIDATES:
+        check_candidate(method, seed)
     upload(task, env)
     if method in ("baseline", "reference", "placebo"):
         rules = {"baseline": (), "reference": spec.reference, "placebo": (spec.placebo,)}[method]
@@ -489,7 +498,7 @@ def run(task: str, method: str, seed: int | None) -> Path:
         if method in CANDIDATES:
             change = CANDIDATES[method]
             record["candidate"] = {
-                "flags": list(change.flags),
+                "adds": list(change.adds),
                 "drop": list(change.drop),
                 "registered_in": registered_in(method),
             }
@@ -512,7 +521,7 @@ def run(task: str, method: str, seed: int | None) -> Path:
         found = optimise_prompt(
             train=rows[:GEPA_TRAIN],
             val=rows[VALIDATION_OFFSET : VALIDATION_OFFSET + VALIDATION_SIZE],
-            seed_prompt=_instructions(),
+            seed_prompt=seed_prompt(),
             budget=budget,
             seed=seed,
             run_dir=ROOT / "runs" / "learning_suite" / "gepa" / f"{task}_{name}",
@@ -520,7 +529,7 @@ def run(task: str, method: str, seed: int | None) -> Path:
         record |= found
         record["budget_agent_calls"] = budget
         record["seconds"] = {"gepa": time.perf_counter() - start}
-        record["seed_prompt"] = _instructions()
+        record["seed_prompt"] = seed_prompt()
         # its best prompt the one it started from: the baseline agent, as practice that kept nothing
         record["kept_nothing"] = found["best_prompt"] == record["seed_prompt"]
         if not record["kept_nothing"]:
@@ -551,13 +560,33 @@ def run(task: str, method: str, seed: int | None) -> Path:
     return path
 
 
-def _instructions() -> str:
+def seed_prompt() -> str:
+    """The suite agent's instructions: GEPA's seed prompt."""
     from utu.config import load_agent_config
 
     return load_agent_config("practice/local_math_agent").instructions
 
 
 # --- commands -----------------------------------------------------------------------------------------------------
+
+
+def check_candidate(name: str, seed: int | None) -> None:
+    """A candidate runs only as registered (committed, and this file as committed) and, past its first seed, only
+    while `promising`."""
+    changed = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--", "benchmarks/learning/suite.py"],
+        capture_output=True,
+        text=True,
+    )
+    if registered_in(name) is None or changed.returncode != 0 or changed.stdout.strip():
+        raise SystemExit(
+            f"candidate {name}: commit benchmarks/learning/suite.py first (a candidate runs as registered)"
+        )
+    if seed != SEEDS[0] and not promising(name):
+        raise SystemExit(
+            f"candidate {name}: its seed {SEEDS[0]} has not beaten practice's on the suite mean (or not run on every "
+            "task yet), so its other seeds do not run"
+        )
 
 
 def promising(candidate: str) -> bool:
@@ -571,27 +600,42 @@ def promising(candidate: str) -> bool:
 
 
 def fill(tasks: list[str], stop_at: datetime | None) -> int:
-    """Every missing run of the plan, in order; stops before a run when `stop_at` has passed."""
+    """Every missing run of the plan, in order; stops before a run when `stop_at` has passed. A run that fails is
+    reported and left missing (the next fill tries it again); the exit code says whether any failed."""
+    failures = 0
     for task, method, seed in plan():
         if task not in tasks or result_path(task, method, seed).exists():
             continue
         if stop_at and datetime.now() >= stop_at:
             print("stop time reached; `fill` again to go on", flush=True)
-            return 0
+            return 1 if failures else 0
         if method == "gepa" and not result_path(task, "practice", seed).exists():
             continue
         if method in CANDIDATES and seed != SEEDS[0] and not promising(method):
             continue
         print(f"=== {task} {run_name(method, seed)} ({datetime.now():%H:%M})", flush=True)
-        run(task, method, seed)
-    return 0
+        try:
+            run(task, method, seed)
+        except (SystemExit, Exception) as failed:  # left missing; the next runs go on (fill runs unattended)
+            print(f"failed: {task} {run_name(method, seed)}: {failed!r}", flush=True)
+            failures += 1
+    return 1 if failures else 0
 
 
 def status() -> int:
+    """Each task's runs: saved, missing (?), or not to run since their candidate stopped after its first seed (-)."""
+    from suite_report import first_seed_difference
+
+    stopped = {c for c in CANDIDATES if (d := first_seed_difference(c)) is not None and d <= 0}
     done = [r for r in plan() if result_path(*r).exists()]
-    print(f"{len(done)} of {len(plan())} runs saved")
+    print(f"{len(done)} of {len(plan())} runs saved; stopped after their first seed: {', '.join(stopped) or 'none'}")
     for task in TASKS:
-        cells = [run_name(m, s) + ("" if result_path(task, m, s).exists() else "?") for t, m, s in plan() if t == task]
+        cells = [
+            run_name(m, s)
+            + ("" if result_path(task, m, s).exists() else "-" if m in stopped and s != SEEDS[0] else "?")
+            for t, m, s in plan()
+            if t == task
+        ]
         print(f"{task:15s} {' '.join(cells)}")
     return 0
 

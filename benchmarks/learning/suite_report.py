@@ -13,12 +13,13 @@ import math
 import random
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import write_result  # noqa: E402
-from suite import CANDIDATES, RESULTS, SEEDS, TASKS, plan, registered_in, result_path, run_name  # noqa: E402
+from suite import CANDIDATES, RESULTS, SEEDS, TASKS, plan, registered_in, result_path, run_name, seed_prompt  # noqa: E402
 
 BOOTSTRAP = 4000
 Scores = dict[str, float]  # question index -> mean reward over its K attempts
@@ -47,19 +48,36 @@ def mean_difference(pairs: Pairs, questions: list[str]) -> float:
     return statistics.fmean(statistics.fmean(a[q] - b[q] for q in questions) for a, b in pairs)
 
 
-def resampled(pairs: Pairs, questions: list[str], rng: random.Random) -> float:
+# Student's t, 97.5th percentile, by degrees of freedom: a task's few seeds are a small sample.
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571}
+
+
+def unbiased(n: int) -> float:
+    """The seeds' spread widened so that it estimates their variance, not the (n-1)/n of it that a bootstrap of n
+    values has: the suite mean's widening (over 5 tasks the seeds are many)."""
+    return math.sqrt(n / (n - 1))
+
+
+def t_widened(n: int) -> float:
+    """`unbiased`, and by t(n-1)/z as well: one task's widening, whose 3 seeds give 2 degrees of freedom."""
+    return unbiased(n) * T975.get(n - 1, 1.96) / 1.96
+
+
+Widening = Callable[[int], float]
+
+
+def resampled(pairs: Pairs, questions: list[str], rng: random.Random, widen: Widening) -> float:
     """One bootstrap draw of `mean_difference`. The questions are drawn once for every seed (each seed answers the
-    same questions), then the seeds; their spread is widened by sqrt(n/(n-1)), so that it estimates the seeds'
-    variance rather than the (n-1)/n of it a bootstrap of n values has (with 3 seeds the plain bootstrap's
-    interval is too narrow). With one seed only the questions vary: the interval says nothing of practice's
-    run-to-run spread."""
+    same questions), then the seeds, whose spread `widen(n)` scales. With one seed only the questions vary: the
+    interval says nothing of practice's run-to-run spread. Coverage, simulated by suite_coverage.py: see
+    benchmarks/results/learning_suite_coverage.json."""
     drawn = [rng.choice(questions) for _ in questions]
     per_seed = [statistics.fmean(a[q] - b[q] for q in drawn) for a, b in pairs]
     whole, n = statistics.fmean(per_seed), len(per_seed)
     if n == 1:
         return whole
     seeds = statistics.fmean(rng.choice(per_seed) for _ in per_seed)
-    return whole + math.sqrt(n / (n - 1)) * (seeds - whole)
+    return whole + widen(n) * (seeds - whole)
 
 
 def interval(draws: list[float]) -> list[float]:
@@ -68,20 +86,16 @@ def interval(draws: list[float]) -> list[float]:
     return [draws[int(0.025 * len(draws))], draws[int(0.975 * len(draws)) - 1]]
 
 
-def bootstrap_ci(pairs: Pairs, rng: random.Random) -> tuple[float, list[float]]:
+def bootstrap_ci(pairs: Pairs, rng: random.Random, widen: Widening = t_widened) -> tuple[float, list[float]]:
     """Mean of a − b over the pairs (seeds) and questions, and its 95% CI (`resampled`)."""
     questions = sorted(pairs[0][0])
-    return mean_difference(pairs, questions), interval([resampled(pairs, questions, rng) for _ in range(BOOTSTRAP)])
+    draws = [resampled(pairs, questions, rng, widen) for _ in range(BOOTSTRAP)]
+    return mean_difference(pairs, questions), interval(draws)
 
 
-def hierarchical_ci(runs: list[Scores], baseline: Scores, rng: random.Random) -> tuple[float, list[float]]:
-    """Mean gain over runs and questions, and its 95% CI."""
+def gain_ci(runs: list[Scores], baseline: Scores, rng: random.Random) -> tuple[float, list[float]]:
+    """Mean gain over runs (seeds) and questions, and its 95% CI."""
     return bootstrap_ci([(r, baseline) for r in runs], rng)
-
-
-def paired_difference(a: list[Scores], b: list[Scores], rng: random.Random) -> tuple[float, list[float]]:
-    """Mean of a − b, run i of a paired with run i of b, and its 95% CI."""
-    return bootstrap_ci(list(zip(a, b, strict=True)), rng)
 
 
 def load(task: str, method: str, seed: int | None) -> dict | None:
@@ -117,7 +131,7 @@ def task_report(task: str, seed_prompt: str, rng: random.Random) -> dict | None:
         if seed is not None and method in SEEDED:
             seeded.setdefault(method, {})[seed] = scores
     for method, runs in seeded.items():
-        gain, ci = hierarchical_ci(list(runs.values()), baseline, rng)
+        gain, ci = gain_ci(list(runs.values()), baseline, rng)
         out[f"{method}_gain"] = {"seeds": len(runs), "mean": gain, "ci95": ci, "below_baseline": ci[1] < 0}
     for first, second in COMPARED:
         pairs = seed_pairs(seeded, first, second)
@@ -155,7 +169,9 @@ def across_tasks(tasks: dict[str, Pairs], questions: dict[str, list[str]], rng: 
     if not tasks:
         return None
     point = statistics.fmean(mean_difference(pairs, questions[t]) for t, pairs in tasks.items())
-    draws = [statistics.fmean(resampled(p, questions[t], rng) for t, p in tasks.items()) for _ in range(BOOTSTRAP)]
+    draws = [
+        statistics.fmean(resampled(p, questions[t], rng, unbiased) for t, p in tasks.items()) for _ in range(BOOTSTRAP)
+    ]
     seeds = min(len(p) for p in tasks.values())
     return {"tasks": sorted(tasks), "seeds": seeds, "mean": point, "ci95": interval(draws)}
 
@@ -187,17 +203,29 @@ def goal(suite: dict, tasks: dict[str, dict]) -> dict:
     above = bool(difference and difference["ci95"][0] > 0)
     return {
         "complete": complete,
-        "practice_above_gepa": above,
-        "no_task_below_baseline": not suite["tasks_below_baseline"],
+        # null until the suite is complete: a partial suite's numbers are no verdict
+        "practice_above_gepa": above if complete else None,
+        "no_task_below_baseline": not suite["tasks_below_baseline"] if complete else None,
         "met": complete and above and not suite["tasks_below_baseline"],
     }
 
 
-def build_report(seed: int = 0) -> dict:
-    from suite import _instructions
+def candidate_verdict(name: str, difference: dict | None) -> str:
+    """What the suite says of a candidate so far: `kept` only when its difference from practice, over every task
+    and seed, is above zero (its CI)."""
+    first = first_seed_difference(name)
+    if first is None:
+        return "first seed running"
+    if first <= 0:
+        return "stopped after its first seed (no better than practice on the suite mean)"
+    if difference is None or difference["seeds"] < len(SEEDS) or len(difference["tasks"]) < len(TASKS):
+        return "later seeds running"
+    return "kept: better than practice" if difference["ci95"][0] > 0 else "dropped: not better than practice"
 
+
+def build_report(seed: int = 0) -> dict:
     rng = random.Random(seed)
-    tasks = {t: r for t in TASKS if (r := task_report(t, _instructions(), rng)) is not None}
+    tasks = {t: r for t in TASKS if (r := task_report(t, seed_prompt(), rng)) is not None}
     suite = {
         "practice": suite_mean(tasks, "practice", rng),
         "gepa": suite_mean(tasks, "gepa", rng),
@@ -205,10 +233,13 @@ def build_report(seed: int = 0) -> dict:
         **{f"{c}_minus_practice": suite_difference(tasks, c, "practice", rng) for c in CANDIDATES},
         "tasks_below_baseline": sorted(t for t, r in tasks.items() if r.get("practice_gain", {}).get("below_baseline")),
     }
+    suite["candidates"] = {c: candidate_verdict(c, suite[f"{c}_minus_practice"]) for c in CANDIDATES}
+    stopped = [c for c, verdict in suite["candidates"].items() if verdict.startswith("stopped")]
     return {
         "registered_in": registered_in(),
         "runs_saved": sum(result_path(*r).exists() for r in plan()),
         "runs_planned": len(plan()),
+        "runs_stopped_for_futility": sum(m in stopped and s != SEEDS[0] for _, m, s in plan()),
         "goal": goal(suite, tasks),
         "suite": suite,
         "tasks": {t: {k: v for k, v in r.items() if k != "_scores"} for t, r in tasks.items()},
@@ -284,8 +315,14 @@ def markdown(report: dict) -> str:
     ]
     for t, r in report["tasks"].items():
         cells = [_gain(r["methods"].get(name)) for name, _ in ablations]
-        cells += [_gain(r.get(f"{c}_minus_practice")) for c in CANDIDATES]
+        for c in CANDIDATES:  # its agent calls beside practice's: what no_gate saves
+            difference = r.get(f"{c}_minus_practice")
+            cells.append(_gain(difference) + (f"; {_calls(r, c)} calls" if difference else ""))
         lines.append(f"| {names[t]} | " + " | ".join(cells) + " |")
     cells = ["" for _ in ablations] + [_gain(suite.get(f"{c}_minus_practice")) for c in CANDIDATES]
     lines.append("| **suite mean** | " + " | ".join(cells) + " |")
+    verdicts = suite.get("candidates", {})
+    lines.append(
+        "| **verdict** | " + " | ".join([""] * len(ablations) + [verdicts.get(c, "") for c in CANDIDATES]) + " |"
+    )
     return "\n".join(lines) + "\n"

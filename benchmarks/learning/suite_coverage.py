@@ -1,0 +1,111 @@
+"""How often the learning suite's 95% intervals cover the true gain: the report's own bootstrap on simulated suites.
+
+    python benchmarks/learning/suite_coverage.py [--repeats 200]   # -> benchmarks/results/learning_suite_coverage.json
+
+Each simulated task has 40 questions and 3 seeds, as the suite has; a seed's per-question difference from the
+baseline comes from one of three regimes the suite can show:
+- `seeds_differ`: each seed learned a library of its own worth (a seed effect of sd 0.05), evaluation noise small;
+- `some_keep_nothing`: a seed keeps nothing (a difference of exactly 0) one time in three, else a rule worth +0.1
+  with noisy questions (sd 0.3); the true gain is the mixture's mean, 0.1 x 2/3;
+- `evaluation_noise`: no effect at all, each question's K=2 attempts against a baseline's K=2 (p = 0.5), the
+  baseline shared by the seeds.
+A task's interval (`bootstrap_ci`, the seeds widened by t) and the suite mean's over 5 tasks (`across_tasks`, the
+seeds widened by sqrt(n/(n-1))) are drawn `--repeats` times each; coverage is the share that holds the truth.
+"""
+
+import argparse
+import random
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import suite_report  # noqa: E402
+from _common import write_result  # noqa: E402
+
+QUESTIONS, SEEDS, TASKS = 40, 3, 5
+Scores = dict[str, float]
+Task = Callable[[random.Random], list[tuple[Scores, Scores]]]  # a task's (seed's run, baseline) pairs
+
+
+def _task(differences: Callable[[random.Random], list[list[float]]]) -> Task:
+    """A task whose seeds differ from a baseline of zeros by `differences(rng)`: a list per seed, one per question."""
+
+    def draw(rng: random.Random) -> list[tuple[Scores, Scores]]:
+        zero = {str(q): 0.0 for q in range(QUESTIONS)}
+        return [(dict(zip(zero, d, strict=True)), zero) for d in differences(rng)]
+
+    return draw
+
+
+def _seeds_differ(rng: random.Random) -> list[list[float]]:
+    effects = [rng.gauss(0, 0.05) for _ in range(SEEDS)]
+    return [[e + rng.gauss(0, 0.02) for _ in range(QUESTIONS)] for e in effects]
+
+
+def _some_keep_nothing(rng: random.Random) -> list[list[float]]:
+    kept = [rng.random() < 2 / 3 for _ in range(SEEDS)]
+    return [[0.1 + rng.gauss(0, 0.3) if k else 0.0 for _ in range(QUESTIONS)] for k in kept]
+
+
+def _evaluation_noise(rng: random.Random) -> list[list[float]]:
+    def k2() -> int:  # right attempts of 2 at p = 0.5
+        return (rng.random() < 0.5) + (rng.random() < 0.5)
+
+    baseline = [k2() for _ in range(QUESTIONS)]  # one evaluation, shared by the seeds
+    return [[(k2() - b) / 2 for b in baseline] for _ in range(SEEDS)]
+
+
+REGIMES: dict[str, tuple[Task, float]] = {
+    "seeds_differ": (_task(_seeds_differ), 0.0),
+    "some_keep_nothing": (_task(_some_keep_nothing), 0.1 * 2 / 3),
+    "evaluation_noise": (_task(_evaluation_noise), 0.0),
+}
+
+
+def coverage(repeats: int, seed: int = 0) -> dict:
+    rng = random.Random(seed)
+    out: dict = {}
+    for name, (task, truth) in REGIMES.items():
+        held, widths = [], []
+        for _ in range(repeats):
+            _, (low, high) = suite_report.bootstrap_ci(task(rng), rng)
+            held.append(low <= truth <= high)
+            widths.append(high - low)
+        suite_held = []
+        for _ in range(repeats):
+            tasks = {str(t): task(rng) for t in range(TASKS)}
+            questions = {t: sorted(pairs[0][0]) for t, pairs in tasks.items()}
+            low, high = suite_report.across_tasks(tasks, questions, rng)["ci95"]  # type: ignore[index]
+            suite_held.append(low <= truth <= high)
+        out[name] = {
+            "truth": truth,
+            "task_coverage": statistics.fmean(held),
+            "task_mean_width": statistics.fmean(widths),
+            "suite_coverage": statistics.fmean(suite_held),
+        }
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--bootstrap", type=int, default=1000, help="draws per interval (the report's: 4000)")
+    args = parser.parse_args()
+    suite_report.BOOTSTRAP = args.bootstrap
+    result = {
+        "questions": QUESTIONS,
+        "seeds": SEEDS,
+        "tasks": TASKS,
+        "repeats": args.repeats,
+        "bootstrap": args.bootstrap,
+        "regimes": coverage(args.repeats),
+    }
+    write_result("learning_suite_coverage", result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
