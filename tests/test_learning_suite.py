@@ -203,13 +203,16 @@ def test_the_seeds_spread_widens_the_interval_and_one_seed_gives_the_questions_a
     runs = [dict.fromkeys(questions, g) for g in (0.0, 0.5, 1.0)]
     gain, ci = suite_report.gain_ci(runs, zero, random.Random(0))
     # a draw of three seeds all 0 (1 in 27, above the 2.5% tail) sets the ends: a task's seeds are widened by
-    # sqrt(3/2) t(2)/z, the suite mean's by sqrt(3/2) alone (its seeds are many, across the tasks)
+    # sqrt(3/2) t(2)/z; a suite of one task is that task
     widest = 0.5 * math.sqrt(3 / 2) * 4.303 / 1.96
     assert gain == 0.5 and ci == pytest.approx([0.5 - widest, 0.5 + widest])
     suite_wide = suite_report.suite_mean(
         {"a": {"_scores": {"baseline": zero, "practice": dict(enumerate(runs))}}}, "practice", random.Random(0)
     )
-    assert suite_wide["ci95"] == pytest.approx([0.5 - 0.5 * math.sqrt(3 / 2), 0.5 + 0.5 * math.sqrt(3 / 2)])
+    assert suite_wide["ci95"] == pytest.approx(ci)
+    # across 5 tasks of 3 seeds the seeds' degrees of freedom pool: t(10), not t(2)
+    assert suite_report.t_widened(3, 10) == pytest.approx(math.sqrt(3 / 2) * 2.228 / 1.96)
+    assert suite_report.t975(12) == 2.228 and suite_report.t975(100) == 2.086  # the next degree below: wider
     gain, ci = suite_report.gain_ci(runs[1:2], zero, random.Random(0))
     assert gain == 0.5 and ci == [0.5, 0.5]  # one seed, no question spread: nothing to resample
 

@@ -9,8 +9,8 @@ baseline comes from one of three regimes the suite can show:
   with noisy questions (sd 0.3); the true gain is the mixture's mean, 0.1 x 2/3;
 - `evaluation_noise`: no effect at all, each question's K=2 attempts against a baseline's K=2 (p = 0.5), the
   baseline shared by the seeds.
-A task's interval (`bootstrap_ci`, the seeds widened by t) and the suite mean's over 5 tasks (`across_tasks`, the
-seeds widened by sqrt(n/(n-1))) are drawn `--repeats` times each; coverage is the share that holds the truth.
+A task's interval (`bootstrap_ci`, the seeds widened by t(2)) and the suite mean's over 5 tasks (`across_tasks`, the
+seeds widened by t(10)) are drawn `--repeats` times each; coverage is the share that holds the truth.
 """
 
 import argparse

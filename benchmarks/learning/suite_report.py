@@ -14,6 +14,7 @@ import random
 import statistics
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -48,19 +49,24 @@ def mean_difference(pairs: Pairs, questions: list[str]) -> float:
     return statistics.fmean(statistics.fmean(a[q] - b[q] for q in questions) for a, b in pairs)
 
 
-# Student's t, 97.5th percentile, by degrees of freedom: a task's few seeds are a small sample.
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571}
+# Student's t, 97.5th percentile, by degrees of freedom (a degree not listed takes the next one below: wider).
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 8: 2.306, 10: 2.228, 15: 2.131, 20: 2.086}
+
+
+def t975(df: int) -> float:
+    return T975[max(k for k in T975 if k <= df)]
 
 
 def unbiased(n: int) -> float:
     """The seeds' spread widened so that it estimates their variance, not the (n-1)/n of it that a bootstrap of n
-    values has: the suite mean's widening (over 5 tasks the seeds are many)."""
+    values has."""
     return math.sqrt(n / (n - 1))
 
 
-def t_widened(n: int) -> float:
-    """`unbiased`, and by t(n-1)/z as well: one task's widening, whose 3 seeds give 2 degrees of freedom."""
-    return unbiased(n) * T975.get(n - 1, 1.96) / 1.96
+def t_widened(n: int, df: int | None = None) -> float:
+    """`unbiased`, and by t(df)/z as well, the seeds' variance being estimated from few of them: df = n - 1 for
+    one task (2 with 3 seeds); across tasks, their sum (10 for 5 tasks of 3 seeds)."""
+    return unbiased(n) * t975(df or n - 1) / 1.96
 
 
 Widening = Callable[[int], float]
@@ -164,13 +170,16 @@ def first_seed_difference(candidate: str) -> float | None:
 
 
 def across_tasks(tasks: dict[str, Pairs], questions: dict[str, list[str]], rng: random.Random) -> dict | None:
-    """Equal-weight mean over tasks of their mean differences, the tasks' bootstraps drawn together; `seeds` is
-    the fewest any task has."""
+    """Equal-weight mean over tasks of their mean differences, the tasks' bootstraps drawn together, each task's
+    seeds widened by t over the seeds' degrees of freedom pooled across the tasks; `seeds` is the fewest any task
+    has."""
     if not tasks:
         return None
     point = statistics.fmean(mean_difference(pairs, questions[t]) for t, pairs in tasks.items())
+    df = max(1, sum(len(p) - 1 for p in tasks.values()))  # the seeds' degrees of freedom, pooled over the tasks
+    widen = partial(t_widened, df=df)
     draws = [
-        statistics.fmean(resampled(p, questions[t], rng, unbiased) for t, p in tasks.items()) for _ in range(BOOTSTRAP)
+        statistics.fmean(resampled(p, questions[t], rng, widen) for t, p in tasks.items()) for _ in range(BOOTSTRAP)
     ]
     seeds = min(len(p) for p in tasks.values())
     return {"tasks": sorted(tasks), "seeds": seeds, "mean": point, "ci95": interval(draws)}
