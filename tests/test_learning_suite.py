@@ -291,13 +291,16 @@ def test_a_candidate_that_drops_a_flag_practice_does_not_give_is_refused():
 
 def test_a_candidate_s_later_seed_is_refused_by_run_unless_promising(monkeypatch):
     monkeypatch.setattr(suite, "registered_in", lambda name=None: "abc")
-    clean = type("Done", (), {"returncode": 0, "stdout": ""})()
-    monkeypatch.setattr(suite.subprocess, "run", lambda *a, **k: clean)
+    monkeypatch.setattr(suite, "committed_as_is", lambda: True)
     monkeypatch.setattr(suite, "promising", lambda c: False)
     suite.check_candidate("lower_bar", suite.SEEDS[0])  # the first seed always runs
     with pytest.raises(SystemExit, match="other seeds do not run"):
         suite.check_candidate("lower_bar", suite.SEEDS[1])
     monkeypatch.setattr(suite, "registered_in", lambda name=None: None)
+    with pytest.raises(SystemExit, match="commit benchmarks/learning/suite.py first"):
+        suite.check_candidate("lower_bar", suite.SEEDS[0])
+    monkeypatch.setattr(suite, "registered_in", lambda name=None: "abc")
+    monkeypatch.setattr(suite, "committed_as_is", lambda: False)  # registered, but edited since
     with pytest.raises(SystemExit, match="commit benchmarks/learning/suite.py first"):
         suite.check_candidate("lower_bar", suite.SEEDS[0])
 

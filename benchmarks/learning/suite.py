@@ -570,15 +570,20 @@ def seed_prompt() -> str:
 # --- commands -----------------------------------------------------------------------------------------------------
 
 
-def check_candidate(name: str, seed: int | None) -> None:
-    """A candidate runs only as registered (committed, and this file as committed) and, past its first seed, only
-    while `promising`."""
+def committed_as_is() -> bool:
+    """Whether this file is as its last commit has it (the candidates run as registered)."""
     changed = subprocess.run(
         ["git", "-C", str(ROOT), "status", "--porcelain", "--", "benchmarks/learning/suite.py"],
         capture_output=True,
         text=True,
     )
-    if registered_in(name) is None or changed.returncode != 0 or changed.stdout.strip():
+    return changed.returncode == 0 and not changed.stdout.strip()
+
+
+def check_candidate(name: str, seed: int | None) -> None:
+    """A candidate runs only as registered (committed, and this file as committed) and, past its first seed, only
+    while `promising`."""
+    if registered_in(name) is None or not committed_as_is():
         raise SystemExit(
             f"candidate {name}: commit benchmarks/learning/suite.py first (a candidate runs as registered)"
         )
