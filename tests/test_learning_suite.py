@@ -188,12 +188,12 @@ def test_the_tables_show_each_task_s_gains_and_the_suite_mean_over_the_tasks_it_
 def test_gepa_that_kept_its_seed_prompt_counts_as_the_baseline_agent_as_practice_that_kept_nothing():
     baseline = {"200": 0.5, "201": 0.0}
     rerun = {"method": "gepa", "best_prompt": "Solve it.", "heldout_rewards": {"200": [1.0, 1.0], "201": [1.0, 0.0]}}
-    assert suite_report.per_question(rerun, baseline, seed_prompt="Solve it.") == baseline
+    assert suite_report.per_question(rerun, baseline, start_prompt="Solve it.") == baseline
     assert suite_report.per_question({**rerun, "seed_prompt": "Solve."}, baseline, "Solve it.") == {
         "200": 1,
         "201": 0.5,
     }
-    assert suite_report.per_question(rerun, baseline, seed_prompt="Another.") == {"200": 1.0, "201": 0.5}
+    assert suite_report.per_question(rerun, baseline, start_prompt="Another.") == {"200": 1.0, "201": 0.5}
 
 
 def test_the_seeds_spread_widens_the_interval_and_one_seed_gives_the_questions_alone():
@@ -324,7 +324,7 @@ def test_fill_goes_on_past_a_failed_run_and_says_so(monkeypatch, tmp_path, capsy
 def test_a_candidate_s_verdict_waits_for_every_task_and_seed(monkeypatch):
     full = {"seeds": len(suite.SEEDS), "tasks": list(suite.TASKS), "mean": 0.1, "ci95": [0.02, 0.2]}
     monkeypatch.setattr(suite_report, "first_seed_difference", lambda c: None)
-    assert suite_report.candidate_verdict("lower_bar", full) == "first seed running"
+    assert suite_report.candidate_verdict("lower_bar", full) == "first seed not yet run on every task"
     monkeypatch.setattr(suite_report, "first_seed_difference", lambda c: -0.01)
     assert suite_report.candidate_verdict("lower_bar", full).startswith("stopped")
     monkeypatch.setattr(suite_report, "first_seed_difference", lambda c: 0.05)

@@ -30,17 +30,17 @@ COMPARED = [("practice", "gepa"), *((c, "practice") for c in CANDIDATES)]
 SEEDED = ("practice", "gepa", *CANDIDATES)
 
 
-def kept_nothing(run: dict, seed_prompt: str) -> bool:
+def kept_nothing(run: dict, start_prompt: str) -> bool:
     """Practice that kept no experience, or GEPA that kept the prompt it started from: the user gets the baseline
     agent (GEPA's first run was evaluated all the same; its scores are a rerun of the baseline's)."""
     if run.get("kept_nothing"):
         return True
-    return run.get("method") == "gepa" and run.get("best_prompt") == run.get("seed_prompt", seed_prompt)
+    return run.get("method") == "gepa" and run.get("best_prompt") == run.get("seed_prompt", start_prompt)
 
 
-def per_question(run: dict, baseline: Scores, seed_prompt: str = "") -> Scores:
+def per_question(run: dict, baseline: Scores, start_prompt: str = "") -> Scores:
     rewards = run.get("heldout_rewards")
-    if rewards is None or kept_nothing(run, seed_prompt):  # the baseline agent
+    if rewards is None or kept_nothing(run, start_prompt):  # the baseline agent
         return dict(baseline)
     return {q: sum(r) / len(r) for q, r in rewards.items()}
 
@@ -109,7 +109,7 @@ def load(task: str, method: str, seed: int | None) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def task_report(task: str, seed_prompt: str, rng: random.Random) -> dict | None:
+def task_report(task: str, start_prompt: str, rng: random.Random) -> dict | None:
     base_run = load(task, "baseline", None)
     if base_run is None:
         return None
@@ -120,13 +120,13 @@ def task_report(task: str, seed_prompt: str, rng: random.Random) -> dict | None:
         run = load(task, method, seed) if t == task and method != "baseline" else None
         if run is None:
             continue
-        scores = per_question(run, baseline, seed_prompt)
+        scores = per_question(run, baseline, start_prompt)
         out["methods"][run_name(method, seed)] = {
             "method": method,
             "seed": seed,
             "mean": statistics.fmean(scores.values()),
             "gain": statistics.fmean(scores[q] - baseline[q] for q in baseline),
-            "kept_nothing": kept_nothing(run, seed_prompt),
+            "kept_nothing": kept_nothing(run, start_prompt),
             # GEPA's metric calls are its agent calls, one each, counted across sittings by its saved state
             "agent_calls": run.get("metric_calls", run.get("agent_calls")),
             "budget_agent_calls": run.get("budget_agent_calls"),  # GEPA's: its seed's practice calls
@@ -224,7 +224,7 @@ def candidate_verdict(name: str, difference: dict | None) -> str:
     and seed, is above zero (its CI)."""
     first = first_seed_difference(name)
     if first is None:
-        return "first seed running"
+        return "first seed not yet run on every task"
     if first <= 0:
         return "stopped after its first seed (no better than practice on the suite mean)"
     if difference is None or difference["seeds"] < len(SEEDS) or len(difference["tasks"]) < len(TASKS):
