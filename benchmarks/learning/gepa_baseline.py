@@ -118,7 +118,12 @@ class AgentAdapter:
 def optimise_prompt(
     train: list[dict], val: list[dict], seed_prompt: str, budget: int, seed: int, run_dir: Path
 ) -> dict:
-    """GEPA from the agent's own instructions, stopped at `budget` agent calls; its best prompt and its spend."""
+    """GEPA from the agent's own instructions, stopped at `budget` agent calls; its best prompt and its spend.
+    Kept in run_dir/found.json once it ends: a sitting that stops after it (in the held-out evaluation) finds it
+    there, and GEPA is not resumed past its budget, where it spends more and may change its best prompt."""
+    found = run_dir / "found.json"
+    if found.exists():
+        return json.loads(found.read_text())
     run_dir.mkdir(parents=True, exist_ok=True)
     models = _Models(run_dir / "spend.json")
     result = gepa.optimize(
@@ -133,7 +138,7 @@ def optimise_prompt(
         raise_on_exception=False,
     )
     best = result.best_candidate
-    return {
+    outcome = {
         "best_prompt": best["system_prompt"] if isinstance(best, dict) else best,
         "candidates": len(result.candidates),
         "val_scores": result.val_aggregate_scores,
@@ -141,3 +146,7 @@ def optimise_prompt(
         "metric_calls": result.total_metric_calls,
         **models.spent(),
     }
+    partial = found.with_name(found.name + ".partial")
+    partial.write_text(json.dumps(outcome))
+    partial.replace(found)  # whole or absent
+    return outcome
