@@ -442,6 +442,21 @@ async def heldout_rewards(exp_id: str) -> dict[str, list[float]]:
     return out
 
 
+async def agent_attempts(db, exp_id: str) -> int:
+    """The agent attempts a practice stored: its rollouts (<exp_id>_epoch_N) and its validations
+    (<exp_id>_val_<library>), one agent call each; not its held-out evaluation."""
+    from sqlalchemy import func, or_, select
+
+    from utu.db.models import EvaluationSample
+
+    named = EvaluationSample.exp_id.startswith
+    query = select(func.count()).where(
+        or_(named(f"{exp_id}_epoch_", autoescape=True), named(f"{exp_id}_val_", autoescape=True))
+    )
+    async with db.sessions() as session:
+        return int((await session.execute(query)).scalar_one())
+
+
 async def practice_record(exp_id: str) -> dict:
     """What a practice run spent and kept, from the database: calls and tokens by stage, the library, every
     proposal with its outcome."""
@@ -454,6 +469,7 @@ async def practice_record(exp_id: str) -> dict:
         steps = await store.steps()
         library = await store.snapshot(steps[-1].step) if steps else None
         operations = await operation_log(db, exp_id)
+        attempts = await agent_attempts(db, exp_id)
     usage: dict[str, dict[str, int]] = {}
     for s in steps:
         for tag, u in s.usage.items():
@@ -462,7 +478,9 @@ async def practice_record(exp_id: str) -> dict:
             total["tokens"] += u.prompt_tokens + u.completion_tokens
     agent = [t for t in usage if not t.startswith("learner")]
     return {
-        "agent_calls": sum(usage[t]["calls"] for t in agent),
+        # counted from the database: a step's usage tally misses the attempts made before a sitting stopped in it
+        "agent_calls": attempts,
+        "agent_calls_tallied": sum(usage[t]["calls"] for t in agent),
         "agent_tokens": sum(usage[t]["tokens"] for t in agent),
         "learner_calls": sum(u["calls"] for t, u in usage.items() if t not in agent),
         "learner_tokens": sum(u["tokens"] for t, u in usage.items() if t not in agent),
