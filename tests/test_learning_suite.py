@@ -321,13 +321,11 @@ def test_fill_goes_on_past_a_failed_run_and_says_so(monkeypatch, tmp_path, capsy
     assert len(started) > 2 and "failed: averages baseline" in capsys.readouterr().out
 
 
-def test_a_candidate_s_verdict_waits_for_every_task_and_seed(monkeypatch):
+def test_a_candidate_s_verdict_waits_for_every_task_and_seed():
     full = {"seeds": len(suite.SEEDS), "tasks": list(suite.TASKS), "mean": 0.1, "ci95": [0.02, 0.2]}
-    monkeypatch.setattr(suite_report, "first_seed_difference", lambda c: None)
-    assert suite_report.candidate_verdict("lower_bar", full) == "first seed not yet run on every task"
-    monkeypatch.setattr(suite_report, "first_seed_difference", lambda c: -0.01)
-    assert suite_report.candidate_verdict("lower_bar", full).startswith("stopped")
-    monkeypatch.setattr(suite_report, "first_seed_difference", lambda c: 0.05)
-    assert suite_report.candidate_verdict("lower_bar", {**full, "seeds": 1}) == "later seeds running"
-    assert suite_report.candidate_verdict("lower_bar", full).startswith("kept")
-    assert suite_report.candidate_verdict("lower_bar", {**full, "ci95": [-0.01, 0.2]}).startswith("dropped")
+    assert suite_report.candidate_verdict(None, full) == "first seed not yet run on every task"
+    assert suite_report.candidate_verdict(-0.01, full).startswith("stopped")
+    assert suite_report.candidate_verdict(0.0, full).startswith("stopped")  # a tie does not go on
+    assert suite_report.candidate_verdict(0.05, {**full, "seeds": 1}) == "later seeds running"
+    assert suite_report.candidate_verdict(0.05, full).startswith("kept")
+    assert suite_report.candidate_verdict(0.05, {**full, "ci95": [-0.01, 0.2]}).startswith("dropped")

@@ -55,9 +55,7 @@ class _Models:
         }
 
     def _keep(self) -> None:
-        partial = self.spend.with_name(self.spend.name + ".partial")
-        partial.write_text(json.dumps(self.spent()))
-        os.replace(partial, self.spend)
+        _write_whole(self.spend, self.spent())
 
     def answer(self, system: str, question: str) -> str:
         reply = self.agent.chat.completions.create(
@@ -146,7 +144,12 @@ def optimise_prompt(
         "metric_calls": result.total_metric_calls,
         **models.spent(),
     }
-    partial = found.with_name(found.name + ".partial")
-    partial.write_text(json.dumps(outcome))
-    partial.replace(found)  # whole or absent
+    _write_whole(found, outcome)
     return outcome
+
+
+def _write_whole(path: Path, data: dict) -> None:
+    """`data` as JSON at `path`, whole or not at all: a sitting stopped mid-write leaves the earlier file."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(data))
+    os.replace(partial, path)

@@ -503,8 +503,7 @@ def run(task: str, method: str, seed: int | None) -> Path:
     measured = provenance()  # the commit the run starts on
     exp_id = f"suite_{task}_{name}_heldout"
     record: dict = {}
-    if method in CANDIDATES:
-        check_candidate(method, seed)
+    registered = check_candidate(method, seed) if method in CANDIDATES else None
     upload(task, env)
     if method in ("baseline", "reference", "placebo"):
         rules = {"baseline": (), "reference": spec.reference, "placebo": (spec.placebo,)}[method]
@@ -518,7 +517,7 @@ def run(task: str, method: str, seed: int | None) -> Path:
             record["candidate"] = {
                 "adds": list(change.adds),
                 "drop": list(change.drop),
-                "registered_in": registered_in(method),
+                "registered_in": registered,
             }
         seconds, agent, practice_id = practise(task, method, seed, env)
         record |= asyncio.run(practice_record(practice_id))
@@ -598,10 +597,11 @@ def committed_as_is() -> bool:
     return changed.returncode == 0 and not changed.stdout.strip()
 
 
-def check_candidate(name: str, seed: int | None) -> None:
-    """A candidate runs only as registered (committed, and this file as committed) and, past its first seed, only
-    while `promising`."""
-    if registered_in(name) is None or not committed_as_is():
+def check_candidate(name: str, seed: int | None) -> str:
+    """The commit that registered a candidate, which runs only as registered (committed, and this file as
+    committed) and, past its first seed, only while `promising`."""
+    registered = registered_in(name)
+    if registered is None or not committed_as_is():
         raise SystemExit(
             f"candidate {name}: commit benchmarks/learning/suite.py first (a candidate runs as registered)"
         )
@@ -610,6 +610,7 @@ def check_candidate(name: str, seed: int | None) -> None:
             f"candidate {name}: its seed {SEEDS[0]} has not beaten practice's on the suite mean (or not run on every "
             "task yet), so its other seeds do not run"
         )
+    return registered
 
 
 def promising(candidate: str) -> bool:
@@ -647,9 +648,9 @@ def fill(tasks: list[str], stop_at: datetime | None) -> int:
 
 def status() -> int:
     """Each task's runs: saved, missing (?), or not to run since their candidate stopped after its first seed (-)."""
-    from suite_report import first_seed_difference
+    from suite_report import first_seed_difference, stopped_after_first_seed
 
-    stopped = {c for c in CANDIDATES if (d := first_seed_difference(c)) is not None and d <= 0}
+    stopped = {c for c in CANDIDATES if stopped_after_first_seed(first_seed_difference(c))}
     done = [r for r in plan() if result_path(*r).exists()]
     print(f"{len(done)} of {len(plan())} runs saved; stopped after their first seed: {', '.join(stopped) or 'none'}")
     for task in TASKS:

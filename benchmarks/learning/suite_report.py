@@ -169,6 +169,12 @@ def first_seed_difference(candidate: str) -> float | None:
     return statistics.fmean(differences)
 
 
+def stopped_after_first_seed(difference: float | None) -> bool:
+    """A candidate whose first seed ran on every task and did not beat practice's (`first_seed_difference`): a
+    futility stop, its other seeds do not run."""
+    return difference is not None and difference <= 0
+
+
 def across_tasks(tasks: dict[str, Pairs], questions: dict[str, list[str]], rng: random.Random) -> dict | None:
     """Equal-weight mean over tasks of their mean differences, the tasks' bootstraps drawn together, each task's
     seeds widened by t over the seeds' degrees of freedom pooled across the tasks; `seeds` is the fewest any task
@@ -219,13 +225,12 @@ def goal(suite: dict, tasks: dict[str, dict]) -> dict:
     }
 
 
-def candidate_verdict(name: str, difference: dict | None) -> str:
-    """What the suite says of a candidate so far: `kept` only when its difference from practice, over every task
-    and seed, is above zero (its CI)."""
-    first = first_seed_difference(name)
+def candidate_verdict(first: float | None, difference: dict | None) -> str:
+    """What the suite says of a candidate so far, from its `first_seed_difference` and its difference from
+    practice: `kept` only when that difference, over every task and seed, is above zero (its CI)."""
     if first is None:
         return "first seed not yet run on every task"
-    if first <= 0:
+    if stopped_after_first_seed(first):
         return "stopped after its first seed (no better than practice on the suite mean)"
     if difference is None or difference["seeds"] < len(SEEDS) or len(difference["tasks"]) < len(TASKS):
         return "later seeds running"
@@ -242,8 +247,9 @@ def build_report(seed: int = 0) -> dict:
         **{f"{c}_minus_practice": suite_difference(tasks, c, "practice", rng) for c in CANDIDATES},
         "tasks_below_baseline": sorted(t for t, r in tasks.items() if r.get("practice_gain", {}).get("below_baseline")),
     }
-    suite["candidates"] = {c: candidate_verdict(c, suite[f"{c}_minus_practice"]) for c in CANDIDATES}
-    stopped = [c for c, verdict in suite["candidates"].items() if verdict.startswith("stopped")]
+    first = {c: first_seed_difference(c) for c in CANDIDATES}
+    suite["candidates"] = {c: candidate_verdict(first[c], suite[f"{c}_minus_practice"]) for c in CANDIDATES}
+    stopped = [c for c in CANDIDATES if stopped_after_first_seed(first[c])]
     return {
         "registered_in": registered_in(),
         "runs_saved": sum(result_path(*r).exists() for r in plan()),
