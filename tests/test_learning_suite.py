@@ -1,5 +1,6 @@
 """The pre-registered learning suite (benchmarks/learning/suite.py): its data and its report's statistics."""
 
+import argparse
 import json
 import math
 import random
@@ -329,3 +330,16 @@ def test_a_candidate_s_verdict_waits_for_every_task_and_seed():
     assert suite_report.candidate_verdict(0.05, {**full, "seeds": 1}) == "later seeds running"
     assert suite_report.candidate_verdict(0.05, full).startswith("kept")
     assert suite_report.candidate_verdict(0.05, {**full, "ci95": [-0.01, 0.2]}).startswith("dropped")
+
+
+def test_stop_at_is_the_next_coming_of_its_time_and_a_bad_one_is_refused():
+    from datetime import datetime, timedelta
+
+    soon = datetime.now() + timedelta(minutes=2)
+    stop = suite.next_time(f"{soon:%H:%M}")
+    assert timedelta(0) < stop - datetime.now() <= timedelta(minutes=2)  # today's (or just past midnight's)
+    past = datetime.now() - timedelta(minutes=2)
+    assert timedelta(hours=23) < suite.next_time(f"{past:%H:%M}") - datetime.now() <= timedelta(days=1)
+    for bad in ("25:99", "noon", ""):
+        with pytest.raises(argparse.ArgumentTypeError, match="HH:MM"):
+            suite.next_time(bad)

@@ -664,12 +664,23 @@ def status() -> int:
     return 0
 
 
+def next_time(text: str) -> datetime:
+    """HH:MM's next coming: 01:00 given at 22:00 is tomorrow's."""
+    try:
+        clock = datetime.strptime(text, "%H:%M")
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a time as HH:MM (such as 23:30), got {text!r}") from None
+    now = datetime.now()
+    stop = now.replace(hour=clock.hour, minute=clock.minute, second=0, microsecond=0)
+    return stop + timedelta(days=1) if stop < now else stop
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     f = sub.add_parser("fill")
     f.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
-    f.add_argument("--stop_at", help="HH:MM (its next coming): start no run after it")
+    f.add_argument("--stop_at", type=next_time, help="HH:MM (its next coming): start no run after it")
     r = sub.add_parser("run")
     r.add_argument("task", choices=TASKS)
     r.add_argument("method", choices=[*METHODS, *CANDIDATES])
@@ -678,13 +689,7 @@ def main() -> int:
     sub.add_parser("report")
     args = parser.parse_args()
     if args.command == "fill":
-        stop = None
-        if args.stop_at:
-            hour, minute = map(int, args.stop_at.split(":"))
-            now = datetime.now()
-            stop = now.replace(hour=hour, minute=minute, second=0)
-            stop += timedelta(days=1) if stop < now else timedelta()  # 01:00 given at 22:00 is tomorrow's
-        return fill(args.tasks, stop)
+        return fill(args.tasks, args.stop_at)
     if args.command == "run":
         seeds = METHODS.get(args.method, SEEDS)
         if args.seed not in seeds:
