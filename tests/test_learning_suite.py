@@ -343,3 +343,27 @@ def test_stop_at_is_the_next_coming_of_its_time_and_a_bad_one_is_refused():
     for bad in ("25:99", "noon", ""):
         with pytest.raises(argparse.ArgumentTypeError, match="HH:MM"):
             suite.next_time(bad)
+
+
+async def test_a_practice_s_agent_calls_are_its_rollouts_and_validations_not_its_evaluation_nor_another_s(
+    sqlite_db,
+):
+    from utu.db import EvaluationSample
+
+    exp = "suite_x_practice_s0"
+    stored = {
+        f"{exp}_epoch_0": 5,  # rollouts, counted even when a sitting stopped before the step's tally was saved
+        f"{exp}_epoch_2": 3,
+        f"{exp}_val_1": 4,  # a validation of a library
+        f"{exp}_heldout": 7,  # its held-out evaluation: not practice's spending
+        "suite_x_practice_s1_epoch_0": 6,  # another seed
+        "suite_x_practice_s0x_epoch_0": 2,  # a name that only starts like it
+        "suite%x_practice_s0_epoch_0": 1,  # a LIKE wildcard in the name does not match
+    }
+    async with sqlite_db.transaction() as s:
+        for exp_id, n in stored.items():
+            s.add_all(
+                EvaluationSample(exp_id=exp_id, owner=exp, dataset="d", dataset_index=i, raw_question="q")
+                for i in range(n)
+            )
+    assert await suite.agent_attempts(sqlite_db, exp) == 5 + 3 + 4
