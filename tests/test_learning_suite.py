@@ -162,7 +162,8 @@ def test_the_tables_show_each_task_s_gains_and_the_suite_mean_over_the_tasks_it_
             "practice": {"tasks": ["averages"], "seeds": 2, "mean": 0.5, "ci95": [0.25, 0.75]},
             "gepa": None,
             "practice_minus_gepa": None,
-            **{f"{c}_minus_practice": None for c in suite.CANDIDATES},
+            **{f"{c}_minus_{other}": None for c in suite.CANDIDATES for other in ("practice", "gepa")},
+            "no_gate_minus_gepa": {"tasks": ["averages"], "seeds": 1, "mean": -0.25, "ci95": [-0.5, 0.0]},
         },
         "tasks": {
             "averages": {
@@ -184,6 +185,9 @@ def test_the_tables_show_each_task_s_gains_and_the_suite_mean_over_the_tasks_it_
     )
     assert "| **suite mean** | | | | +0.500 (+0.250 to +0.750), 2 seeds, 1 task | – | – | |" in lines
     assert "| Averages | – | +0.000 (kept nothing) |" + " – |" * len(suite.CANDIDATES) in lines
+    versus_gepa = next(line for line in lines if line.startswith("| **suite mean, candidate − GEPA** |"))
+    cells = [cell.strip() for cell in versus_gepa.strip("|").split("|")]
+    assert cells[1 + 2 + list(suite.CANDIDATES).index("no_gate")] == "-0.250 (-0.500 to +0.000), 1 seed, 1 task"
 
 
 def test_gepa_that_kept_its_seed_prompt_counts_as_the_baseline_agent_as_practice_that_kept_nothing():

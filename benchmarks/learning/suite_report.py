@@ -26,7 +26,8 @@ BOOTSTRAP = 4000
 Scores = dict[str, float]  # question index -> mean reward over its K attempts
 Pairs = list[tuple[Scores, Scores]]  # (a run of a method, what it is compared with), per seed
 # (first, second): first - second, paired by seed (GEPA's budget is that seed's practice calls)
-COMPARED = [("practice", "gepa"), *((c, "practice") for c in CANDIDATES)]
+# a candidate beside GEPA too: a kept candidate becomes practice's default, so the goal is then asked of it
+COMPARED = [("practice", "gepa"), *((c, other) for c in CANDIDATES for other in ("practice", "gepa"))]
 SEEDED = ("practice", "gepa", *CANDIDATES)
 
 
@@ -244,7 +245,7 @@ def build_report(seed: int = 0) -> dict:
         "practice": suite_mean(tasks, "practice", rng),
         "gepa": suite_mean(tasks, "gepa", rng),
         "practice_minus_gepa": suite_difference(tasks, "practice", "gepa", rng),
-        **{f"{c}_minus_practice": suite_difference(tasks, c, "practice", rng) for c in CANDIDATES},
+        **{f"{c}_minus_{other}": suite_difference(tasks, c, other, rng) for c, other in COMPARED[1:]},
         "tasks_below_baseline": sorted(t for t, r in tasks.items() if r.get("practice_gain", {}).get("below_baseline")),
     }
     first = {c: first_seed_difference(c) for c in CANDIDATES}
@@ -336,6 +337,8 @@ def markdown(report: dict) -> str:
         lines.append(f"| {names[t]} | " + " | ".join(cells) + " |")
     cells = ["" for _ in ablations] + [_gain(suite.get(f"{c}_minus_practice")) for c in CANDIDATES]
     lines.append("| **suite mean** | " + " | ".join(cells) + " |")
+    cells = ["" for _ in ablations] + [_gain(suite.get(f"{c}_minus_gepa")) for c in CANDIDATES]
+    lines.append("| **suite mean, candidate − GEPA** | " + " | ".join(cells) + " |")
     verdicts = suite.get("candidates", {})
     lines.append(
         "| **verdict** | " + " | ".join([""] * len(ablations) + [verdicts.get(c, "") for c in CANDIDATES]) + " |"
