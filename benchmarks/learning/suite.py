@@ -37,6 +37,7 @@ import asyncio
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -661,7 +662,34 @@ def status() -> int:
             if t == task
         ]
         print(f"{task:15s} {' '.join(cells)}")
+    going_on = {c for c in CANDIDATES if promising(c)}
+    missing = [r for r in plan() if not result_path(*r).exists() and r[1] not in stopped]
+    left = [r for r in missing if r[1] not in CANDIDATES or r[2] == SEEDS[0] or r[1] in going_on]
+    maybe = [r for r in missing if r not in left]  # a candidate's later seeds, its first seed not yet run
+    print(
+        f"left: {len(left)} runs, about {hours_left(done, left) / 3600:.0f} hours at the saved runs' median times"
+        + (f"; {len(maybe)} more if their candidate's first seed beats practice's" if maybe else "")
+    )
     return 0
+
+
+def family(method: str) -> str:
+    """Runs that take about as long: an evaluation alone, a practice (and its evaluation), GEPA (and its)."""
+    if method in ("baseline", "reference", "placebo"):
+        return "evaluation"
+    return "gepa" if method == "gepa" else "practice"
+
+
+def hours_left(done: list[tuple[str, str, int | None]], left: list[tuple[str, str, int | None]]) -> float:
+    """Seconds the runs `left` take, each at the median time of the saved runs of its family (a run resumed over
+    sittings records its last sitting only, which a median weighs less than a mean)."""
+    seconds: dict[str, list[float]] = {}
+    for task, method, seed in done:
+        took = json.loads(result_path(task, method, seed).read_text()).get("seconds", {})
+        seconds.setdefault(family(method), []).append(sum(took.values()))
+    everyone = [t for times in seconds.values() for t in times]
+    typical = {f: statistics.median(seconds.get(f) or everyone or [0.0]) for f in ("evaluation", "practice", "gepa")}
+    return sum(typical[family(method)] for _, method, _ in left)
 
 
 def next_time(text: str) -> datetime:
