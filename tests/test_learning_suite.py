@@ -373,7 +373,7 @@ async def test_a_practice_s_agent_calls_are_its_rollouts_and_validations_not_its
     assert await suite.agent_attempts(sqlite_db, exp) == 5 + 3 + 4
 
 
-def test_the_hours_left_are_each_missing_run_at_its_family_s_median_time(monkeypatch, tmp_path):
+def test_the_time_left_is_each_missing_run_at_its_family_s_median_time(monkeypatch, tmp_path):
     took = {"baseline": {"evaluation": 600}, "placebo": {"evaluation": 1200}, "reference": {"evaluation": 900}}
     took |= {"practice": {"practice": 3000, "evaluation": 600}, "gepa": {"gepa": 2400, "evaluation": 600}}
     took |= {"hinted": {"practice": 12}}  # resumed: its last sitting's seconds alone
@@ -383,4 +383,4 @@ def test_the_hours_left_are_each_missing_run_at_its_family_s_median_time(monkeyp
     done = [("averages", m, None) for m in took]
     left = [("gsm8k", "baseline", None), ("gsm8k", "no_gate", 0), ("gsm8k", "gepa", 0)]
     # evaluations' median 900; practice-like runs' median of 3600 and 12; GEPA 3000
-    assert suite.hours_left(done, left) == 900 + (3600 + 12) / 2 + 3000
+    assert suite.seconds_left(done, left) == 900 + (3600 + 12) / 2 + 3000

@@ -24,12 +24,13 @@ and the remedies off; seed 0); GEPA optimising the agent's system prompt from th
 Candidates (`CANDIDATES`, registered apart and later): practice with a change, run on the same seeds, reported as
 candidate - practice: a change is kept only if the suite mean says it helps.
 
-Each run's result is saved as it finishes, to benchmarks/results/learning_suite/<task>/<method>[_s<seed>].json,
-and never overwritten: `fill` skips what is saved, so the suite fills over several sittings. The database is
-runs/learning_suite.db. A run takes 7 (an evaluation) to 45 minutes (practice, GEPA) on 2 cores. To keep working
-in the checkout while it fills, run it from a worktree of a fixed commit with PYTHONPATH=<worktree> (its runs then
-use that commit's code) and copy its results/learning_suite/ back; to go on in a later sitting, check the next commit
-out in the same worktree, so its runs/ (the database, a practice stopped midway) carries over.
+Each run's result is saved as it finishes, to benchmarks/results/learning_suite/<task>/<method>[_s<seed>].json, and
+never overwritten: `fill` skips what is saved, so the suite fills over several sittings. The database is
+runs/learning_suite.db. A run takes 6 (an evaluation) to about 80 minutes (practice or GEPA, and its evaluation) on
+2 cores; `status` says about how long the runs left take. To keep working in the checkout while it fills, run it
+from a worktree of a fixed commit with PYTHONPATH=<worktree> (its runs then use that commit's code) and copy its
+results/learning_suite/ back; to go on in a later sitting, check the next commit out in the same worktree, so its
+runs/ (the database, a practice stopped midway) carries over.
 """
 
 import argparse
@@ -667,7 +668,7 @@ def status() -> int:
     left = [r for r in missing if r[1] not in CANDIDATES or r[2] == SEEDS[0] or r[1] in going_on]
     maybe = [r for r in missing if r not in left]  # a candidate's later seeds, its first seed not yet run
     print(
-        f"left: {len(left)} runs, about {hours_left(done, left) / 3600:.0f} hours at the saved runs' median times"
+        f"left: {len(left)} runs, about {seconds_left(done, left) / 3600:.0f} hours at the saved runs' median times"
         + (f"; {len(maybe)} more if their candidate's first seed beats practice's" if maybe else "")
     )
     return 0
@@ -680,7 +681,7 @@ def family(method: str) -> str:
     return "gepa" if method == "gepa" else "practice"
 
 
-def hours_left(done: list[tuple[str, str, int | None]], left: list[tuple[str, str, int | None]]) -> float:
+def seconds_left(done: list[tuple[str, str, int | None]], left: list[tuple[str, str, int | None]]) -> float:
     """Seconds the runs `left` take, each at the median time of the saved runs of its family (a run resumed over
     sittings records its last sitting only, which a median weighs less than a mean)."""
     seconds: dict[str, list[float]] = {}
