@@ -380,7 +380,7 @@ def test_the_time_left_is_each_missing_run_at_its_family_s_median_time(monkeypat
     monkeypatch.setattr(suite, "result_path", lambda t, m, s: tmp_path / f"{m}.json")
     for method, seconds in took.items():
         (tmp_path / f"{method}.json").write_text(json.dumps({"seconds": seconds}))
-    done = [("averages", m, None) for m in took]
+    done = [("averages", m, suite.METHODS[m][0]) for m in took]  # as the plan has them: evaluations unseeded
     left = [("gsm8k", "baseline", None), ("gsm8k", "no_gate", 0), ("gsm8k", "gepa", 0)]
     # evaluations' median 900; practice-like runs' median of 3600 and 12; GEPA 3000
     assert suite.seconds_left(done, left) == 900 + (3600 + 12) / 2 + 3000

@@ -652,7 +652,8 @@ def status() -> int:
     """Each task's runs: saved, missing (?), or not to run since their candidate stopped after its first seed (-)."""
     from suite_report import first_seed_difference, stopped_after_first_seed
 
-    stopped = {c for c in CANDIDATES if stopped_after_first_seed(first_seed_difference(c))}
+    first = {c: first_seed_difference(c) for c in CANDIDATES}
+    stopped = {c for c in CANDIDATES if stopped_after_first_seed(first[c])}
     done = [r for r in plan() if result_path(*r).exists()]
     print(f"{len(done)} of {len(plan())} runs saved; stopped after their first seed: {', '.join(stopped) or 'none'}")
     for task in TASKS:
@@ -663,10 +664,10 @@ def status() -> int:
             if t == task
         ]
         print(f"{task:15s} {' '.join(cells)}")
-    going_on = {c for c in CANDIDATES if promising(c)}
+    undecided = {c for c in CANDIDATES if first[c] is None}  # its first seed not yet run on every task
     missing = [r for r in plan() if not result_path(*r).exists() and r[1] not in stopped]
-    left = [r for r in missing if r[1] not in CANDIDATES or r[2] == SEEDS[0] or r[1] in going_on]
-    maybe = [r for r in missing if r not in left]  # a candidate's later seeds, its first seed not yet run
+    maybe = [r for r in missing if r[1] in undecided and r[2] != SEEDS[0]]
+    left = [r for r in missing if r not in maybe]
     print(
         f"left: {len(left)} runs, about {seconds_left(done, left) / 3600:.0f} hours at the saved runs' median times"
         + (f"; {len(maybe)} more if their candidate's first seed beats practice's" if maybe else "")
@@ -674,9 +675,10 @@ def status() -> int:
     return 0
 
 
-def family(method: str) -> str:
-    """Runs that take about as long: an evaluation alone, a practice (and its evaluation), GEPA (and its)."""
-    if method in ("baseline", "reference", "placebo"):
+def family(method: str, seed: int | None) -> str:
+    """Runs that take about as long: an evaluation alone (the unseeded methods), a practice (and its evaluation),
+    GEPA (and its)."""
+    if seed is None:
         return "evaluation"
     return "gepa" if method == "gepa" else "practice"
 
@@ -687,10 +689,10 @@ def seconds_left(done: list[tuple[str, str, int | None]], left: list[tuple[str, 
     seconds: dict[str, list[float]] = {}
     for task, method, seed in done:
         took = json.loads(result_path(task, method, seed).read_text()).get("seconds", {})
-        seconds.setdefault(family(method), []).append(sum(took.values()))
+        seconds.setdefault(family(method, seed), []).append(sum(took.values()))
     everyone = [t for times in seconds.values() for t in times]
     typical = {f: statistics.median(seconds.get(f) or everyone or [0.0]) for f in ("evaluation", "practice", "gepa")}
-    return sum(typical[family(method)] for _, method, _ in left)
+    return sum(typical[family(method, seed)] for _, method, seed in left)
 
 
 def next_time(text: str) -> datetime:

@@ -244,8 +244,7 @@ def build_report(seed: int = 0) -> dict:
     suite = {
         "practice": suite_mean(tasks, "practice", rng),
         "gepa": suite_mean(tasks, "gepa", rng),
-        "practice_minus_gepa": suite_difference(tasks, "practice", "gepa", rng),
-        **{f"{c}_minus_{other}": suite_difference(tasks, c, other, rng) for c, other in COMPARED[1:]},
+        **{f"{a}_minus_{b}": suite_difference(tasks, a, b, rng) for a, b in COMPARED},
         "tasks_below_baseline": sorted(t for t, r in tasks.items() if r.get("practice_gain", {}).get("below_baseline")),
     }
     first = {c: first_seed_difference(c) for c in CANDIDATES}
