@@ -384,3 +384,71 @@ def test_the_time_left_is_each_missing_run_at_its_family_s_median_time(monkeypat
     left = [("gsm8k", "baseline", None), ("gsm8k", "no_gate", 0), ("gsm8k", "gepa", 0)]
     # evaluations' median 900; practice-like runs' median of 3600 and 12; GEPA 3000
     assert suite.seconds_left(done, left) == 900 + (3600 + 12) / 2 + 3000
+
+
+async def test_park_carries_only_the_unsaved_runs_state_and_unpark_restores_it_where_no_database_is(
+    sqlite_db, tmp_path
+):
+    import io
+    import sqlite3
+    import tarfile
+    from datetime import UTC, datetime
+
+    import suite_park
+    from utu.db import EvaluationSample
+    from utu.db.models import DatasetSample, Experiment, ExperimentLease, PracticeStep
+
+    stopped, saved, gepa = "suite_x_practice_s0", "suite_x_baseline", "suite_x_gepa_s0"
+    async with sqlite_db.transaction() as s:
+        for exp in (stopped, saved, stopped + "x"):  # the last only starts like the stopped run
+            s.add(Experiment(exp_id=exp, kind="practice", fingerprint="f", config={}))
+            s.add(PracticeStep(exp_id=exp, step=0, epoch=0, batch=0, stats={}))
+        for exp_id in (f"{stopped}_epoch_0", f"{stopped}_val_1", f"{saved}_heldout"):
+            owner = saved if exp_id.startswith(saved) else stopped
+            s.add(EvaluationSample(exp_id=exp_id, owner=owner, dataset="d", dataset_index=0, raw_question="q"))
+        s.add(DatasetSample(dataset="d", index=0, question="q", answer="1"))
+        s.add(ExperimentLease(exp_id=stopped, holder="h", host="the stopped machine", pid=1, expires_at=datetime.now(UTC)))
+    folder = tmp_path / "gepa_runs" / "x_gepa_s0"
+    folder.mkdir(parents=True)
+    (folder / "spend.json").write_text('{"agent_calls": 12}')
+    archive = tmp_path / "parked.tar.gz"
+    runs = {stopped: tmp_path / "gepa_runs" / "x_practice_s0", gepa: folder, "suite_x_placebo": tmp_path / "none"}
+    assert suite_park.park(tmp_path / "test.db", runs, archive) == [gepa, stopped]
+
+    elsewhere = tmp_path / "new_machine"
+    db, gepa_root = elsewhere / "runs" / "learning_suite.db", elsewhere / "runs" / "gepa"
+    assert suite_park.unpark(archive, db, gepa_root) == [gepa, stopped]
+    assert (gepa_root / "x_gepa_s0" / "spend.json").read_text() == '{"agent_calls": 12}'
+    with sqlite3.connect(db) as restored:
+        rows = lambda sql: sorted(r[0] for r in restored.execute(sql))  # noqa: E731
+        assert rows("SELECT exp_id FROM experiments") == [stopped]
+        assert rows("SELECT exp_id FROM practice_steps") == [stopped]
+        assert rows("SELECT exp_id FROM evaluation_data") == [f"{stopped}_epoch_0", f"{stopped}_val_1"]
+        assert rows("SELECT dataset FROM data") == rows("SELECT exp_id FROM experiment_leases") == []
+    with pytest.raises(FileExistsError):  # a machine that has a database keeps it
+        suite_park.unpark(archive, db, gepa_root)
+
+    hostile = tmp_path / "hostile.tar.gz"
+    with tarfile.open(hostile, "w:gz") as tar:
+        for name, data in (("parked.json", b'{"runs": []}'), ("gepa/../../escaped", b"x")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(tarfile.OutsideDestinationError):
+        suite_park.unpark(hostile, tmp_path / "third" / "db", tmp_path / "third" / "gepa")
+    assert not (tmp_path / "escaped").exists() and not (tmp_path / "third" / "db").exists()
+
+
+def test_fill_unparks_on_a_machine_with_no_database_only(monkeypatch, tmp_path, capsys):
+    import suite_park
+
+    unparked = []
+    monkeypatch.setattr(suite, "PARKED", tmp_path / "parked.tar.gz")
+    monkeypatch.setattr(suite, "DB_PATH", tmp_path / "learning_suite.db")
+    monkeypatch.setattr(suite_park, "unpark", lambda *a: unparked.append(a) or ["suite_x_practice_s0"])
+    monkeypatch.setattr(suite, "plan", lambda: [])
+    suite.PARKED.write_bytes(b"")
+    assert suite.fill(["averages"], None) == 0 and len(unparked) == 1
+    assert "unparked suite_x_practice_s0" in capsys.readouterr().out
+    suite.DB_PATH.write_bytes(b"")
+    assert suite.fill(["averages"], None) == 0 and len(unparked) == 1

@@ -30,7 +30,9 @@ runs/learning_suite.db. A run takes 6 (an evaluation) to about 80 minutes (pract
 2 cores; `status` says about how long the runs left take. To keep working in the checkout while it fills, run it
 from a worktree of a fixed commit with PYTHONPATH=<worktree> (its runs then use that commit's code) and copy its
 results/learning_suite/ back; to go on in a later sitting, check the next commit out in the same worktree, so its
-runs/ (the database, a practice stopped midway) carries over.
+runs/ (the database, a practice stopped midway) carries over. On another machine, where runs/ is empty, `park`
+(after stopping the fill) packs the unsaved runs' state into benchmarks/learning/parked.tar.gz to commit, and the
+next machine's `fill` unpacks it, so a run stopped midway resumes there too.
 """
 
 import argparse
@@ -56,6 +58,8 @@ RESULTS = ROOT / "benchmarks" / "results" / "learning_suite"
 DB_PATH = ROOT / "runs" / "learning_suite.db"
 DATA = ROOT / "runs" / "learning_suite" / "data"
 AGENTS = ROOT / "runs" / "learning_suite" / "agents"
+GEPA_RUNS = ROOT / "runs" / "learning_suite" / "gepa"
+PARKED = ROOT / "benchmarks" / "learning" / "parked.tar.gz"  # the unsaved runs' state, carried to the next machine
 
 # --- registration (pre-registered: not changed after the first run) ---------------------------------------------
 
@@ -543,7 +547,7 @@ def run(task: str, method: str, seed: int | None) -> Path:
             seed_prompt=seed_prompt(),
             budget=budget,
             seed=seed,
-            run_dir=ROOT / "runs" / "learning_suite" / "gepa" / f"{task}_{name}",
+            run_dir=GEPA_RUNS / f"{task}_{name}",
         )
         record |= found
         record["budget_agent_calls"] = budget
@@ -625,9 +629,33 @@ def promising(candidate: str) -> bool:
     return difference is not None and difference > 0
 
 
+def unsaved_runs() -> dict[str, Path]:
+    """Each run of the plan not saved yet: its exp_id (its experiments' prefix) -> its GEPA run folder."""
+    return {
+        f"suite_{task}_{run_name(method, seed)}": GEPA_RUNS / f"{task}_{run_name(method, seed)}"
+        for task, method, seed in plan()
+        if not result_path(task, method, seed).exists()
+    }
+
+
+def park(archive: Path) -> int:
+    """Pack the unsaved runs' state for the next machine (stop the fill first: a run that goes on after it is
+    parked resumes from where it was parked)."""
+    from suite_park import park as pack
+
+    carried = pack(DB_PATH, unsaved_runs(), archive)
+    print(f"parked {', '.join(carried) or 'nothing'} in {archive} ({archive.stat().st_size // 1024} KiB)")
+    return 0
+
+
 def fill(tasks: list[str], stop_at: datetime | None) -> int:
     """Every missing run of the plan, in order; stops before a run when `stop_at` has passed. A run that fails is
-    reported and left missing (the next fill tries it again); the exit code says whether any failed."""
+    reported and left missing (the next fill tries it again); the exit code says whether any failed. On a machine
+    with no suite database yet, the parked runs' state (`park`) is unpacked first, so they resume."""
+    if PARKED.exists() and not DB_PATH.exists():
+        from suite_park import unpark
+
+        print(f"unparked {', '.join(unpark(PARKED, DB_PATH, GEPA_RUNS)) or 'nothing'}", flush=True)
     failures = 0
     for task, method, seed in plan():
         if task not in tasks or result_path(task, method, seed).exists():
@@ -718,6 +746,8 @@ def main() -> int:
     r.add_argument("--seed", type=int)
     sub.add_parser("status")
     sub.add_parser("report")
+    p = sub.add_parser("park", help="pack the unsaved runs' state to commit, for the next machine's fill")
+    p.add_argument("--to", type=Path, default=PARKED)
     args = parser.parse_args()
     if args.command == "fill":
         return fill(args.tasks, args.stop_at)
@@ -729,6 +759,8 @@ def main() -> int:
         return 0
     if args.command == "status":
         return status()
+    if args.command == "park":
+        return park(args.to)
     from suite_report import markdown, write_report
 
     print(markdown(json.loads(write_report().read_text())), end="")
