@@ -3,6 +3,7 @@
 import argparse
 import json
 import math
+import os
 import random
 import sys
 
@@ -389,12 +390,11 @@ def test_the_time_left_is_each_missing_run_at_its_family_s_median_time(monkeypat
 async def test_park_carries_only_the_unsaved_runs_state_and_unpark_restores_it_where_no_database_is(
     sqlite_db, tmp_path
 ):
-    import io
     import sqlite3
-    import tarfile
     from datetime import UTC, datetime
 
     import suite_park
+
     from utu.db import EvaluationSample
     from utu.db.models import DatasetSample, Experiment, ExperimentLease, PracticeStep
 
@@ -407,7 +407,8 @@ async def test_park_carries_only_the_unsaved_runs_state_and_unpark_restores_it_w
             owner = saved if exp_id.startswith(saved) else stopped
             s.add(EvaluationSample(exp_id=exp_id, owner=owner, dataset="d", dataset_index=0, raw_question="q"))
         s.add(DatasetSample(dataset="d", index=0, question="q", answer="1"))
-        s.add(ExperimentLease(exp_id=stopped, holder="h", host="the stopped machine", pid=1, expires_at=datetime.now(UTC)))
+        now = datetime.now(UTC)
+        s.add(ExperimentLease(exp_id=stopped, holder="h", host="the stopped machine", pid=1, expires_at=now))
     folder = tmp_path / "gepa_runs" / "x_gepa_s0"
     folder.mkdir(parents=True)
     (folder / "spend.json").write_text('{"agent_calls": 12}')
@@ -428,27 +429,59 @@ async def test_park_carries_only_the_unsaved_runs_state_and_unpark_restores_it_w
     with pytest.raises(FileExistsError):  # a machine that has a database keeps it
         suite_park.unpark(archive, db, gepa_root)
 
-    hostile = tmp_path / "hostile.tar.gz"
-    with tarfile.open(hostile, "w:gz") as tar:
-        for name, data in (("parked.json", b'{"runs": []}'), ("gepa/../../escaped", b"x")):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    with pytest.raises(tarfile.OutsideDestinationError):
-        suite_park.unpark(hostile, tmp_path / "third" / "db", tmp_path / "third" / "gepa")
-    assert not (tmp_path / "escaped").exists() and not (tmp_path / "third" / "db").exists()
 
-
-def test_fill_unparks_on_a_machine_with_no_database_only(monkeypatch, tmp_path, capsys):
+def test_fill_and_run_unpark_on_a_machine_with_no_database_only_and_park_waits_for_them(monkeypatch, tmp_path, capsys):
     import suite_park
 
-    unparked = []
-    monkeypatch.setattr(suite, "PARKED", tmp_path / "parked.tar.gz")
-    monkeypatch.setattr(suite, "DB_PATH", tmp_path / "learning_suite.db")
+    unparked, ran = [], []
+    for name, path in (("PARKED", "parked.tar.gz"), ("DB_PATH", "learning_suite.db"), ("RUNNING", "running.pid")):
+        monkeypatch.setattr(suite, name, tmp_path / path)
     monkeypatch.setattr(suite_park, "unpark", lambda *a: unparked.append(a) or ["suite_x_practice_s0"])
-    monkeypatch.setattr(suite, "plan", lambda: [])
+    monkeypatch.setattr(suite, "fill", lambda tasks, stop_at: ran.append(suite.running_pid()) or 0)
+    monkeypatch.setattr(sys, "argv", ["suite.py", "fill"])
     suite.PARKED.write_bytes(b"")
-    assert suite.fill(["averages"], None) == 0 and len(unparked) == 1
+    assert suite.main() == 0 and len(unparked) == 1
     assert "unparked suite_x_practice_s0" in capsys.readouterr().out
+    assert ran == [os.getpid()] and suite.running_pid() is None  # park is refused while it fills, not after
     suite.DB_PATH.write_bytes(b"")
-    assert suite.fill(["averages"], None) == 0 and len(unparked) == 1
+    assert suite.main() == 0 and len(unparked) == 1
+
+    suite.RUNNING.write_text(str(os.getpid()))
+    with pytest.raises(SystemExit, match="is going on here"):
+        suite.park(tmp_path / "out.tar.gz")
+    suite.RUNNING.unlink()
+    suite.DB_PATH.unlink()
+    with pytest.raises(SystemExit, match="no suite database here"):
+        suite.park(tmp_path / "out.tar.gz")
+    assert not suite.DB_PATH.exists() and not (tmp_path / "out.tar.gz").exists()
+
+
+@pytest.mark.parametrize("broken", ["empty", "truncated", "not_sqlite", "a_link", "a_way_out"])
+def test_a_broken_parked_file_is_refused_whole_and_writes_nothing(tmp_path, broken):
+    import io
+    import tarfile
+
+    import suite_park
+
+    def member(tar, name, data=b"", kind=tarfile.REGTYPE):
+        info = tarfile.TarInfo(name)
+        info.type, info.size, info.linkname = kind, len(data), "/etc/passwd" if kind != tarfile.REGTYPE else ""
+        tar.addfile(info, io.BytesIO(data))
+
+    archive = tmp_path / "parked.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        member(tar, "parked.json", b'{"version": 1, "runs": ["suite_x_gepa_s0"]}')
+        member(tar, "learning_suite.db", b"garbage" if broken == "not_sqlite" else suite_park.SQLITE_HEADER)
+        member(tar, "gepa/x_gepa_s0/spend.json", b"{}")
+        if broken == "a_link":
+            member(tar, "gepa/x_gepa_s0/state.bin", kind=tarfile.SYMTYPE)
+        if broken == "a_way_out":
+            member(tar, "gepa/../../escaped", b"x")
+    if broken == "empty":
+        archive.write_bytes(b"")
+    elif broken == "truncated":
+        archive.write_bytes(archive.read_bytes()[:60])
+    db, gepa_root = tmp_path / "runs" / "learning_suite.db", tmp_path / "runs" / "gepa"
+    with pytest.raises(suite_park.ParkedFileError):
+        suite_park.unpark(archive, db, gepa_root)
+    assert not db.exists() and not gepa_root.exists() and not (tmp_path.parent / "escaped").exists()

@@ -60,6 +60,7 @@ DATA = ROOT / "runs" / "learning_suite" / "data"
 AGENTS = ROOT / "runs" / "learning_suite" / "agents"
 GEPA_RUNS = ROOT / "runs" / "learning_suite" / "gepa"
 PARKED = ROOT / "benchmarks" / "learning" / "parked.tar.gz"  # the unsaved runs' state, carried to the next machine
+RUNNING = ROOT / "runs" / "learning_suite" / "running.pid"  # a fill or run going on here
 
 # --- registration (pre-registered: not changed after the first run) ---------------------------------------------
 
@@ -639,23 +640,46 @@ def unsaved_runs() -> dict[str, Path]:
 
 
 def park(archive: Path) -> int:
-    """Pack the unsaved runs' state for the next machine (stop the fill first: a run that goes on after it is
-    parked resumes from where it was parked)."""
-    from suite_park import park as pack
+    """Pack the unsaved runs' state for the next machine; refused while a fill or run goes on here (what it does
+    after the packing would be lost, and GEPA's state may be half-written)."""
+    import suite_park
 
-    carried = pack(DB_PATH, unsaved_runs(), archive)
+    if (pid := running_pid()) is not None:
+        raise SystemExit(f"a fill or run is going on here (pid {pid}): stop it first (pkill -f 'suite.py fill')")
+    try:
+        carried = suite_park.park(DB_PATH, unsaved_runs(), archive)
+    except FileNotFoundError as missing:
+        raise SystemExit(str(missing)) from None
     print(f"parked {', '.join(carried) or 'nothing'} in {archive} ({archive.stat().st_size // 1024} KiB)")
     return 0
 
 
+def running_pid() -> int | None:
+    """The pid of a fill or run going on here, if any."""
+    try:
+        pid = int(RUNNING.read_text())
+        os.kill(pid, 0)
+    except (OSError, ValueError):  # no pid file, or its process is gone
+        return None
+    return pid
+
+
+def unpark_on_a_new_machine() -> None:
+    """Unpack the parked runs' state where no suite database is yet, so those runs resume."""
+    import suite_park
+
+    if not PARKED.exists() or DB_PATH.exists():
+        return
+    try:
+        carried = suite_park.unpark(PARKED, DB_PATH, GEPA_RUNS)
+    except suite_park.ParkedFileError as broken:
+        raise SystemExit(f"{broken}; delete it to start its runs over") from None
+    print(f"unparked {', '.join(carried) or 'nothing'} from {PARKED}", flush=True)
+
+
 def fill(tasks: list[str], stop_at: datetime | None) -> int:
     """Every missing run of the plan, in order; stops before a run when `stop_at` has passed. A run that fails is
-    reported and left missing (the next fill tries it again); the exit code says whether any failed. On a machine
-    with no suite database yet, the parked runs' state (`park`) is unpacked first, so they resume."""
-    if PARKED.exists() and not DB_PATH.exists():
-        from suite_park import unpark
-
-        print(f"unparked {', '.join(unpark(PARKED, DB_PATH, GEPA_RUNS)) or 'nothing'}", flush=True)
+    reported and left missing (the next fill tries it again); the exit code says whether any failed."""
     failures = 0
     for task, method, seed in plan():
         if task not in tasks or result_path(task, method, seed).exists():
@@ -749,14 +773,19 @@ def main() -> int:
     p = sub.add_parser("park", help="pack the unsaved runs' state to commit, for the next machine's fill")
     p.add_argument("--to", type=Path, default=PARKED)
     args = parser.parse_args()
-    if args.command == "fill":
-        return fill(args.tasks, args.stop_at)
-    if args.command == "run":
-        seeds = METHODS.get(args.method, SEEDS)
-        if args.seed not in seeds:
-            parser.error(f"{args.method} runs with seed {' or '.join(map(str, seeds))}")
-        run(args.task, args.method, args.seed)
-        return 0
+    if args.command == "run" and args.seed not in METHODS.get(args.method, SEEDS):
+        parser.error(f"{args.method} runs with seed {' or '.join(map(str, METHODS.get(args.method, SEEDS)))}")
+    if args.command in ("fill", "run"):
+        unpark_on_a_new_machine()
+        RUNNING.parent.mkdir(parents=True, exist_ok=True)
+        RUNNING.write_text(str(os.getpid()))  # `park` refuses while it goes on
+        try:
+            if args.command == "fill":
+                return fill(args.tasks, args.stop_at)
+            run(args.task, args.method, args.seed)
+            return 0
+        finally:
+            RUNNING.unlink(missing_ok=True)
     if args.command == "status":
         return status()
     if args.command == "park":
