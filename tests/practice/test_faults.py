@@ -6,7 +6,9 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
+from tests.conftest import ROOT
 from tests.practice.helpers import (
     PRACTICE,
     TEST_CONFIG,
@@ -64,16 +66,9 @@ def test_a_faulty_api_never_breaks_practice(tmp_path, stub):
     assert sum(s["learner_errors"] for s in stats) == errors
 
 
-def test_sigkill_mid_step_then_rerun_matches_an_uninterrupted_run(tmp_path, stub):
-    whole_dir, killed_dir = tmp_path / "whole", tmp_path / "killed"
-    whole_dir.mkdir(), killed_dir.mkdir()
-    configs, whole_db = setup_workspace(whole_dir)
-    assert (
-        run_practice(whole_dir, configs, whole_db, stub(agent_script()), stub(evolving_learner()), *ARGS).returncode
-        == 0
-    )
-
-    configs, db_url = setup_workspace(killed_dir)
+def kill_mid_step_1(workdir, configs, db_url, stub):
+    """Run practice until the first rollout of step 1 kills it (SIGKILL): step 0 is saved, step 1 is not. Returns
+    the stubs (agent, learner) to resume it with."""
     practice: list[subprocess.Popen] = []
     replies = agent_script().reply_fn
 
@@ -94,7 +89,7 @@ def test_sigkill_mid_step_then_rerun_matches_an_uninterrupted_run(tmp_path, stub
     }
     proc = subprocess.Popen(
         [sys.executable, PRACTICE, "--config_name", "test", "--db_url", db_url, *ARGS],
-        cwd=killed_dir,
+        cwd=workdir,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -102,6 +97,20 @@ def test_sigkill_mid_step_then_rerun_matches_an_uninterrupted_run(tmp_path, stub
     practice.append(proc)
     assert proc.wait(timeout=120) == -signal.SIGKILL  # killed by its own step-1 rollout, not finished
     assert query(db_url, "SELECT count(*) FROM experience_snapshots") == [(1,)]  # step 1 was interrupted
+    return agent, learner
+
+
+def test_sigkill_mid_step_then_rerun_matches_an_uninterrupted_run(tmp_path, stub):
+    whole_dir, killed_dir = tmp_path / "whole", tmp_path / "killed"
+    whole_dir.mkdir(), killed_dir.mkdir()
+    configs, whole_db = setup_workspace(whole_dir)
+    assert (
+        run_practice(whole_dir, configs, whole_db, stub(agent_script()), stub(evolving_learner()), *ARGS).returncode
+        == 0
+    )
+
+    configs, db_url = setup_workspace(killed_dir)
+    agent, learner = kill_mid_step_1(killed_dir, configs, db_url, stub)
 
     resumed = run_practice(killed_dir, configs, db_url, agent, learner, *ARGS)
     assert resumed.returncode == 0, resumed.stderr
@@ -114,3 +123,38 @@ def test_sigkill_mid_step_then_rerun_matches_an_uninterrupted_run(tmp_path, stub
     assert query(db_url, snapshots) == query(whole_db, snapshots) == [(0,), (1,)]
     assert query(db_url, "SELECT count(*) FROM practice_steps") == [(STEPS,)]
     assert {stage for (stage,) in query(db_url, "SELECT stage FROM evaluation_data")} == {"judged"}
+
+
+def test_killed_then_parked_and_unparked_on_another_machine_it_resumes_as_an_uninterrupted_run(tmp_path, stub):
+    """The learning suite's `park` (benchmarks/learning/suite_park.py) carries a practice stopped midway to a
+    machine with an empty runs/: there it resumes at the step it stopped in, as if never moved."""
+    sys.path.insert(0, str(ROOT / "benchmarks" / "learning"))
+    import suite_park
+
+    whole_dir, killed_dir, moved_dir = tmp_path / "whole", tmp_path / "killed", tmp_path / "moved"
+    for d in (whole_dir, killed_dir, moved_dir):
+        d.mkdir()
+    configs, whole_db = setup_workspace(whole_dir)
+    whole = run_practice(whole_dir, configs, whole_db, stub(agent_script()), stub(evolving_learner()), *ARGS)
+    assert whole.returncode == 0, whole.stderr
+    configs, killed_db = setup_workspace(killed_dir)
+    agent, learner = kill_mid_step_1(killed_dir, configs, killed_db, stub)
+
+    archive = tmp_path / "parked.tar.gz"
+    killed_path = Path(killed_db.removeprefix("sqlite:///"))
+    assert suite_park.park(killed_path, {"t": tmp_path / "no_gepa", "other": tmp_path / "none"}, archive) == ["t"]
+    moved_path = moved_dir / "p.db"
+    assert suite_park.unpark(archive, moved_path, moved_dir / "gepa") == ["t"]
+    configs, moved_db = setup_workspace(moved_dir)  # the suite uploads the data set again before each run
+    assert moved_db == f"sqlite:///{moved_path}"
+
+    served_before = len(agent.requests)
+    resumed = run_practice(moved_dir, configs, moved_db, agent, learner, *ARGS)
+    assert resumed.returncode == 0, resumed.stderr
+    # step 0 came from the parked file, not run again: every rollout after the move carries step 0's library
+    after = agent.requests[served_before:]
+    assert after and all("line up" in body["messages"][0]["content"] for body in after)
+    per_question = "SELECT step, dataset_index, count(*) FROM evaluation_data GROUP BY 1, 2 ORDER BY 1, 2"
+    assert query(moved_db, per_question) == query(whole_db, per_question)
+    snapshots = "SELECT step FROM experience_snapshots ORDER BY step"
+    assert query(moved_db, snapshots) == query(whole_db, snapshots) == [(0,), (1,)]
