@@ -92,9 +92,9 @@ def unpark(archive: Path, db_path: Path, gepa_root: Path) -> list[str]:
         with tarfile.open(archive, "r:gz") as tar:
             members = _checked_members(tar)
             runs = json.load(tar.extractfile(INDEX_MEMBER))["runs"]
-            folders = [m.replace(name=m.name.removeprefix(GEPA_PREFIX)) for m in members if m.name != DB_MEMBER]
+            folders = [m.replace(name=m.name.removeprefix(GEPA_PREFIX)) for m in members]
             if clash := sorted({f.name.split("/")[0] for f in folders if (gepa_root / f.name).exists()}):
-                raise ParkedFileError(f"GEPA run folders already here: {', '.join(clash)} (move them away first)")
+                raise ParkedFileError(f"its GEPA run folders are already here: {', '.join(clash)} (move them away)")
             gepa_root.mkdir(parents=True, exist_ok=True)
             tar.extractall(gepa_root, members=folders, filter="data")
             db_path.parent.mkdir(parents=True, exist_ok=True)
@@ -102,13 +102,16 @@ def unpark(archive: Path, db_path: Path, gepa_root: Path) -> list[str]:
             with tar.extractfile(DB_MEMBER) as packed, partial.open("wb") as out:
                 shutil.copyfileobj(packed, out)
             partial.replace(db_path)
+    except ParkedFileError as refused:
+        raise ParkedFileError(f"{archive}: {refused}") from None
     except (tarfile.TarError, gzip.BadGzipFile, zlib.error, EOFError, KeyError, TypeError, ValueError) as broken:
         raise ParkedFileError(f"{archive}: not a parked file this can unpack ({broken!r})") from None
     return runs
 
 
 def _checked_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
-    """The members to unpack: the database, the index, and regular files and folders under gepa/<run>/ only."""
+    """GEPA's run folders to unpack, once the whole file is checked: it holds the database, the index, and
+    regular files and folders under gepa/ only."""
     members = tar.getmembers()
     names = {m.name for m in members}
     if DB_MEMBER not in names or INDEX_MEMBER not in names:
