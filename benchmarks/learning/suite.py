@@ -773,8 +773,8 @@ def main() -> int:
     p = sub.add_parser("park", help="pack the unsaved runs' state to commit, for the next machine's fill")
     p.add_argument("--to", type=Path, default=PARKED)
     args = parser.parse_args()
-    if args.command == "run" and args.seed not in METHODS.get(args.method, SEEDS):
-        parser.error(f"{args.method} runs with seed {' or '.join(map(str, METHODS.get(args.method, SEEDS)))}")
+    if args.command == "run" and args.seed not in (seeds := METHODS.get(args.method, SEEDS)):
+        parser.error(f"{args.method} runs with seed {' or '.join(map(str, seeds))}")
     if args.command in ("fill", "run"):
         unpark_on_a_new_machine()
         RUNNING.parent.mkdir(parents=True, exist_ok=True)

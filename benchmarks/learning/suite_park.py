@@ -127,4 +127,4 @@ def _checked_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
     with tar.extractfile(DB_MEMBER) as db:
         if db.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
             raise ParkedFileError(f"its {DB_MEMBER} is not an SQLite database")
-    return [m for m in members if m.name != INDEX_MEMBER and m.name.startswith(GEPA_PREFIX)]
+    return [m for m in members if m.name.startswith(GEPA_PREFIX)]
