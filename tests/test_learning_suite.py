@@ -5,7 +5,9 @@ import json
 import math
 import os
 import random
+import sqlite3
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -454,6 +456,22 @@ def test_fill_and_run_unpark_on_a_machine_with_no_database_only_and_park_waits_f
     with pytest.raises(SystemExit, match="no suite database here"):
         suite.park(tmp_path / "out.tar.gz")
     assert not suite.DB_PATH.exists() and not (tmp_path / "out.tar.gz").exists()
+
+
+@pytest.mark.parametrize("to", ["", "a_folder", "no_such_folder_is_made/under/a_file/out.tar.gz"])
+def test_park_to_a_place_it_cannot_write_says_so_in_one_line_and_writes_nothing(monkeypatch, tmp_path, to):
+    monkeypatch.setattr(suite, "DB_PATH", tmp_path / "learning_suite.db")
+    monkeypatch.setattr(suite, "RUNNING", tmp_path / "running.pid")
+    monkeypatch.setattr(suite, "unsaved_runs", lambda: {})
+    sqlite3.connect(suite.DB_PATH).close()
+    (tmp_path / "a_folder").mkdir()
+    (tmp_path / "no_such_folder_is_made").write_text("a file, not a folder")
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    with pytest.raises(SystemExit) as refused:
+        suite.park(Path(to))
+    assert "\n" not in str(refused.value) and str(Path(to)).split("/")[0] in str(refused.value)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
 
 
 @pytest.mark.parametrize("broken", ["empty", "truncated", "not_sqlite", "a_link", "a_way_out"])

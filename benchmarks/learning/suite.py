@@ -646,10 +646,12 @@ def park(archive: Path) -> int:
 
     if (pid := running_pid()) is not None:
         raise SystemExit(f"a fill or run is going on here (pid {pid}): stop it first (pkill -f 'suite.py fill')")
+    if not archive.name or archive.is_dir():
+        raise SystemExit(f"--to {str(archive)!r}: give a file to write, such as {PARKED}")
     try:
         carried = suite_park.park(DB_PATH, unsaved_runs(), archive)
-    except FileNotFoundError as missing:
-        raise SystemExit(str(missing)) from None
+    except OSError as failed:  # no suite database, or the archive cannot be written there
+        raise SystemExit(str(failed)) from None
     print(f"parked {', '.join(carried) or 'nothing'} in {archive} ({archive.stat().st_size // 1024} KiB)")
     return 0
 
