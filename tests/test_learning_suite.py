@@ -193,6 +193,14 @@ def test_the_tables_show_each_task_s_gains_and_the_suite_mean_over_the_tasks_it_
     assert cells[1 + 2 + list(suite.CANDIDATES).index("no_gate")] == "-0.250 (-0.500 to +0.000), 1 seed, 1 task"
 
 
+def test_a_gepa_run_s_agent_calls_are_the_larger_of_gepa_s_count_and_ours():
+    # the suite's first GEPA runs: ours counted one sitting only; GEPA's missed a resume past its end
+    assert suite_report.agent_calls({"metric_calls": 416, "agent_calls": 98}) == 416
+    assert suite_report.agent_calls({"metric_calls": 389, "agent_calls": 406}) == 406
+    assert suite_report.agent_calls({"agent_calls": 300}) == 300
+    assert suite_report.agent_calls({}) is None
+
+
 def test_gepa_that_kept_its_seed_prompt_counts_as_the_baseline_agent_as_practice_that_kept_nothing():
     baseline = {"200": 0.5, "201": 0.0}
     rerun = {"method": "gepa", "best_prompt": "Solve it.", "heldout_rewards": {"200": [1.0, 1.0], "201": [1.0, 0.0]}}
