@@ -124,8 +124,11 @@ def test_the_hierarchical_bootstrap_covers_a_known_gain_and_tells_it_from_none()
 
 def test_a_run_that_kept_nothing_counts_as_the_baseline_agent():
     baseline = {"200": 0.5, "201": 0.0}
-    assert suite_report.per_question({"heldout_rewards": None}, baseline) == baseline
+    assert suite_report.per_question({"heldout_rewards": None, "kept_nothing": True}, baseline) == baseline
     assert suite_report.per_question({"heldout_rewards": {"200": [1.0, 0.0]}}, baseline) == {"200": 0.5}
+    # a run that kept something and has no held-out rewards is an error, never the baseline's scores
+    with pytest.raises(SystemExit, match="averages practice seed 1: no held-out rewards"):
+        suite_report.per_question({"task": "averages", "method": "practice", "seed": 1}, baseline)
 
 
 def test_the_suite_mean_weighs_tasks_equally_and_its_interval_covers_it():
@@ -136,9 +139,9 @@ def test_the_suite_mean_weighs_tasks_equally_and_its_interval_covers_it():
         "a": {"_scores": {"baseline": zero, "practice": {0: helped, 1: helped}}},
         "b": {"_scores": {"baseline": zero, "practice": {0: zero, 1: zero}}},
     }
-    result = suite_report.suite_mean(tasks, "practice", random.Random(0))
+    result = suite_report.suite_mean(tasks, "practice")
     assert result["tasks"] == ["a", "b"] and result["mean"] == 0.5 and result["ci95"] == [0.5, 0.5]
-    assert suite_report.suite_mean(tasks, "gepa", random.Random(0)) is None
+    assert suite_report.suite_mean(tasks, "gepa") is None
 
 
 def test_each_candidate_runs_on_practice_s_seeds_after_practice_and_is_compared_with_the_same_seed():
@@ -155,7 +158,7 @@ def test_each_candidate_runs_on_practice_s_seeds_after_practice_and_is_compared_
     seeded = {"practice": {0: zero, 1: one}, "fewer_refusals": {1: one}}
     assert suite_report.seed_pairs(seeded, "fewer_refusals", "practice") == [(one, one)]
     tasks = {"a": {"_scores": {"baseline": zero, **seeded}}}
-    result = suite_report.suite_difference(tasks, "fewer_refusals", "practice", random.Random(0))
+    result = suite_report.suite_difference(tasks, "fewer_refusals", "practice")
     assert result == {"tasks": ["a"], "seeds": 1, "mean": 0.0, "ci95": [0.0, 0.0]}
 
 
@@ -223,14 +226,33 @@ def test_the_seeds_spread_widens_the_interval_and_one_seed_gives_the_questions_a
     widest = 0.5 * math.sqrt(3 / 2) * 4.303 / 1.96
     assert gain == 0.5 and ci == pytest.approx([0.5 - widest, 0.5 + widest])
     suite_wide = suite_report.suite_mean(
-        {"a": {"_scores": {"baseline": zero, "practice": dict(enumerate(runs))}}}, "practice", random.Random(0)
+        {"a": {"_scores": {"baseline": zero, "practice": dict(enumerate(runs))}}}, "practice"
     )
     assert suite_wide["ci95"] == pytest.approx(ci)
-    # across 5 tasks of 3 seeds the seeds' degrees of freedom pool: t(10), not t(2)
     assert suite_report.t_widened(3, 10) == pytest.approx(math.sqrt(3 / 2) * 2.228 / 1.96)
     assert suite_report.t975(12) == 2.228 and suite_report.t975(100) == 2.086  # the next degree below: wider
     gain, ci = suite_report.gain_ci(runs[1:2], zero, random.Random(0))
     assert gain == 0.5 and ci == [0.5, 0.5]  # one seed, no question spread: nothing to resample
+
+
+def test_the_suite_s_seed_degrees_of_freedom_are_welch_satterthwaite_s_not_the_tasks_sum(monkeypatch):
+    questions = [str(i) for i in range(10)]
+    zero = dict.fromkeys(questions, 0.0)
+    spread = [(dict.fromkeys(questions, g), zero) for g in (0.0, 0.5, 1.0)]
+    alike = [(dict.fromkeys(questions, 0.2), zero) for _ in range(3)]
+    both = {q: questions for q in "abcde"}
+    # five tasks whose seeds vary alike: 2 df each, 10 together
+    assert suite_report.seeds_df(dict.fromkeys("abcde", spread), both) == 10
+    # one task carries all the seeds' spread (the others kept the same each time): its own 2 df, not 10
+    assert suite_report.seeds_df({"a": spread, **dict.fromkeys("bcde", alike)}, both) == 2
+    # no spread anywhere: the df widen nothing, any value does
+    assert suite_report.seeds_df(dict.fromkeys("ab", alike), both) == 4
+    # and the suite mean's interval is wider by t(2)/t(10) than the sum of the tasks' df would make it
+    one_varies = {"a": spread, **dict.fromkeys("bcde", alike)}
+    low, high = suite_report.across_tasks(one_varies, both, random.Random(0))["ci95"]
+    monkeypatch.setattr(suite_report, "seeds_df", lambda tasks, questions: 10)
+    pooled_low, pooled_high = suite_report.across_tasks(one_varies, both, random.Random(0))["ci95"]
+    assert (high - low) / (pooled_high - pooled_low) == pytest.approx(4.303 / 2.228)
 
 
 def test_the_goal_is_not_met_by_a_partial_suite_whatever_it_shows():
@@ -511,3 +533,27 @@ def test_a_broken_parked_file_is_refused_whole_and_writes_nothing(tmp_path, brok
     with pytest.raises(suite_park.ParkedFileError):
         suite_park.unpark(archive, db, gepa_root)
     assert not db.exists() and not gepa_root.exists() and not (tmp_path.parent / "escaped").exists()
+
+
+def test_a_result_is_saved_whole_or_not_at_all_and_never_over_another(tmp_path):
+    path = tmp_path / "averages" / "practice_s0.json"
+    with pytest.raises(UnicodeEncodeError):  # fails mid-write
+        suite.save_once(path, '{"heldout_mean": 0.5, "note": "\ud800"}')
+    assert list(path.parent.iterdir()) == []  # nothing that `fill` would take for a saved run
+    suite.save_once(path, '{"heldout_mean": 0.5}')
+    with pytest.raises(FileExistsError):  # a fill beside this one saved it first: its result stays
+        suite.save_once(path, '{"heldout_mean": 0.0}')
+    assert path.read_text() == '{"heldout_mean": 0.5}'
+    assert [p.name for p in path.parent.iterdir()] == ["practice_s0.json"]
+
+
+async def test_a_practice_record_keeps_the_config_its_run_resolved(sqlite_db, tmp_path, monkeypatch):
+    from utu.db.models import Experiment
+
+    config = {"practice": {"seed": 1, "validation": {"min_gain_to_grow": 0.15}}, "data": {"content": {"sha256": "ab"}}}
+    async with sqlite_db.transaction() as s:
+        s.add(Experiment(exp_id="suite_x_practice_s1", kind="practice", fingerprint="f", config=config))
+    monkeypatch.setattr(suite, "DB_PATH", tmp_path / "test.db")
+    record = await suite.practice_record("suite_x_practice_s1")
+    assert record["practice_config"] == config and record["library"] == {} and record["agent_calls"] == 0
+    assert (await suite.practice_record("suite_x_practice_s2"))["practice_config"] is None  # no such run

@@ -34,7 +34,9 @@ class _Models:
 
         agent = load_agent_config("practice/local_math_agent").model.model_settings
         self.agent_settings = {"temperature": agent.temperature, "top_p": agent.top_p, "max_tokens": agent.max_tokens}
-        self.learner_settings = {"temperature": 0.3, "max_tokens": 512}  # configs/practice/local_portions.yaml
+        # configs/practice/local_portions.yaml's learner (top_p was llama-server's default, the same 0.95, until
+        # it was written here)
+        self.learner_settings = {"temperature": 0.3, "top_p": 0.95, "max_tokens": 512}
         agent_url = local.ensure_running(os.environ["UTU_LOCAL_MODEL"])
         learner_url = local.ensure_running(os.environ["UTU_LEARNER_LOCAL_MODEL"])
         self.agent = openai.OpenAI(base_url=agent_url, api_key="local", max_retries=3, timeout=300)

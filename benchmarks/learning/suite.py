@@ -468,6 +468,7 @@ async def practice_record(exp_id: str) -> dict:
     """What a practice run spent and kept, from the database: calls and tokens by stage, the library, every
     proposal with its outcome."""
     from utu.db import Database
+    from utu.db.models import Experiment
     from utu.practice.history import operation_log
     from utu.practice.store import PracticeStore
 
@@ -477,6 +478,8 @@ async def practice_record(exp_id: str) -> dict:
         library = await store.snapshot(steps[-1].step) if steps else None
         operations = await operation_log(db, exp_id)
         attempts = await agent_attempts(db, exp_id)
+        async with db.sessions() as session:
+            experiment = await session.get(Experiment, exp_id)
     usage: dict[str, dict[str, int]] = {}
     for s in steps:
         for tag, u in s.usage.items():
@@ -492,6 +495,9 @@ async def practice_record(exp_id: str) -> dict:
         "learner_calls": sum(u["calls"] for t, u in usage.items() if t not in agent),
         "learner_tokens": sum(u["tokens"] for t, u in usage.items() if t not in agent),
         "usage_by_stage": usage,
+        # the resolved config it ran (practice's settings, its data's digests, the agent): seeds that differ in
+        # more than their seed ran different practice
+        "practice_config": experiment.config if experiment else None,
         "library": library.experiences if library else {},
         "operations": [
             {"step": op.step, "kind": op.kind, "text": op.new_text, "status": op.status, "reason": op.reason}
@@ -577,11 +583,21 @@ def run(task: str, method: str, seed: int | None) -> Path:
         "heldout_mean": None if rewards is None else sum(map(sum, rewards.values())) / (HELDOUT_SIZE * K),
         **record,
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("x") as out:  # a fill running beside this one saved it first: keep that one
-        out.write(json.dumps(result, indent=2) + "\n")
+    save_once(path, json.dumps(result, indent=2) + "\n")
     print(f"saved {path.relative_to(ROOT)}", flush=True)
     return path
+
+
+def save_once(path: Path, text: str) -> None:
+    """Write a result whole or not at all (a crash or a full disk mid-write leaves no file that `fill` would take
+    for done), and never over one a fill running beside this one saved first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        partial.write_text(text)
+        os.link(partial, path)  # atomic, and refused if the result exists
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def seed_prompt() -> str:

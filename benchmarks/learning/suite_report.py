@@ -40,9 +40,11 @@ def kept_nothing(run: dict, start_prompt: str) -> bool:
 
 
 def per_question(run: dict, baseline: Scores, start_prompt: str = "") -> Scores:
-    rewards = run.get("heldout_rewards")
-    if rewards is None or kept_nothing(run, start_prompt):  # the baseline agent
+    if kept_nothing(run, start_prompt):  # the baseline agent
         return dict(baseline)
+    rewards = run.get("heldout_rewards")
+    if rewards is None:  # a run that kept something was evaluated: never score it as the baseline
+        raise SystemExit(f"{run.get('task')} {run.get('method')} seed {run.get('seed')}: no held-out rewards saved")
     return {q: sum(r) / len(r) for q, r in rewards.items()}
 
 
@@ -66,7 +68,7 @@ def unbiased(n: int) -> float:
 
 def t_widened(n: int, df: int | None = None) -> float:
     """`unbiased`, and by t(df)/z as well, the seeds' variance being estimated from few of them: df = n - 1 for
-    one task (2 with 3 seeds); across tasks, their sum (10 for 5 tasks of 3 seeds)."""
+    one task (2 with 3 seeds); across tasks, `seeds_df` (2 to 10 for 5 tasks of 3 seeds)."""
     return unbiased(n) * t975(df or n - 1) / 1.96
 
 
@@ -118,7 +120,13 @@ def load(task: str, method: str, seed: int | None) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def task_report(task: str, start_prompt: str, rng: random.Random) -> dict | None:
+def rng_for(*comparison: object) -> random.Random:
+    """Each interval its own generator, seeded by what it compares: a run saved elsewhere in the suite does not
+    move it."""
+    return random.Random(":".join(map(str, comparison)))
+
+
+def task_report(task: str, start_prompt: str) -> dict | None:
     base_run = load(task, "baseline", None)
     if base_run is None:
         return None
@@ -145,12 +153,12 @@ def task_report(task: str, start_prompt: str, rng: random.Random) -> dict | None
         if seed is not None and method in SEEDED:
             seeded.setdefault(method, {})[seed] = scores
     for method, runs in seeded.items():
-        gain, ci = gain_ci(list(runs.values()), baseline, rng)
+        gain, ci = gain_ci(list(runs.values()), baseline, rng_for(task, method))
         out[f"{method}_gain"] = {"seeds": len(runs), "mean": gain, "ci95": ci, "below_baseline": ci[1] < 0}
     for first, second in COMPARED:
         pairs = seed_pairs(seeded, first, second)
         if pairs:
-            diff, ci = bootstrap_ci(pairs, rng)
+            diff, ci = bootstrap_ci(pairs, rng_for(task, first, second))
             out[f"{first}_minus_{second}"] = {"seeds": len(pairs), "mean": diff, "ci95": ci}
     out["_scores"] = {"baseline": baseline, **seeded}
     return out
@@ -183,15 +191,30 @@ def stopped_after_first_seed(difference: float | None) -> bool:
     return difference is not None and difference <= 0
 
 
+def seeds_df(tasks: dict[str, Pairs], questions: dict[str, list[str]]) -> int:
+    """The Welch-Satterthwaite degrees of freedom of the suite mean's seed variance, rounded down: the tasks'
+    seed variances are not equal (a task whose every seed kept nothing has none), and where one task carries
+    all of it the df are that task's n - 1, not the sum over tasks (with the sum, a simulated suite of one
+    varying task beside four that keep nothing was covered 86% of the time)."""
+    terms = []  # (a task's seed variance of its mean, its df)
+    for t, pairs in tasks.items():
+        if len(pairs) > 1:
+            per_seed = [statistics.fmean(a[q] - b[q] for q in questions[t]) for a, b in pairs]
+            terms.append((statistics.variance(per_seed) / len(pairs), len(pairs) - 1))
+    total = sum(v for v, _ in terms)
+    if total == 0:  # no seed spread anywhere: the widening has nothing to scale
+        return max(1, sum(df for _, df in terms))
+    return max(1, math.floor(total**2 / sum(v * v / df for v, df in terms) + 1e-9))  # 10 is not 9.999...
+
+
 def across_tasks(tasks: dict[str, Pairs], questions: dict[str, list[str]], rng: random.Random) -> dict | None:
     """Equal-weight mean over tasks of their mean differences, the tasks' bootstraps drawn together, each task's
-    seeds widened by t over the seeds' degrees of freedom pooled across the tasks; `seeds` is the fewest any task
+    seeds widened by t over the suite's seed degrees of freedom (`seeds_df`); `seeds` is the fewest any task
     has."""
     if not tasks:
         return None
     point = statistics.fmean(mean_difference(pairs, questions[t]) for t, pairs in tasks.items())
-    df = max(1, sum(len(p) - 1 for p in tasks.values()))  # the seeds' degrees of freedom, pooled over the tasks
-    widen = partial(t_widened, df=df)
+    widen = partial(t_widened, df=seeds_df(tasks, questions))
     draws = [
         statistics.fmean(resampled(p, questions[t], rng, widen) for t, p in tasks.items()) for _ in range(BOOTSTRAP)
     ]
@@ -199,20 +222,21 @@ def across_tasks(tasks: dict[str, Pairs], questions: dict[str, list[str]], rng: 
     return {"tasks": sorted(tasks), "seeds": seeds, "mean": point, "ci95": interval(draws)}
 
 
-def suite_mean(tasks: dict[str, dict], method: str, rng: random.Random) -> dict | None:
+def suite_mean(tasks: dict[str, dict], method: str) -> dict | None:
     """A seeded method's gain over the baseline, across the tasks that have runs of it."""
     pairs = {
         t: [(run, r["_scores"]["baseline"]) for run in r["_scores"][method].values()]
         for t, r in tasks.items()
         if r["_scores"].get(method)
     }
-    return across_tasks(pairs, {t: sorted(tasks[t]["_scores"]["baseline"]) for t in pairs}, rng)
+    return across_tasks(pairs, {t: sorted(tasks[t]["_scores"]["baseline"]) for t in pairs}, rng_for("suite", method))
 
 
-def suite_difference(tasks: dict[str, dict], first: str, second: str, rng: random.Random) -> dict | None:
+def suite_difference(tasks: dict[str, dict], first: str, second: str) -> dict | None:
     """first - second (seed-paired), across the tasks that have both."""
     pairs = {t: p for t, r in tasks.items() if (p := seed_pairs(r["_scores"], first, second))}
-    return across_tasks(pairs, {t: sorted(tasks[t]["_scores"]["baseline"]) for t in pairs}, rng)
+    questions = {t: sorted(tasks[t]["_scores"]["baseline"]) for t in pairs}
+    return across_tasks(pairs, questions, rng_for("suite", first, second))
 
 
 def goal(suite: dict, tasks: dict[str, dict]) -> dict:
@@ -245,13 +269,12 @@ def candidate_verdict(first: float | None, difference: dict | None) -> str:
     return "kept: better than practice" if difference["ci95"][0] > 0 else "dropped: not better than practice"
 
 
-def build_report(seed: int = 0) -> dict:
-    rng = random.Random(seed)
-    tasks = {t: r for t in TASKS if (r := task_report(t, seed_prompt(), rng)) is not None}
+def build_report() -> dict:
+    tasks = {t: r for t in TASKS if (r := task_report(t, seed_prompt())) is not None}
     suite = {
-        "practice": suite_mean(tasks, "practice", rng),
-        "gepa": suite_mean(tasks, "gepa", rng),
-        **{f"{a}_minus_{b}": suite_difference(tasks, a, b, rng) for a, b in COMPARED},
+        "practice": suite_mean(tasks, "practice"),
+        "gepa": suite_mean(tasks, "gepa"),
+        **{f"{a}_minus_{b}": suite_difference(tasks, a, b) for a, b in COMPARED},
         "tasks_below_baseline": sorted(t for t, r in tasks.items() if r.get("practice_gain", {}).get("below_baseline")),
     }
     first = {c: first_seed_difference(c) for c in CANDIDATES}
