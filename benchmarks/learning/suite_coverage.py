@@ -11,8 +11,9 @@ baseline comes from one of three regimes the suite can show:
   baseline shared by the seeds.
 A task's interval (`bootstrap_ci`, the seeds widened by t(2)) and the suite mean's over 5 tasks (`across_tasks`, the
 seeds widened by t(seeds_df)) are drawn `--repeats` times each; coverage is the share that holds the truth. And one
-suite whose tasks differ, `one_task_varies`: one task as `some_keep_nothing`, four whose every seed keeps nothing
-(as seed 0 of practice kept nothing on 3 of 5 tasks), suite mean only.
+suite whose tasks differ, suite mean only: one task as `seeds_differ` (`one_task_varies`) or `some_keep_nothing`
+(`one_task_keeps_sometimes`) beside four whose every seed keeps nothing (seed 0 of practice kept nothing on 3 of
+5 tasks).
 """
 
 import argparse
@@ -73,7 +74,11 @@ def _kept_nothing(rng: random.Random) -> list[list[float]]:
 
 # suites whose tasks differ: a task per position, and the suite mean's truth
 MIXED: dict[str, tuple[list[Task], float]] = {
-    "one_task_varies": ([_task(_some_keep_nothing), *[_task(_kept_nothing)] * (TASKS - 1)], 0.1 * 2 / 3 / TASKS),
+    "one_task_varies": ([_task(_seeds_differ), *[_task(_kept_nothing)] * (TASKS - 1)], 0.0),
+    "one_task_keeps_sometimes": (
+        [_task(_some_keep_nothing), *[_task(_kept_nothing)] * (TASKS - 1)],
+        0.1 * 2 / 3 / TASKS,
+    ),
 }
 
 
