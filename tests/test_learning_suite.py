@@ -557,3 +557,17 @@ async def test_a_practice_record_keeps_the_config_its_run_resolved(sqlite_db, tm
     record = await suite.practice_record("suite_x_practice_s1")
     assert record["practice_config"] == config and record["library"] == {} and record["agent_calls"] == 0
     assert (await suite.practice_record("suite_x_practice_s2"))["practice_config"] is None  # no such run
+
+
+def test_gepa_s_grading_is_the_verifier_s_with_its_timeout_so_a_hanging_reply_cannot_stall_it():
+    import asyncio
+
+    from gepa_baseline import grade_all
+
+    golds, replies = (
+        ["4", "4", "1"],
+        ["so \\boxed{4}", "\\boxed{5}", "\\boxed{9^{9^{9^{9}}}}"],
+    )  # sympy hangs on the last
+    graded = asyncio.run(grade_all(golds, replies, timeout=3.0))
+    assert [ok for ok, _ in graded] == [True, False, False]
+    assert "gold 4" in graded[1][1] and graded[2][1] == "verification timed out after 3s"

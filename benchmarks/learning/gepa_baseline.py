@@ -8,15 +8,16 @@ metric call, so `max_metric_calls` is the agent-call budget. `gepa` is a benchma
 (`pip install -e '.[bench]'`, gepa 0.1.4), not a runtime one.
 """
 
+import asyncio
 import json
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import gepa
-from gepa import EvaluationBatch
+if TYPE_CHECKING:  # gepa is imported where it is used: the grading is tested where the bench extra is not installed
+    from gepa import EvaluationBatch
 
 PARALLEL = 8  # the embedded llama-server's slots
 
@@ -84,22 +85,42 @@ class _Models:
         return text
 
 
+async def grade_all(golds: list[str], replies: list[str], timeout: float) -> list[tuple[bool, str]]:
+    """(right, the verifier's note) for each reply: the math verifier's own grading in its worker processes, with
+    the held-out evaluation's timeout and score (0), so a reply that makes sympy hang cannot stall GEPA."""
+    from utu.verify import workers
+    from utu.verify.math import _grade
+
+    async def one(gold: str, reply: str) -> tuple[bool, str]:
+        try:
+            ok, note, _ = await workers.run(_grade, gold, reply, timeout=timeout)
+        except workers.WorkerTimeout:
+            return False, f"verification timed out after {timeout:g}s"
+        return ok, note
+
+    return await asyncio.gather(*(one(g, r) for g, r in zip(golds, replies, strict=True)))
+
+
 class AgentAdapter:
     """GEPA's adapter for one component, `system_prompt`: rollouts on the agent, rewards from our verifier."""
 
     def __init__(self, models: _Models) -> None:
+        from utu.config.models import EvalConfig
+
         self.models = models
+        # the held-out evaluation's (run_eval with the suite's eval configs, which leave it at its default)
+        self.grading_timeout: float = EvalConfig.model_fields["verify_timeout"].default
         self.propose_new_texts = None  # GEPA's own reflective proposal, with the reflection model
 
-    def evaluate(self, batch: list[dict], candidate: dict[str, str], capture_traces: bool = False) -> EvaluationBatch:
-        from utu.verify.math import _grade
+    def evaluate(self, batch: list[dict], candidate: dict[str, str], capture_traces: bool = False) -> "EvaluationBatch":
+        from gepa import EvaluationBatch
 
         system = candidate["system_prompt"]
         with ThreadPoolExecutor(PARALLEL) as pool:
             replies = list(pool.map(lambda row: self.models.answer(system, row["question"]), batch))
+        graded = asyncio.run(grade_all([str(row["answer"]) for row in batch], replies, self.grading_timeout))
         scores, traces = [], []
-        for row, reply in zip(batch, replies, strict=True):
-            ok, note, _ = _grade(str(row["answer"]), reply)  # the verifier's own grading, in this process
+        for row, reply, (ok, note) in zip(batch, replies, graded, strict=True):
             scores.append(1.0 if ok else 0.0)
             feedback = "correct" if ok else f"incorrect: {note}; the correct answer is {row['answer']}"
             traces.append({"question": row["question"], "reply": reply, "feedback": feedback})
@@ -126,6 +147,8 @@ def optimise_prompt(
         return json.loads(found.read_text())
     run_dir.mkdir(parents=True, exist_ok=True)
     models = _Models(run_dir / "spend.json")
+    import gepa
+
     result = gepa.optimize(
         seed_candidate={"system_prompt": seed_prompt},
         trainset=train,
