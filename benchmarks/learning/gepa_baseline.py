@@ -105,11 +105,13 @@ class AgentAdapter:
     """GEPA's adapter for one component, `system_prompt`: rollouts on the agent, rewards from our verifier."""
 
     def __init__(self, models: _Models) -> None:
+        from suite import EVAL_CONFIG
+
+        from utu.config.loader import load_config
         from utu.config.models import EvalConfig
 
         self.models = models
-        # the held-out evaluation's (run_eval with the suite's eval configs, which leave it at its default)
-        self.grading_timeout: float = EvalConfig.model_fields["verify_timeout"].default
+        self.grading_timeout = load_config("eval", EVAL_CONFIG, EvalConfig).verify_timeout  # the held-out's
         self.propose_new_texts = None  # GEPA's own reflective proposal, with the reflection model
 
     def evaluate(self, batch: list[dict], candidate: dict[str, str], capture_traces: bool = False) -> "EvaluationBatch":

@@ -339,11 +339,14 @@ def agent_yaml(name: str, instructions: str | None = None, rules: tuple[str, ...
     return path
 
 
+EVAL_CONFIG = "local/gsm8k"  # every task's held-out evaluation (its verifier, timeout and scoring)
+
+
 def evaluate(task: str, exp_id: str, agent: Path | None, env: dict[str, str]) -> float:
     args = [
         "scripts/run_eval.py",
         "--config_name",
-        "local/gsm8k",
+        EVAL_CONFIG,
         "--dataset",
         dataset_name(task),
         "--offset",
@@ -495,9 +498,10 @@ async def practice_record(exp_id: str) -> dict:
         "learner_calls": sum(u["calls"] for t, u in usage.items() if t not in agent),
         "learner_tokens": sum(u["tokens"] for t, u in usage.items() if t not in agent),
         "usage_by_stage": usage,
-        # the resolved config it ran (practice's settings, its data's digests, the agent): seeds that differ in
-        # more than their seed ran different practice
-        "practice_config": experiment.config if experiment else None,
+        # the part of its resolved config that shapes results, as its fingerprint has it (practice's settings, its
+        # data's digests, the agent; not timeouts and the like): seeds that differ in more than their seed ran
+        # different practice
+        "shaping_config": experiment.config if experiment else None,
         "library": library.experiences if library else {},
         "operations": [
             {"step": op.step, "kind": op.kind, "text": op.new_text, "status": op.status, "reason": op.reason}
@@ -543,7 +547,7 @@ def run(task: str, method: str, seed: int | None) -> Path:
         practice = result_path(task, "practice", seed)
         if not practice.exists():
             raise SystemExit(f"GEPA's budget is practice's agent calls: run {task} practice --seed {seed} first")
-        budget = json.loads(practice.read_text())["agent_calls"]
+        budget = read_result(practice)["agent_calls"]
         from gepa_baseline import optimise_prompt
 
         start = time.perf_counter()
@@ -592,12 +596,33 @@ def save_once(path: Path, text: str) -> None:
     """Write a result whole or not at all (a crash or a full disk mid-write leaves no file that `fill` would take
     for done), and never over one a fill running beside this one saved first."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")  # .gitignore'd
     try:
-        partial.write_text(text)
+        with partial.open("w") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())  # on disk before it is named a result
         os.link(partial, path)  # atomic, and refused if the result exists
     finally:
         partial.unlink(missing_ok=True)
+
+
+def read_result(path: Path) -> dict:
+    """A saved result, or one line that names its file and says what to do (a result is only ever written whole,
+    so a broken one was edited or damaged by hand)."""
+    fix = "restore it from git, or delete it to run that run again"
+    try:
+        result = json.loads(path.read_text())
+    except (OSError, ValueError) as broken:
+        raise SystemExit(f"{path}: unreadable result ({type(broken).__name__}: {broken}); {fix}") from None
+    if not isinstance(result, dict) or not {"task", "method"} <= result.keys():
+        raise SystemExit(f"{path}: not a suite result (a JSON object with its task and method); {fix}")
+    rewards = result.get("heldout_rewards")
+    if rewards is not None and not (
+        isinstance(rewards, dict) and all(isinstance(r, list) and r for r in rewards.values())
+    ):
+        raise SystemExit(f"{path}: heldout_rewards must map each question to its list of rewards; {fix}")
+    return result
 
 
 def seed_prompt() -> str:
@@ -662,8 +687,10 @@ def park(archive: Path) -> int:
 
     if (pid := running_pid()) is not None:
         raise SystemExit(f"a fill or run is going on here (pid {pid}): stop it first (pkill -f 'suite.py fill')")
-    if not archive.name or archive.is_dir():
-        raise SystemExit(f"--to {str(archive)!r}: give a file to write, such as {PARKED}")
+    if not archive.name.endswith(".tar.gz") or archive.is_dir():
+        raise SystemExit(f"--to {str(archive)!r}: give a .tar.gz file to write, such as {PARKED}")
+    if archive.exists() and archive.resolve() != PARKED.resolve():  # never over a result or anything else
+        raise SystemExit(f"--to {archive}: it exists, and only {PARKED} is replaced: delete it or give a new name")
     try:
         carried = suite_park.park(DB_PATH, unsaved_runs(), archive)
     except OSError as failed:  # no suite database, or the archive cannot be written there
@@ -758,7 +785,7 @@ def seconds_left(done: list[tuple[str, str, int | None]], left: list[tuple[str, 
     sittings records its last sitting only, which a median weighs less than a mean)."""
     seconds: dict[str, list[float]] = {}
     for task, method, seed in done:
-        took = json.loads(result_path(task, method, seed).read_text()).get("seconds", {})
+        took = read_result(result_path(task, method, seed)).get("seconds", {})
         seconds.setdefault(family(method, seed), []).append(sum(took.values()))
     everyone = [t for times in seconds.values() for t in times]
     typical = {f: statistics.median(seconds.get(f) or everyone or [0.0]) for f in ("evaluation", "practice", "gepa")}

@@ -83,6 +83,7 @@ MIXED: dict[str, tuple[list[Task], float]] = {
 
 
 def suite_coverage(tasks: list[Task], truth: float, repeats: int, rng: random.Random) -> float:
+    """The share of `repeats` suites of these tasks whose suite-mean interval (`across_tasks`) holds `truth`."""
     held = []
     for _ in range(repeats):
         drawn = {str(t): task(rng) for t, task in enumerate(tasks)}
@@ -112,10 +113,25 @@ def coverage(repeats: int, seed: int = 0) -> dict:
     return out
 
 
+def at_least(low: int) -> Callable[[str], int]:
+    def whole_number(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected a whole number of at least {low}, got {text!r}")
+        return value
+
+    return whole_number
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=200)
-    parser.add_argument("--bootstrap", type=int, default=1000, help="draws per interval (the report's: 4000)")
+    parser.add_argument("--repeats", type=at_least(1), default=200)
+    parser.add_argument(
+        "--bootstrap", type=at_least(40), default=1000, help="draws per interval, at least 40 (the report's: 4000)"
+    )
     args = parser.parse_args()
     suite_report.BOOTSTRAP = args.bootstrap
     result = {

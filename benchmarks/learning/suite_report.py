@@ -8,7 +8,6 @@ A run that kept nothing (practice that kept no experience, GEPA whose best promp
 counts as the baseline agent, a gain of exactly zero: it is what the user gets.
 """
 
-import json
 import math
 import random
 import statistics
@@ -20,7 +19,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import write_result  # noqa: E402
-from suite import CANDIDATES, RESULTS, SEEDS, TASKS, plan, registered_in, result_path, run_name, seed_prompt  # noqa: E402
+from suite import (  # noqa: E402
+    CANDIDATES,
+    RESULTS,
+    SEEDS,
+    TASKS,
+    plan,
+    read_result,
+    registered_in,
+    result_path,
+    run_name,
+    seed_prompt,
+)
 
 BOOTSTRAP = 4000
 Scores = dict[str, float]  # question index -> mean reward over its K attempts
@@ -48,8 +58,13 @@ def per_question(run: dict, baseline: Scores, start_prompt: str = "") -> Scores:
     return {q: sum(r) / len(r) for q, r in rewards.items()}
 
 
+def seed_means(pairs: Pairs, questions: list[str]) -> list[float]:
+    """Each seed's mean difference over `questions` (in a bootstrap draw, a list with repeats)."""
+    return [statistics.fmean(a[q] - b[q] for q in questions) for a, b in pairs]
+
+
 def mean_difference(pairs: Pairs, questions: list[str]) -> float:
-    return statistics.fmean(statistics.fmean(a[q] - b[q] for q in questions) for a, b in pairs)
+    return statistics.fmean(seed_means(pairs, questions))
 
 
 # Student's t, 97.5th percentile, by degrees of freedom (a degree not listed takes the next one below: wider).
@@ -81,7 +96,7 @@ def resampled(pairs: Pairs, questions: list[str], rng: random.Random, widen: Wid
     interval says nothing of practice's run-to-run spread. Coverage, simulated by suite_coverage.py: see
     benchmarks/results/learning_suite_coverage.json."""
     drawn = [rng.choice(questions) for _ in questions]
-    per_seed = [statistics.fmean(a[q] - b[q] for q in drawn) for a, b in pairs]
+    per_seed = seed_means(pairs, drawn)
     whole, n = statistics.fmean(per_seed), len(per_seed)
     if n == 1:
         return whole
@@ -117,7 +132,7 @@ def agent_calls(run: dict) -> int | None:
 
 def load(task: str, method: str, seed: int | None) -> dict | None:
     path = result_path(task, method, seed)
-    return json.loads(path.read_text()) if path.exists() else None
+    return read_result(path) if path.exists() else None
 
 
 def rng_for(*comparison: object) -> random.Random:
@@ -199,8 +214,7 @@ def seeds_df(tasks: dict[str, Pairs], questions: dict[str, list[str]]) -> int:
     terms = []  # (a task's seed variance of its mean, its df)
     for t, pairs in tasks.items():
         if len(pairs) > 1:
-            per_seed = [statistics.fmean(a[q] - b[q] for q in questions[t]) for a, b in pairs]
-            terms.append((statistics.variance(per_seed) / len(pairs), len(pairs) - 1))
+            terms.append((statistics.variance(seed_means(pairs, questions[t])) / len(pairs), len(pairs) - 1))
     total = sum(v for v, _ in terms)
     if total == 0:  # no seed spread anywhere: the widening has nothing to scale
         return max(1, sum(df for _, df in terms))
