@@ -558,6 +558,18 @@ def test_a_result_is_saved_whole_or_not_at_all_and_never_over_another(tmp_path):
     assert [p.name for p in path.parent.iterdir()] == ["practice_s0.json"]
 
 
+def test_a_result_is_saved_where_the_file_system_has_no_hard_links(tmp_path, monkeypatch):
+    def no_links(source, target):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(suite.os, "link", no_links)
+    path = tmp_path / "practice_s0.json"
+    suite.save_once(path, '{"heldout_mean": 0.5}')
+    with pytest.raises(FileExistsError):
+        suite.save_once(path, '{"heldout_mean": 0.0}')
+    assert path.read_text() == '{"heldout_mean": 0.5}' and [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
 async def test_a_practice_record_keeps_the_config_its_run_resolved(sqlite_db, tmp_path, monkeypatch):
     from utu.db.models import Experiment
 

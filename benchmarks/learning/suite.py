@@ -602,7 +602,13 @@ def save_once(path: Path, text: str) -> None:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())  # on disk before it is named a result
-        os.link(partial, path)  # atomic, and refused if the result exists
+        try:
+            os.link(partial, path)  # atomic, and refused if the result exists
+        except FileExistsError:
+            raise
+        except OSError:  # a file system without hard links: exclusive create, never over another
+            with path.open("x") as out:
+                out.write(text)
     finally:
         partial.unlink(missing_ok=True)
 
@@ -689,6 +695,8 @@ def park(archive: Path) -> int:
         raise SystemExit(f"a fill or run is going on here (pid {pid}): stop it first (pkill -f 'suite.py fill')")
     if not archive.name.endswith(".tar.gz") or archive.is_dir():
         raise SystemExit(f"--to {str(archive)!r}: give a .tar.gz file to write, such as {PARKED}")
+    if blocking := next((p for p in archive.parents if p.exists() and not p.is_dir()), None):
+        raise SystemExit(f"--to {archive}: {blocking} is a file, not a folder")
     if archive.exists() and archive.resolve() != PARKED.resolve():  # never over a result or anything else
         raise SystemExit(f"--to {archive}: it exists, and only {PARKED} is replaced: delete it or give a new name")
     try:
