@@ -587,10 +587,8 @@ def test_gepa_s_grading_is_the_verifier_s_with_its_timeout_so_a_hanging_reply_ca
 
     from gepa_baseline import grade_all
 
-    golds, replies = (
-        ["4", "4", "1"],
-        ["so \\boxed{4}", "\\boxed{5}", "\\boxed{9^{9^{9^{9}}}}"],
-    )  # sympy hangs on the last
+    golds = ["4", "4", "1"]
+    replies = ["so \\boxed{4}", "\\boxed{5}", "\\boxed{9^{9^{9^{9}}}}"]  # sympy hangs on the last
     graded = asyncio.run(grade_all(golds, replies, timeout=10.0))  # a cold worker on a busy machine is in time
     assert [ok for ok, _ in graded] == [True, False, False]
     assert "gold 4" in graded[1][1] and graded[2][1] == "verification timed out after 10s"
