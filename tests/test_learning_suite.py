@@ -495,7 +495,7 @@ def test_fill_and_run_unpark_on_a_machine_with_no_database_only_and_park_waits_f
         "a_folder",
         "no_such_folder_is_made/under/a_file/out.tar.gz",
         "gepa_s0.json",  # a saved result: never replaced by a parked file
-        "earlier.tar.gz",  # a file that exists and is not the suite's parked file
+        "earlier.tar.gz",  # a file that exists and is not a parked file
     ],
 )
 def test_park_to_a_place_it_cannot_or_must_not_write_says_so_in_one_line_and_writes_nothing(monkeypatch, tmp_path, to):
@@ -623,3 +623,19 @@ def test_a_broken_result_file_ends_report_and_status_in_one_line_that_names_it(m
         message = str(refused.value)
         assert message.startswith(f"{path}: {says}") and "\n" not in message and "delete it" in message
     assert path.is_dir() if content is None else path.read_text() == content  # nothing touched
+
+
+def test_park_replaces_an_earlier_parked_file_wherever_it_is(sqlite_db, monkeypatch, tmp_path):
+    # the suite fills in a worktree and parks into the main checkout's parked file: not its own PARKED
+    monkeypatch.setattr(suite, "DB_PATH", tmp_path / "test.db")  # sqlite_db's, with the tables
+    monkeypatch.setattr(suite, "RUNNING", tmp_path / "running.pid")
+    monkeypatch.setattr(suite, "unsaved_runs", lambda: {})
+    elsewhere = tmp_path / "main_checkout" / "parked.tar.gz"
+    elsewhere.parent.mkdir()
+    assert suite.park(elsewhere) == 0
+    first = elsewhere.read_bytes()
+    elsewhere.write_bytes(first[: len(first) // 2])  # a parked file cut short is not one: refused, not replaced
+    with pytest.raises(SystemExit, match="is not a parked file"):
+        suite.park(elsewhere)
+    elsewhere.write_bytes(first)
+    assert suite.park(elsewhere) == 0 and elsewhere.stat().st_size > 0

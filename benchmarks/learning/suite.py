@@ -697,8 +697,8 @@ def park(archive: Path) -> int:
         raise SystemExit(f"--to {str(archive)!r}: give a .tar.gz file to write, such as {PARKED}")
     if blocking := next((p for p in archive.parents if p.exists() and not p.is_dir()), None):
         raise SystemExit(f"--to {archive}: {blocking} is a file, not a folder")
-    if archive.exists() and archive.resolve() != PARKED.resolve():  # never over a result or anything else
-        raise SystemExit(f"--to {archive}: it exists, and only {PARKED} is replaced: delete it or give a new name")
+    if archive.exists() and not suite_park.is_parked_file(archive):  # never over a result or anything else
+        raise SystemExit(f"--to {archive}: it exists and is not a parked file: delete it or give a new name")
     try:
         carried = suite_park.park(DB_PATH, unsaved_runs(), archive)
     except OSError as failed:  # no suite database, or the archive cannot be written there

@@ -77,6 +77,18 @@ def park(db_path: Path, runs: dict[str, Path], archive: Path) -> list[str]:
     return carried
 
 
+def is_parked_file(path: Path) -> bool:
+    """Whether `path` is a regular file that an earlier `park` wrote (the only kind a park may replace)."""
+    if not path.is_file() or path.is_symlink():
+        return False
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            _checked_members(tar)
+    except (OSError, tarfile.TarError, ParkedFileError, EOFError):
+        return False
+    return True
+
+
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size = len(data)
