@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +39,17 @@ def result_name(name: str) -> str:
     if not re.fullmatch(r"\w[\w.-]*", name, re.ASCII):
         raise argparse.ArgumentTypeError(f"{name!r}: letters, digits, '_', '-' and '.' only")
     return name
+
+
+def at_least(low: int) -> Callable[[str], int]:
+    """argparse's `type=` for a whole number of at least `low`, refused before the benchmark runs."""
+
+    def whole_number(text: str) -> int:
+        if not text.isdecimal() or int(text) < low:  # not isdigit: "²" is a digit int() refuses
+            raise argparse.ArgumentTypeError(f"expected a whole number of at least {low}, got {text!r}")
+        return int(text)
+
+    return whole_number
 
 
 def write_result(name: str, result: dict, results: Path = RESULTS) -> Path:

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _common import RESULTS, provenance, write_result  # noqa: E402
+from _common import RESULTS, at_least, provenance, write_result  # noqa: E402
 
 RUNS = RESULTS / "grpo_hpo"
 LETTERS = "abcdefgh"
@@ -165,17 +165,11 @@ def summarise(seeds: int) -> dict:
     return out
 
 
-def positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: a whole number >= 1")
-    return int(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=positive, default=5)
-    parser.add_argument("--iterations", type=positive, default=16)
-    parser.add_argument("--evo_every", type=positive, default=4)
+    parser.add_argument("--seeds", type=at_least(1), default=5)
+    parser.add_argument("--iterations", type=at_least(1), default=16)
+    parser.add_argument("--evo_every", type=at_least(1), default=4)
     args = parser.parse_args()
     RUNS.mkdir(parents=True, exist_ok=True)
     for seed in range(args.seeds):

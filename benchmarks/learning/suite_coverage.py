@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import suite_report  # noqa: E402
-from _common import write_result  # noqa: E402
+from _common import at_least, write_result  # noqa: E402
 
 QUESTIONS, SEEDS, TASKS = 40, 3, 5
 Scores = dict[str, float]
@@ -111,19 +111,6 @@ def coverage(repeats: int, seed: int = 0) -> dict:
     for name, (tasks, truth) in MIXED.items():
         out[name] = {"truth": truth, "suite_coverage": suite_coverage(tasks, truth, repeats, rng)}
     return out
-
-
-def at_least(low: int) -> Callable[[str], int]:
-    def whole_number(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = low - 1
-        if value < low:
-            raise argparse.ArgumentTypeError(f"expected a whole number of at least {low}, got {text!r}")
-        return value
-
-    return whole_number
 
 
 def main() -> int:
