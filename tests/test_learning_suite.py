@@ -100,6 +100,11 @@ def test_the_practice_commands_give_the_configs_they_claim(monkeypatch):
     assert fewer.practice.screening.object_repeats == 0 and not fewer.practice.screening.require_directive
     assert bar.practice.validation.min_gain_to_grow == 0.05
     assert no_gate.practice.validation is None
+    all_wrong = config("all_wrong")
+    assert all_wrong.practice.study_all_wrong == 3 and ours.practice.study_all_wrong is None
+    assert all_wrong.model_dump(exclude={"practice": {"study_all_wrong"}}) == ours.model_dump(
+        exclude={"practice": {"study_all_wrong"}}
+    )
     for candidate in (fewer, bar, no_gate):  # practice as the guide says but for the one change
         assert candidate.practice.top_up == ours.practice.top_up and candidate.data == ours.data
         assert candidate.practice.learner_retries == ours.practice.learner_retries
@@ -317,6 +322,7 @@ def test_the_candidates_are_as_registered():
             ("practice.validation=null",),
             ("--validation_dataset", "--validation_offset", "--validation_size", "--validation_pass_k"),
         ),
+        "all_wrong": (("--study_all_wrong", "3"), ()),
     }
 
 

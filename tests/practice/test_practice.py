@@ -703,3 +703,35 @@ def test_a_step_with_too_little_contrast_rolls_out_reserve_questions(tmp_path, w
         result = run_practice(tmp_path, configs, db_url, agent, learner, "--exp_id", refused, *flags)
         assert result.returncode == 2 and said in " ".join(result.stderr.split()), refused
         assert len(result.stderr.strip().splitlines()) == 1 and agent.request_count == calls
+
+
+def test_study_all_wrong_compares_that_many_all_lost_groups_a_step_against_the_ground_truth(tmp_path, workspace, stub):
+    """`practice.study_all_wrong 1`: the agent is always wrong (no contrast anywhere); each step (2 questions)
+    studies exactly one group, told that every attempt lost, and learns from it; without it practice learns
+    nothing, and without the ground truth the knob is refused before any work."""
+    configs, db_url = workspace
+    agent, learner = stub(agent_script(pattern=("wrong",))), stub(evolving_learner())
+    result = run_practice(tmp_path, configs, db_url, agent, learner, "--epochs", "1", "--study_all_wrong", "1")
+    assert result.returncode == 0, result.stderr
+    stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps ORDER BY step")]
+    assert [(s["groups_used"], s["groups_skipped"]) for s in stats] == [(1, 1)] * 2
+    advantages = [r["messages"][0]["content"] for r in learner.requests if schema_of(r) == "GroupAdvantage"]
+    assert len(advantages) == 2 and all("Every attempt here lost" in a for a in advantages)
+    assert query(db_url, "SELECT count(*) FROM experience_operations WHERE status='applied'")[0][0] >= 1
+
+    plain = run_practice(tmp_path, configs, db_url, agent, learner, "--epochs", "1", "--exp_id", "plain")
+    assert plain.returncode == 2 and "none of 4 groups carried contrast" in plain.stderr
+    calls = agent.request_count
+    hidden = ["--exp_id", "hidden", "--study_all_wrong", "1", "--given_ground_truth", "false"]
+    refused = run_practice(tmp_path, configs, db_url, agent, learner, *hidden)
+    assert refused.returncode == 2 and "practice.study_all_wrong needs given_ground_truth" in refused.stderr
+    assert agent.request_count == calls
+
+
+def test_a_group_that_all_won_is_not_studied_by_study_all_wrong(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    learner = stub(evolving_learner())
+    agent = stub(agent_script(pattern=("right",)))
+    result = run_practice(tmp_path, configs, db_url, agent, learner, "--epochs", "1", "--study_all_wrong", "2")
+    assert result.returncode == 2 and "none of 4 groups carried contrast" in result.stderr
+    assert len(work_requests(learner)) == 0

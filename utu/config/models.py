@@ -563,6 +563,16 @@ class PracticeArguments(StrictModel):
         "When fewer of a step's groups have contrast than `min_groups`, roll out `questions` more of the practice "
         "set's reserve in the same step (see TopUpConfig); none: a step learns from what its batch gave.",
     )
+    study_all_wrong: int | None = knob(
+        None,
+        "Groups per step whose attempts all lost (every reward the same, below 1) that the learner still compares, "
+        "against the ground truth, instead of skipping them: the first N judged in the step; none: skipped, as the "
+        "paper does. A "
+        "small agent that is seldom right gives few groups with contrast (the 0.5B, 1 of 48 on the suite's "
+        "elapsed_time); what all its attempts missed, set against the answer, is what such a group can teach. "
+        "Needs given_ground_truth and grpo_n of 2 or more.",
+        gt=0,
+    )
     init_library: str | None = knob(
         None,
         "Start from a library learned before: EXP_ID@STEP (STEP: a number, best or last) or a YAML/JSON file "
@@ -599,13 +609,17 @@ class TrainingFreeGRPOConfig(StrictModel):
     )
 
     @model_validator(mode="after")
-    def _top_up_can_work(self) -> "TrainingFreeGRPOConfig":
+    def _contrast_knobs_can_work(self) -> "TrainingFreeGRPOConfig":
         if self.practice.top_up and not self.data.rollout_data_truncate:
             raise ValueError(
                 "practice.top_up needs data.rollout_data_truncate: its reserve is the practice set past those questions"
             )
         if self.practice.top_up and self.practice.grpo_n < 2:
             raise ValueError("practice.top_up needs grpo_n of 2 or more: a group of one attempt has no contrast")
+        if self.practice.study_all_wrong and not self.practice.given_ground_truth:
+            raise ValueError("practice.study_all_wrong needs given_ground_truth: without it no attempt is known lost")
+        if self.practice.study_all_wrong and self.practice.grpo_n < 2:
+            raise ValueError("practice.study_all_wrong needs grpo_n of 2 or more: a lone attempt is studied anyway")
         return self
 
     # Practice's rollouts are the evaluation's attempts: unset, their bounds are the evaluation's (read here,

@@ -4,7 +4,8 @@ Per group (stages 1–3 run as soon as the group is judged, overlapping other gr
   1. summarise each attempt (its trajectory cut to a token budget); an attempt no longer than a summary
      may be goes on as it is, without a call;
   2. compare the group's attempts (against the ground truth, if given) and extract at most
-     `num_experiences_per_query` experiences "When <condition>, <strategy>." — the semantic advantage;
+     `num_experiences_per_query` experiences "When <condition>, <strategy>." — the semantic advantage (a group
+     whose attempts all lost is skipped, or, `study_all_wrong` of them a step, compared with the ground truth);
   3. propose ADD / UPDATE / DELETE / NONE operations against the current library.
   Stages 2-3 run `learner_passes` times, one after another, as independent samples; all their proposals go on.
   When every proposal of a step is refused, stages 2-5 run again on the same summaries (`learner_retries`).
@@ -57,9 +58,15 @@ class ExperienceUpdater:
             "agent_objective": practice.agent_objective,
             "learning_objective": practice.learning_objective,
         }
+        self.all_wrong_left = practice.study_all_wrong or 0  # this step's (`start_step`)
+
+    def start_step(self) -> None:
+        """A new step: the first `study_all_wrong` of its all-lost groups are studied."""
+        self.all_wrong_left = self.p.study_all_wrong or 0
 
     def skip_reason(self, attempts: list[GroupAttempt]) -> str | None:
-        """Why a group teaches nothing, or None. Only groups of G > 1 with ground truth can be all-equal."""
+        """Why a group teaches nothing, or None. Only groups of G > 1 with ground truth can be all-equal; a group
+        that all lost is studied while the step has `study_all_wrong` left (counted here)."""
         judged = [a for a in attempts if a.reward is not None]
         if not judged:
             return "no judged attempt"
@@ -67,6 +74,9 @@ class ExperienceUpdater:
             if len(judged) < 2:
                 return "fewer than 2 judged attempts"
             if self.p.given_ground_truth and len({a.reward for a in judged}) == 1:
+                if all_lost(judged) and self.all_wrong_left > 0:
+                    self.all_wrong_left -= 1
+                    return None
                 return f"all rewards equal ({judged[0].reward:g})"
         return None
 
@@ -262,6 +272,8 @@ class ExperienceUpdater:
             verifier_note=prompts.ADVANTAGE_VERIFIER_NOTE if with_notes else "",
             tool_note=prompts.ADVANTAGE_TOOL_NOTE if with_tools else "",
         )
+        if self.p.study_all_wrong and gt and len(kept) > 1 and all_lost([a for a, _ in kept]):
+            system += prompts.ADVANTAGE_ALL_LOST
         user = prompts.ADVANTAGE_USER.format(
             question=first.question, ground_truth=first.answer if gt else "[hidden]", attempts="\n\n".join(blocks)
         )
@@ -311,6 +323,12 @@ class ExperienceUpdater:
             {"role": "system", "content": system.format(**self.objectives)},
             {"role": "user", "content": user.format(**values)},
         ]
+
+
+def all_lost(judged: list[GroupAttempt]) -> bool:
+    """Whether a group's judged attempts all scored the same, below a full reward: none is better to compare with."""
+    rewards = {a.reward for a in judged}
+    return len(rewards) == 1 and (reward := rewards.pop()) is not None and reward < 1
 
 
 MERGE_SIMILARITY = 0.5  # word-sequence similarity a source must keep with the text it was merged into

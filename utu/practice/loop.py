@@ -125,6 +125,7 @@ class PracticeLoop:
         self.usage.check_budget()  # max_cost spent: stop between steps
         s = Step(step, epoch, b, self.usage.snapshot(), self.p.validation.one_by_one or 0 if self.p.validation else 0)
         s.rows = await self.data.step_rows(epoch, step, batch)
+        self.updater.start_step()
         log.info("step %d (epoch %d, batch %d): %d questions x G=%d", step, epoch, b, len(batch), self.p.grpo_n)
         # rollouts -> judge -> summarise -> group advantage -> proposals, per group (rollouts.py)
         s.outcomes = await self.rollouts.groups(s.rows, library)

@@ -50,6 +50,11 @@ ADVANTAGE_TOOL_NOTE = """
 Each attempt lists the tools it called, how often, and whether they failed. When the better and the worse
 attempts differ in which tool they called (or in calling one at all), the experience says which tool to
 call, or to avoid, for which kind of request, by the tool's name."""
+# Added when every attempt the learner compares lost (`practice.study_all_wrong`): there is no better one.
+ADVANTAGE_ALL_LOST = """
+Every attempt here lost: none is better. Compare each with the ground truth instead: find the first point where
+they all went wrong (a step of the method, an assumption they made, or the form of the final answer), and the
+experience says what to do there instead."""
 # No example experience here: small learners copied one verbatim at every step (Qwen2.5-Coder-0.5B and 1.5B
 # in benchmarks/learning/learning_gain.py: "When a problem gives a price per item and a number of items, ...").
 
