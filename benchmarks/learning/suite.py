@@ -244,13 +244,13 @@ def result_path(task: str, method: str, seed: int | None) -> Path:
 
 def plan() -> list[tuple[str, str, int | None]]:
     """Every run, in the order `fill` takes them: each task's fixed points first, then seed by seed across tasks
-    (practice, then GEPA with its budget; the candidates' first seed after practice's), then the one-seed
-    ablations, then the candidates' other seeds, so a partial suite is balanced."""
+    practice, then GEPA with its budget (the goal's comparison, so a partial suite answers it first), then the
+    candidates' first seed, then the one-seed ablations, then the candidates' other seeds, so a partial suite is
+    balanced."""
     runs = [(t, m, None) for t in TASKS for m in ("baseline", "reference", "placebo")]
     for seed in SEEDS:
         runs += [(t, m, seed) for t in TASKS for m in ("practice", "gepa")]
-        if seed == SEEDS[0]:
-            runs += [(t, c, seed) for c in CANDIDATES for t in TASKS]
+    runs += [(t, c, SEEDS[0]) for c in CANDIDATES for t in TASKS]
     runs += [(t, m, 0) for m in ("hinted", "paper") for t in TASKS]
     runs += [(t, c, seed) for seed in SEEDS[1:] for c in CANDIDATES for t in TASKS]
     return runs
