@@ -67,6 +67,9 @@ def test_the_plan_runs_practice_before_its_gepa_and_every_method_with_its_seeds(
             assert {s for t, m, s in runs if t == task and m == method} == set(seeds)
         for seed in suite.SEEDS:
             assert runs.index((task, "practice", seed)) < runs.index((task, "gepa", seed))
+    # the goal's comparison first: every seed of practice and GEPA before any candidate or one-seed ablation
+    last_goal_run = max(runs.index((t, m, s)) for t in suite.TASKS for m in ("practice", "gepa") for s in suite.SEEDS)
+    assert all(runs.index(r) > last_goal_run for r in runs if r[1] not in ("practice", "gepa") and r[2] is not None)
 
 
 def test_practice_as_the_guide_says_and_the_paper_s_algorithm_differ_only_in_the_additions():
@@ -100,10 +103,10 @@ def test_the_practice_commands_give_the_configs_they_claim(monkeypatch):
     assert fewer.practice.screening.object_repeats == 0 and not fewer.practice.screening.require_directive
     assert bar.practice.validation.min_gain_to_grow == 0.05
     assert no_gate.practice.validation is None
-    all_wrong = config("all_wrong")
-    assert all_wrong.practice.study_all_wrong == 3 and ours.practice.study_all_wrong is None
-    assert all_wrong.model_dump(exclude={"practice": {"study_all_wrong"}}) == ours.model_dump(
-        exclude={"practice": {"study_all_wrong"}}
+    all_lost = config("all_lost")
+    assert all_lost.practice.all_lost_groups_per_step == 3 and ours.practice.all_lost_groups_per_step is None
+    assert all_lost.model_dump(exclude={"practice": {"all_lost_groups_per_step"}}) == ours.model_dump(
+        exclude={"practice": {"all_lost_groups_per_step"}}
     )
     for candidate in (fewer, bar, no_gate):  # practice as the guide says but for the one change
         assert candidate.practice.top_up == ours.practice.top_up and candidate.data == ours.data
@@ -322,7 +325,7 @@ def test_the_candidates_are_as_registered():
             ("practice.validation=null",),
             ("--validation_dataset", "--validation_offset", "--validation_size", "--validation_pass_k"),
         ),
-        "all_wrong": (("--study_all_wrong", "3"), ()),
+        "all_lost": (("--all_lost_groups_per_step", "3"), ()),
     }
 
 

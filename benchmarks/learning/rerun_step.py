@@ -80,7 +80,7 @@ async def what_the_step_did(db, exp_id: str, key: str) -> dict:
     kept = list(library.experiences.values()) if library else []
     return {
         "learner_tries": stats.learner_tries if stats else None,
-        "groups_with_contrast": stats.groups_used if stats else None,
+        "groups_with_contrast": stats.groups_used - stats.groups_all_lost if stats else None,
         "questions_added": stats.questions_added if stats else None,
         "validation": stats.validation.reason if stats and stats.validation else None,
         "kept": kept,

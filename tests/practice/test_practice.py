@@ -705,33 +705,90 @@ def test_a_step_with_too_little_contrast_rolls_out_reserve_questions(tmp_path, w
         assert len(result.stderr.strip().splitlines()) == 1 and agent.request_count == calls
 
 
-def test_study_all_wrong_compares_that_many_all_lost_groups_a_step_against_the_ground_truth(tmp_path, workspace, stub):
-    """`practice.study_all_wrong 1`: the agent is always wrong (no contrast anywhere); each step (2 questions)
-    studies exactly one group, told that every attempt lost, and learns from it; without it practice learns
-    nothing, and without the ground truth the knob is refused before any work."""
+def per_question_agent(kinds: dict[str, tuple[str, ...]]) -> StubScript:
+    """Each question's attempts answer right or wrong in the order its `kinds` gives, cycling."""
+    served = dict.fromkeys(QUESTIONS, 0)
+
+    def reply(body):
+        question = next(q for q in QUESTIONS if q in body["messages"][1]["content"])
+        kind = kinds[question][served[question] % len(kinds[question])]
+        served[question] += 1
+        return f"{WORKING}The answer is \\boxed{{{QUESTIONS[question] if kind == 'right' else 0}}}."
+
+    return StubScript(reply_fn=reply)
+
+
+def advantage_prompts(learner) -> list[tuple[str, str]]:
+    return [
+        (r["messages"][0]["content"], r["messages"][1]["content"])
+        for r in learner.requests
+        if schema_of(r) == "GroupAdvantage"
+    ]
+
+
+def test_all_lost_groups_per_step_studies_that_many_groups_that_all_lost_against_the_ground_truth(
+    tmp_path, workspace, stub
+):
+    """One step of the 4 questions: one always wrong, one with contrast, one always right, one always wrong. With
+    `all_lost_groups_per_step 1` the learner studies the contrast group as ever and the first all-lost group in
+    the step's order, told that none is better; the all-right group and the second all-lost one are skipped."""
+    configs, db_url = workspace
+    q = list(QUESTIONS)
+    kinds = {q[0]: ("wrong",), q[1]: ("right", "wrong"), q[2]: ("right",), q[3]: ("wrong",)}
+    agent, learner = stub(per_question_agent(kinds)), stub(evolving_learner())
+    one_step = ["--epochs", "1", "--batch_size", "4", "--all_lost_groups_per_step", "1"]
+    result = run_practice(tmp_path, configs, db_url, agent, learner, *one_step)
+    assert result.returncode == 0, result.stderr
+    (stats,) = [StepStats.model_validate_json(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps")]
+    assert (stats.groups_used, stats.groups_skipped, stats.groups_all_lost) == (2, 2, 1)
+    assert stats.groups == "2/2, 1 all lost"
+    prompts = advantage_prompts(learner)
+    lost = [user for system, user in prompts if "Every attempt lost: none is better" in system]
+    contrast = [user for system, user in prompts if "Judge which attempts are better and which worse" in system]
+    assert len(prompts) == 2 and len(lost) == 1 and len(contrast) == 1
+    order = [i for (i,) in query(db_url, "SELECT DISTINCT dataset_index FROM evaluation_data ORDER BY id")]
+    first_lost = next(i for i in order if i in (0, 3))  # the first all-lost question of the step's order
+    assert q[first_lost] in lost[0] and q[1] in contrast[0]
+
+    plain = run_practice(tmp_path, configs, db_url, agent, learner, *one_step[:4], "--exp_id", "plain")
+    assert plain.returncode == 0, plain.stderr
+    (stats,) = [
+        StepStats.model_validate_json(s)
+        for (s,) in query(db_url, "SELECT stats FROM practice_steps WHERE exp_id='plain'")
+    ]
+    assert (stats.groups_used, stats.groups_all_lost) == (1, 0)
+
+
+def test_groups_that_all_lost_share_the_step_s_count_with_its_top_up(tmp_path, workspace, stub):
+    """Always wrong: each step of one question tops up one more, and of its 2 all-lost groups studies 1, its
+    batch's question (the first in the step's order), not the top-up's."""
     configs, db_url = workspace
     agent, learner = stub(agent_script(pattern=("wrong",))), stub(evolving_learner())
-    result = run_practice(tmp_path, configs, db_url, agent, learner, "--epochs", "1", "--study_all_wrong", "1")
+    steps = ["--epochs", "1", "--rollout_data_truncate", "2", "--batch_size", "1"]
+    top_up = ["--top_up_min_groups", "1", "--top_up_questions", "1", "--all_lost_groups_per_step", "1"]
+    result = run_practice(tmp_path, configs, db_url, agent, learner, *steps, *top_up)
     assert result.returncode == 0, result.stderr
-    stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps ORDER BY step")]
-    assert [(s["groups_used"], s["groups_skipped"]) for s in stats] == [(1, 1)] * 2
-    advantages = [r["messages"][0]["content"] for r in learner.requests if schema_of(r) == "GroupAdvantage"]
-    assert len(advantages) == 2 and all("Every attempt here lost" in a for a in advantages)
-    assert query(db_url, "SELECT count(*) FROM experience_operations WHERE status='applied'")[0][0] >= 1
-
-    plain = run_practice(tmp_path, configs, db_url, agent, learner, "--epochs", "1", "--exp_id", "plain")
-    assert plain.returncode == 2 and "none of 4 groups carried contrast" in plain.stderr
-    calls = agent.request_count
-    hidden = ["--exp_id", "hidden", "--study_all_wrong", "1", "--given_ground_truth", "false"]
-    refused = run_practice(tmp_path, configs, db_url, agent, learner, *hidden)
-    assert refused.returncode == 2 and "practice.study_all_wrong needs given_ground_truth" in refused.stderr
-    assert agent.request_count == calls
+    stats = [
+        StepStats.model_validate_json(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps ORDER BY step")
+    ]
+    assert [s.groups for s in stats] == ["1/1 (+1), 1 all lost"] * 2
+    sources = {json.loads(s)[0] for (s,) in query(db_url, "SELECT source_questions FROM experience_operations")}
+    assert sources <= {0, 1}  # the batches' questions; the top-up's are 2 and 3
 
 
-def test_a_group_that_all_won_is_not_studied_by_study_all_wrong(tmp_path, workspace, stub):
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--given_ground_truth", "false"], "needs given_ground_truth"),
+        (["--grpo_n", "1"], "needs grpo_n of 2 or more"),
+        (["--all_lost_groups_per_step", "0"], "greater than 0"),
+    ],
+)
+def test_all_lost_groups_per_step_that_cannot_work_is_refused_before_any_work(tmp_path, workspace, stub, flags, said):
     configs, db_url = workspace
-    learner = stub(evolving_learner())
-    agent = stub(agent_script(pattern=("right",)))
-    result = run_practice(tmp_path, configs, db_url, agent, learner, "--epochs", "1", "--study_all_wrong", "2")
-    assert result.returncode == 2 and "none of 4 groups carried contrast" in result.stderr
-    assert len(work_requests(learner)) == 0
+    agent = stub(agent_script())
+    result = run_practice(
+        tmp_path, configs, db_url, agent, stub(evolving_learner()), "--all_lost_groups_per_step", "1", *flags
+    )
+    assert result.returncode == 2 and said in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and agent.request_count == 0

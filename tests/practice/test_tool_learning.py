@@ -127,3 +127,33 @@ async def test_a_failed_pass_beside_one_that_found_nothing_is_not_a_failed_group
     assert [f.stage for f in outcome.failures] == ["advantage"] and not outcome.proposed
     assert outcome.answered and not learner_failed_everywhere([outcome])
     assert learner_failed_everywhere([outcome.model_copy(update={"answered": False})])
+
+
+def test_a_group_all_lost_only_by_verdicts_below_a_full_reward():
+    from utu.db.models import EvaluationSample
+    from utu.practice.experience_updater import all_lost
+    from utu.practice.rollouts import as_attempt
+
+    lost = attempt(0.0, [])
+    assert all_lost([lost, lost]) and all_lost([attempt(0.5, []), attempt(0.5, [])])
+    assert not all_lost([lost]) and not all_lost([attempt(1.0, []), attempt(1.0, [])])
+    assert not all_lost([lost, attempt(1.0, [])])
+    assert not all_lost([lost, lost.model_copy(update={"reward": None})])  # a failed attempt is no verdict
+    failed = EvaluationSample(dataset_index=0, raw_question="q", stage="judged", reward=0.0, error="verify: timed out")
+    assert as_attempt(failed).verifier_failed and not all_lost([lost, as_attempt(failed)])
+    assert not as_attempt(
+        EvaluationSample(dataset_index=0, raw_question="q", stage="judged", reward=0.0)
+    ).verifier_failed
+
+
+async def test_a_group_that_all_lost_is_set_against_the_ground_truth_tools_and_all(stub):
+    server = stub(StubScript(replies=['{"ok": true}', json.dumps({"analysis": "a", "experiences": [RULE]})]))
+    updater = ExperienceUpdater(client_for(server), PracticeArguments())
+    group = [attempt(0.0, [call("python_executor", "boom")]), attempt(0.0, [])]
+    assert not (await updater.learn(group, library=Library())).used  # skipped, as in the paper
+    outcome = await updater.learn(group, library=Library(), all_lost=True)
+    assert outcome.used and outcome.all_lost and [p.op.content for p in outcome.proposed] == [RULE]
+    system = server.requests[-1]["messages"][0]["content"].split("Reply with only a JSON value")[0]
+    assert "1. Every attempt lost: none is better. Set each against the ground truth." in system
+    assert "better" not in system.replace("none is better", "") and "worse" not in system
+    assert "When the attempts called a tool that\nfailed or did not fit" in system

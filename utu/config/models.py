@@ -563,14 +563,13 @@ class PracticeArguments(StrictModel):
         "When fewer of a step's groups have contrast than `min_groups`, roll out `questions` more of the practice "
         "set's reserve in the same step (see TopUpConfig); none: a step learns from what its batch gave.",
     )
-    study_all_wrong: int | None = knob(
+    all_lost_groups_per_step: int | None = knob(
         None,
-        "Groups per step whose attempts all lost (every reward the same, below 1) that the learner still compares, "
-        "against the ground truth, instead of skipping them: the first N judged in the step; none: skipped, as the "
-        "paper does. A "
-        "small agent that is seldom right gives few groups with contrast (the 0.5B, 1 of 48 on the suite's "
-        "elapsed_time); what all its attempts missed, set against the answer, is what such a group can teach. "
-        "Needs given_ground_truth and grpo_n of 2 or more.",
+        "Groups whose attempts all lost (the same reward, below 1; none the verifier failed on) that the learner "
+        "studies anyway, against the ground truth, per step: the first N in the step's question order, once its "
+        "rollouts (and top-up) are done; none: skipped, as in the paper. A small agent that is seldom right gives "
+        "few groups with contrast; what all its attempts missed, set against the answer, is what such a group can "
+        "teach. Each costs the learner calls of a studied group. Needs given_ground_truth and grpo_n of 2 or more.",
         gt=0,
     )
     init_library: str | None = knob(
@@ -616,10 +615,11 @@ class TrainingFreeGRPOConfig(StrictModel):
             )
         if self.practice.top_up and self.practice.grpo_n < 2:
             raise ValueError("practice.top_up needs grpo_n of 2 or more: a group of one attempt has no contrast")
-        if self.practice.study_all_wrong and not self.practice.given_ground_truth:
-            raise ValueError("practice.study_all_wrong needs given_ground_truth: without it no attempt is known lost")
-        if self.practice.study_all_wrong and self.practice.grpo_n < 2:
-            raise ValueError("practice.study_all_wrong needs grpo_n of 2 or more: a lone attempt is studied anyway")
+        all_lost = "practice.all_lost_groups_per_step"
+        if self.practice.all_lost_groups_per_step and not self.practice.given_ground_truth:
+            raise ValueError(f"{all_lost} needs given_ground_truth: without it, groups of equal rewards are studied")
+        if self.practice.all_lost_groups_per_step and self.practice.grpo_n < 2:
+            raise ValueError(f"{all_lost} needs grpo_n of 2 or more: a lone attempt is studied anyway")
         return self
 
     # Practice's rollouts are the evaluation's attempts: unset, their bounds are the evaluation's (read here,

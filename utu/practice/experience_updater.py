@@ -5,7 +5,7 @@ Per group (stages 1–3 run as soon as the group is judged, overlapping other gr
      may be goes on as it is, without a call;
   2. compare the group's attempts (against the ground truth, if given) and extract at most
      `num_experiences_per_query` experiences "When <condition>, <strategy>." — the semantic advantage (a group
-     whose attempts all lost is skipped, or, `study_all_wrong` of them a step, compared with the ground truth);
+     whose attempts all lost is skipped, or, `all_lost_groups_per_step` of them, set against the ground truth);
   3. propose ADD / UPDATE / DELETE / NONE operations against the current library.
   Stages 2-3 run `learner_passes` times, one after another, as independent samples; all their proposals go on.
   When every proposal of a step is refused, stages 2-5 run again on the same summaries (`learner_retries`).
@@ -58,37 +58,30 @@ class ExperienceUpdater:
             "agent_objective": practice.agent_objective,
             "learning_objective": practice.learning_objective,
         }
-        self.all_wrong_left = practice.study_all_wrong or 0  # this step's (`start_step`)
 
-    def start_step(self) -> None:
-        """A new step: the first `study_all_wrong` of its all-lost groups are studied."""
-        self.all_wrong_left = self.p.study_all_wrong or 0
-
-    def skip_reason(self, attempts: list[GroupAttempt]) -> str | None:
-        """Why a group teaches nothing, or None. Only groups of G > 1 with ground truth can be all-equal; a group
-        that all lost is studied while the step has `study_all_wrong` left (counted here)."""
+    def skip_reason(self, attempts: list[GroupAttempt], all_lost: bool = False) -> str | None:
+        """Why a group teaches nothing, or None. Only groups of G > 1 with ground truth can be all-equal; `all_lost`:
+        the group is studied though every attempt lost (`all_lost_groups_per_step`)."""
         judged = [a for a in attempts if a.reward is not None]
         if not judged:
             return "no judged attempt"
         if self.p.grpo_n > 1:
             if len(judged) < 2:
                 return "fewer than 2 judged attempts"
-            if self.p.given_ground_truth and len({a.reward for a in judged}) == 1:
-                if all_lost(judged) and self.all_wrong_left > 0:
-                    self.all_wrong_left -= 1
-                    return None
+            if self.p.given_ground_truth and len({a.reward for a in judged}) == 1 and not all_lost:
                 return f"all rewards equal ({judged[0].reward:g})"
         return None
 
-    async def learn(self, attempts: list[GroupAttempt], library: Library) -> GroupOutcome:
+    async def learn(self, attempts: list[GroupAttempt], library: Library, all_lost: bool = False) -> GroupOutcome:
         """Stages 1-3 for one question's group: summarise; then, `learner_passes` times, the group advantage and
-        the proposals it makes against `library` (one CHAIN span, a child span per stage)."""
+        the proposals it makes against `library` (one CHAIN span, a child span per stage). `all_lost`: a group whose
+        attempts all lost, studied against the ground truth (`all_lost_groups_per_step`)."""
         index = attempts[0].dataset_index
         rewards = [a.reward for a in attempts]
         with span(
             "learner group", CHAIN, input=attempts[0].question, **{"question.index": index, "rewards": rewards}
         ) as s:
-            outcome = await self.summarise(attempts)
+            outcome = await self.summarise(attempts, all_lost)
             # Passes one after another, so the same prompt again may come from the server's prompt cache (llama.cpp's
             # slot that read it, an API's prefix cache); sent at once, 2 passes took about 4 times one pass's time on
             # the embedded 1.5B (one replicate).
@@ -112,7 +105,12 @@ class ExperienceUpdater:
         proposal was refused (`practice.learner_retries`). With `refused` (one line each: a text and why), the
         comparison is shown them, so the new sample looks elsewhere; without, its prompt is the first try's, a
         fresh sample (a near copy at temperature 0)."""
-        again = GroupOutcome(dataset_index=outcome.dataset_index, used=outcome.used, skip_reason=outcome.skip_reason)
+        again = GroupOutcome(
+            dataset_index=outcome.dataset_index,
+            used=outcome.used,
+            skip_reason=outcome.skip_reason,
+            all_lost=outcome.all_lost,
+        )
         if not outcome.studied:
             return again
         again.studied = outcome.studied
@@ -124,13 +122,13 @@ class ExperienceUpdater:
             set_io(s, "output", [p.op.model_dump() for p in again.proposed])
         return again
 
-    async def summarise(self, attempts: list[GroupAttempt]) -> GroupOutcome:
+    async def summarise(self, attempts: list[GroupAttempt], all_lost: bool = False) -> GroupOutcome:
         """Stage 1 for one question's group: skipped (and why), or its judged attempts summarised (`studied`)."""
         index = attempts[0].dataset_index
-        reason = self.skip_reason(attempts)
+        reason = self.skip_reason(attempts, all_lost)
         if reason:
             return GroupOutcome(dataset_index=index, used=False, skip_reason=reason)
-        outcome = GroupOutcome(dataset_index=index, used=True)
+        outcome = GroupOutcome(dataset_index=index, used=True, all_lost=all_lost)
         judged = [a for a in attempts if a.reward is not None]
         with span("learner.summary", CHAIN, **{"attempts": len(judged)}):
             summaries = await asyncio.gather(*(self._summarise(a, outcome) for a in judged))
@@ -265,15 +263,25 @@ class ExperienceUpdater:
         ]
         first = kept[0][0]
         judged_by = ", their rewards and the verifier's notes" if with_notes else " and their rewards"
+        compare, verifier_part, tool_part = (
+            (
+                prompts.ADVANTAGE_COMPARE_ALL_LOST,
+                prompts.ADVANTAGE_VERIFIER_NOTE_ALL_LOST,
+                prompts.ADVANTAGE_TOOL_NOTE_ALL_LOST,
+            )
+            if outcome.all_lost  # none is better: each is set against the ground truth
+            else (prompts.ADVANTAGE_COMPARE, prompts.ADVANTAGE_VERIFIER_NOTE, prompts.ADVANTAGE_TOOL_NOTE)
+        )
         system = prompts.ADVANTAGE_SYSTEM.format(
             **self.objectives,
+            compare=compare.format(
+                against_truth=f" against the ground truth{judged_by}" if gt else "",
+                notes=" and the verifier's note" if with_notes else "",
+            ),
             num_experiences=self.p.num_experiences_per_query,
-            against_truth=f" against the ground truth{judged_by}" if gt else "",
-            verifier_note=prompts.ADVANTAGE_VERIFIER_NOTE if with_notes else "",
-            tool_note=prompts.ADVANTAGE_TOOL_NOTE if with_tools else "",
+            verifier_note=verifier_part if with_notes else "",
+            tool_note=tool_part if with_tools else "",
         )
-        if self.p.study_all_wrong and gt and len(kept) > 1 and all_lost([a for a, _ in kept]):
-            system += prompts.ADVANTAGE_ALL_LOST
         user = prompts.ADVANTAGE_USER.format(
             question=first.question, ground_truth=first.answer if gt else "[hidden]", attempts="\n\n".join(blocks)
         )
@@ -325,10 +333,12 @@ class ExperienceUpdater:
         ]
 
 
-def all_lost(judged: list[GroupAttempt]) -> bool:
-    """Whether a group's judged attempts all scored the same, below a full reward: none is better to compare with."""
-    rewards = {a.reward for a in judged}
-    return len(rewards) == 1 and (reward := rewards.pop()) is not None and reward < 1
+def all_lost(attempts: list[GroupAttempt]) -> bool:
+    """Whether a group's attempts were all judged, by verdicts, the same reward below a full one: none is better
+    to compare with. (A failed attempt, or a verifier's failure, is no verdict.)"""
+    rewards = {a.reward for a in attempts}
+    verdicts = all(a.reward is not None and not a.verifier_failed for a in attempts)
+    return len(attempts) > 1 and verdicts and len(rewards) == 1 and (reward := rewards.pop()) is not None and reward < 1
 
 
 MERGE_SIMILARITY = 0.5  # word-sequence similarity a source must keep with the text it was merged into

@@ -2,15 +2,17 @@
 
 One step (`PracticeLoop.practice_step`), in the paper's order:
   rollouts -> judge -> summarise -> group advantage -> proposals -> consolidate -> restate -> screen -> gate -> save
-the first five per question's group, as soon as its attempts are judged (rollouts.py, experience_updater.py); the
-rest once for the batch (`update`, gate.py), the library saved with its operations and statistics in one
-transaction (store.py). When every proposal was refused, the learner takes a second look (`second_look`; when, and
-what it is shown: retries.py).
+the first five per question's group, as soon as its attempts are judged (rollouts.py, experience_updater.py; a
+group whose attempts all lost, if studied, once the step's rollouts are done); the rest once for the batch
+(`update`, gate.py), the library saved with its operations and statistics in one transaction (store.py). When
+every proposal was refused, the learner takes a second look (`second_look`; when, and what it is shown:
+retries.py).
 What one step carries from stage to stage is a `Step` (step.py). Resume (`restart_step`): steps before it are
 reused from the database, steps from it on are recomputed; an unfinished step resumes with the attempts it has.
 """
 
 import logging
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from utu.agents.agent import Agent
@@ -23,11 +25,11 @@ from utu.eval.outcome import RERUN, check_attempts
 from utu.eval.runner import evaluate_inside
 from utu.llm.usage import UsageTracker
 from utu.practice.data_manager import PracticeData
-from utu.practice.experience_updater import ExperienceUpdater
+from utu.practice.experience_updater import ExperienceUpdater, all_lost
 from utu.practice.gate import ValidationGate
 from utu.practice.library import Library, OpRecord, apply_operations
 from utu.practice.retries import look_again, mark_second_look, refusals_for_learner, refused_for_what_they_say
-from utu.practice.rollouts import Rollouts
+from utu.practice.rollouts import Rollouts, attempts_of
 from utu.practice.step import Step, groups_with_contrast, learner_failed_everywhere, screen_against, step_questions
 from utu.practice.store import EVAL_PREFIX, PracticeStore
 from utu.practice.types import StepEval, StepStats
@@ -125,11 +127,11 @@ class PracticeLoop:
         self.usage.check_budget()  # max_cost spent: stop between steps
         s = Step(step, epoch, b, self.usage.snapshot(), self.p.validation.one_by_one or 0 if self.p.validation else 0)
         s.rows = await self.data.step_rows(epoch, step, batch)
-        self.updater.start_step()
         log.info("step %d (epoch %d, batch %d): %d questions x G=%d", step, epoch, b, len(batch), self.p.grpo_n)
         # rollouts -> judge -> summarise -> group advantage -> proposals, per group (rollouts.py)
         s.outcomes = await self.rollouts.groups(s.rows, library)
         await self.top_up(s, library)  # more questions when too few groups showed contrast
+        await self.study_all_lost(s, library)  # and groups that all lost, compared with the ground truth
         if self.agent.router is not None:  # a tool router learns from the step's rewards (utu/router)
             self.agent.router.update(step)
         s.learner_failures()
@@ -201,6 +203,24 @@ class PracticeLoop:
         extra = await self.data.step_rows(s.epoch, s.step, reserve)
         s.rows, s.outcomes = s.rows + extra, s.outcomes + await self.rollouts.groups(extra, library)
         s.questions_added = len(reserve)
+
+    async def study_all_lost(self, s: Step, library: Library) -> None:
+        """The first `all_lost_groups_per_step` of the step's skipped groups whose attempts all lost, in the step's
+        question order (its batch, then its top-up), studied by the learner against the ground truth: chosen once
+        every rollout is judged, so a rerun or a resumed step chooses the same."""
+        if not self.p.all_lost_groups_per_step:
+            return
+        by_question = defaultdict(list)
+        for row in s.rows:
+            by_question[row.dataset_index].append(row)
+        chosen = [
+            i for i, o in enumerate(s.outcomes) if not o.used and all_lost(attempts_of(by_question[o.dataset_index]))
+        ][: self.p.all_lost_groups_per_step]
+        studied = await gather_or_cancel(
+            *(self.updater.learn(attempts_of(by_question[s.outcomes[i].dataset_index]), library, True) for i in chosen)
+        )
+        for i, outcome in zip(chosen, studied, strict=True):
+            s.outcomes[i] = outcome
 
     async def check_step(self, s: Step) -> None:
         """Refuse to record a step whose rollouts failed (beyond the allowed share) or whose learner failed on

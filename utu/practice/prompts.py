@@ -27,10 +27,7 @@ that would make the agent succeed more often on similar questions.
 The agent's objective: {agent_objective}
 The learning objective: {learning_objective}
 
-1. Judge which attempts are better and which worse{against_truth}.
-2. Find how they differ in method, not in the question's story: the approach each took, a step the worse
-   ones skipped, did out of order or assumed without checking, and the form of their final answer. The root
-   cause of a failure is the first point where a worse attempt's method went wrong.
+{compare}
 3. Name the kind of problem this is, in general words (problem_kind).
 4. Generalise into at most {num_experiences} experience(s), each one sentence in the language of the task
    that says when and what to do: "When <condition>, <strategy>." (or "<topic>: <strategy>."), whose strategy
@@ -39,6 +36,16 @@ The learning objective: {learning_objective}
 Do not retell the question: name none of its people, places or numbers, and not its answer. The condition
 describes a kind of problem or situation; the strategy says what to do in it, in words that would help on a
 different question of that kind.{verifier_note}{tool_note}"""
+# Steps 1-2 of ADVANTAGE_SYSTEM for a group with better and worse attempts.
+ADVANTAGE_COMPARE = """1. Judge which attempts are better and which worse{against_truth}.
+2. Find how they differ in method, not in the question's story: the approach each took, a step the worse
+   ones skipped, did out of order or assumed without checking, and the form of their final answer. The root
+   cause of a failure is the first point where a worse attempt's method went wrong."""
+# Steps 1-2 for a group whose attempts all lost (`practice.all_lost_groups_per_step`): none is better.
+ADVANTAGE_COMPARE_ALL_LOST = """1. Every attempt lost: none is better. Set each against the ground truth{notes}.
+2. Find where they went wrong in method, not in the question's story: a step they skipped, did out of order or
+   assumed without checking, or the form of their final answer. The root cause is the first point where their
+   method went wrong; the experience says what the ground truth shows they should have done there."""
 # Added when the ground truth is given: the verifier's note shows the value it read from each final answer.
 ADVANTAGE_VERIFIER_NOTE = """
 Each attempt carries the verifier's note: what it read as the final answer and what it expected. When a worse
@@ -50,11 +57,16 @@ ADVANTAGE_TOOL_NOTE = """
 Each attempt lists the tools it called, how often, and whether they failed. When the better and the worse
 attempts differ in which tool they called (or in calling one at all), the experience says which tool to
 call, or to avoid, for which kind of request, by the tool's name."""
-# Added when every attempt the learner compares lost (`practice.study_all_wrong`): there is no better one.
-ADVANTAGE_ALL_LOST = """
-Every attempt here lost: none is better. Compare each with the ground truth instead: find the first point where
-they all went wrong (a step of the method, an assumption they made, or the form of the final answer), and the
-experience says what to do there instead."""
+# The two notes above for a group whose attempts all lost.
+ADVANTAGE_VERIFIER_NOTE_ALL_LOST = """
+Each attempt carries the verifier's note: what it read as the final answer and what it expected. When the
+attempts reasoned soundly and lost on their final answer's form (how far it rounded, its unit, sign or notation),
+that form is the root cause, and the experience says which form to give. The agent never sees the verifier:
+the experience tells the agent what to do, and does not mention the verifier."""
+ADVANTAGE_TOOL_NOTE_ALL_LOST = """
+Each attempt lists the tools it called, how often, and whether they failed. When the attempts called a tool that
+failed or did not fit, or none where one was needed, the experience says which tool to call, or to avoid, for
+which kind of request, by the tool's name."""
 # No example experience here: small learners copied one verbatim at every step (Qwen2.5-Coder-0.5B and 1.5B
 # in benchmarks/learning/learning_gain.py: "When a problem gives a price per item and a number of items, ...").
 

@@ -99,6 +99,7 @@ def as_attempt(row: EvaluationSample) -> GroupAttempt:
         critique=row.reasoning,
         tools=(row.meta or {}).get("tools") or [],
         cut=(row.meta or {}).get("stop_reason") == "max_tokens",
+        verifier_failed=row.stage == "judged" and (row.error or "").startswith("verify:"),
     )
 
 

@@ -51,6 +51,7 @@ class Step:
             questions_added=self.questions_added,
             groups_used=sum(o.used for o in self.outcomes),
             groups_skipped=sum(not o.used for o in self.outcomes),
+            groups_all_lost=sum(o.all_lost for o in self.outcomes),
             library_size=len(library.experiences),
             operations=_applied(self.records),
             operations_refused=sum(r.status == "refused" for r in self.records),

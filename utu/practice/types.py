@@ -22,6 +22,7 @@ class GroupAttempt(BaseModel):
     critique: str | None = None
     tools: list[dict[str, Any]] = []  # the agent's tool log: {"tool", "arguments_chars", "seconds", "error"}
     cut: bool = False  # its final reply was cut by the agent's token limit (stop reason max_tokens)
+    verifier_failed: bool = False  # its reward is the verifier's timeout score, not a verdict
 
 
 class LearnerFailure(BaseModel):
@@ -39,6 +40,7 @@ class GroupOutcome(BaseModel):
     dataset_index: int
     used: bool
     skip_reason: str | None = None
+    all_lost: bool = False  # studied though every attempt lost (`practice.all_lost_groups_per_step`)
     proposed: list[ProposedOp] = []
     failures: list[LearnerFailure] = []
     # The summarised attempts (stage 1) the proposals came from, so the learner can compare them again.
@@ -99,6 +101,7 @@ class StepStats(BaseModel):
     tools: dict[str, ToolStats] = {}  # per tool: calls, errors, latency, reward with and without it
     groups_used: int
     groups_skipped: int
+    groups_all_lost: int = 0  # of groups_used, studied though every attempt lost (`all_lost_groups_per_step`)
     library_size: int
     operations: dict[str, int]  # applied, by kind: ADD, UPDATE, DELETE
     operations_refused: int
@@ -129,9 +132,12 @@ class StepStats(BaseModel):
 
     @property
     def groups(self) -> str:
-        """Groups used/skipped, and the questions the top-up added, as the step tables show them."""
-        return f"{self.groups_used}/{self.groups_skipped}" + (
-            f" (+{self.questions_added})" if self.questions_added else ""
+        """Groups used/skipped, the questions the top-up added, and the all-lost groups studied, as the step
+        tables show them."""
+        return (
+            f"{self.groups_used}/{self.groups_skipped}"
+            + (f" (+{self.questions_added})" if self.questions_added else "")
+            + (f", {self.groups_all_lost} all lost" if self.groups_all_lost else "")
         )
 
 
