@@ -368,6 +368,26 @@ def test_fill_goes_on_past_a_failed_run_and_says_so(monkeypatch, tmp_path, capsy
     assert len(started) > 2 and "failed: averages baseline" in capsys.readouterr().out
 
 
+async def test_fill_resumes_the_runs_begun_in_an_earlier_sitting_first(monkeypatch, tmp_path, sqlite_db):
+    from utu.db.models import Experiment
+
+    async with sqlite_db.transaction() as s:  # GSM8K's no_gate seed 0 was stopped midway
+        s.add(Experiment(exp_id="suite_gsm8k_no_gate_s0", kind="practice", fingerprint="f", config={}))
+    gepa_runs = tmp_path / "gepa"
+    (gepa_runs / "averages_gepa_s2").mkdir(parents=True)  # and Averages' GEPA seed 2
+    monkeypatch.setattr(suite, "DB_PATH", tmp_path / "test.db")
+    monkeypatch.setattr(suite, "GEPA_RUNS", gepa_runs)
+    monkeypatch.setattr(suite, "result_path", lambda t, m, s: tmp_path / f"{t}_{m}_{s}")
+    for task in suite.TASKS:  # practice's seed 2 is saved everywhere, so its GEPA may run
+        (tmp_path / f"{task}_practice_2").write_text("{}")
+    started = []
+    monkeypatch.setattr(suite, "run", lambda t, m, s: started.append((t, m, s)))
+    monkeypatch.setattr(suite, "promising", lambda c: False)
+    suite.fill(list(suite.TASKS), None)
+    assert started[:3] == [("averages", "gepa", 2), ("gsm8k", "no_gate", 0), ("elapsed_time", "baseline", None)]
+    assert len(started) == len(set(started))
+
+
 def test_a_candidate_s_verdict_waits_for_every_task_and_seed():
     full = {"seeds": len(suite.SEEDS), "tasks": list(suite.TASKS), "mean": 0.1, "ci95": [0.02, 0.2]}
     assert suite_report.candidate_verdict(None, full) == "first seed not yet run on every task"

@@ -40,11 +40,13 @@ import asyncio
 import json
 import os
 import re
+import sqlite3
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -694,6 +696,20 @@ def unsaved_runs() -> dict[str, Path]:
     }
 
 
+def begun_runs() -> set[str]:
+    """The exp_ids of unsaved runs that began here (their rows in the database, or a GEPA run folder)."""
+    import suite_park
+
+    runs = unsaved_runs()
+    begun = {exp_id for exp_id, folder in runs.items() if folder.is_dir()}
+    if DB_PATH.is_file():
+        with closing(sqlite3.connect(f"file:{DB_PATH}?mode=ro", uri=True)) as db:
+            sql = "SELECT exp_id FROM experiments UNION SELECT owner FROM evaluation_data"
+            names = {row[0] for row in db.execute(sql)}
+        begun |= {exp_id for exp_id in runs if any(suite_park.owned(name, {exp_id}) for name in names)}
+    return begun
+
+
 def park(archive: Path) -> int:
     """Pack the unsaved runs' state for the next machine; refused while a fill or run goes on here (what it does
     after the packing would be lost, and GEPA's state may be half-written)."""
@@ -739,10 +755,12 @@ def unpark_on_a_new_machine() -> None:
 
 
 def fill(tasks: list[str], stop_at: datetime | None) -> int:
-    """Every missing run of the plan, in order; stops before a run when `stop_at` has passed. A run that fails is
-    reported and left missing (the next fill tries it again); the exit code says whether any failed."""
+    """Every missing run of the plan, in order, those begun in an earlier sitting first (so one run's halves are
+    seldom made by commits far apart); stops before a run when `stop_at` has passed. A run that fails is reported
+    and left missing (the next fill tries it again); the exit code says whether any failed."""
     failures = 0
-    for task, method, seed in plan():
+    begun = begun_runs()
+    for task, method, seed in sorted(plan(), key=lambda r: f"suite_{r[0]}_{run_name(r[1], r[2])}" not in begun):
         if task not in tasks or result_path(task, method, seed).exists():
             continue
         if stop_at and datetime.now() >= stop_at:
