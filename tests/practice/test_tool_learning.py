@@ -131,16 +131,16 @@ async def test_a_failed_pass_beside_one_that_found_nothing_is_not_a_failed_group
 
 def test_a_group_all_lost_only_by_verdicts_below_a_full_reward():
     from utu.db.models import EvaluationSample
-    from utu.practice.experience_updater import all_lost
+    from utu.practice.experience_updater import every_attempt_lost
     from utu.practice.rollouts import as_attempt
 
     lost = attempt(0.0, [])
-    assert all_lost([lost, lost]) and all_lost([attempt(0.5, []), attempt(0.5, [])])
-    assert not all_lost([lost]) and not all_lost([attempt(1.0, []), attempt(1.0, [])])
-    assert not all_lost([lost, attempt(1.0, [])])
-    assert not all_lost([lost, lost.model_copy(update={"reward": None})])  # a failed attempt is no verdict
+    assert every_attempt_lost([lost, lost]) and every_attempt_lost([attempt(0.5, []), attempt(0.5, [])])
+    assert not every_attempt_lost([lost]) and not every_attempt_lost([attempt(1.0, []), attempt(1.0, [])])
+    assert not every_attempt_lost([lost, attempt(1.0, [])])
+    assert not every_attempt_lost([lost, lost.model_copy(update={"reward": None})])  # a failed attempt is no verdict
     failed = EvaluationSample(dataset_index=0, raw_question="q", stage="judged", reward=0.0, error="verify: timed out")
-    assert as_attempt(failed).verifier_failed and not all_lost([lost, as_attempt(failed)])
+    assert as_attempt(failed).verifier_failed and not every_attempt_lost([lost, as_attempt(failed)])
     assert not as_attempt(
         EvaluationSample(dataset_index=0, raw_question="q", stage="judged", reward=0.0)
     ).verifier_failed

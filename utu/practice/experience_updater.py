@@ -333,7 +333,7 @@ class ExperienceUpdater:
         ]
 
 
-def all_lost(attempts: list[GroupAttempt]) -> bool:
+def every_attempt_lost(attempts: list[GroupAttempt]) -> bool:
     """Whether a group's attempts were all judged, by verdicts, the same reward below a full one: none is better
     to compare with. (A failed attempt, or a verifier's failure, is no verdict.)"""
     rewards = {a.reward for a in attempts}

@@ -25,7 +25,7 @@ from utu.eval.outcome import RERUN, check_attempts
 from utu.eval.runner import evaluate_inside
 from utu.llm.usage import UsageTracker
 from utu.practice.data_manager import PracticeData
-from utu.practice.experience_updater import ExperienceUpdater, all_lost
+from utu.practice.experience_updater import ExperienceUpdater, every_attempt_lost
 from utu.practice.gate import ValidationGate
 from utu.practice.library import Library, OpRecord, apply_operations
 from utu.practice.retries import look_again, mark_second_look, refusals_for_learner, refused_for_what_they_say
@@ -214,7 +214,9 @@ class PracticeLoop:
         for row in s.rows:
             by_question[row.dataset_index].append(row)
         chosen = [
-            i for i, o in enumerate(s.outcomes) if not o.used and all_lost(attempts_of(by_question[o.dataset_index]))
+            i
+            for i, o in enumerate(s.outcomes)
+            if not o.used and every_attempt_lost(attempts_of(by_question[o.dataset_index]))
         ][: self.p.all_lost_groups_per_step]
         studied = await gather_or_cancel(
             *(self.updater.learn(attempts_of(by_question[s.outcomes[i].dataset_index]), library, True) for i in chosen)
