@@ -18,6 +18,13 @@ import suite  # noqa: E402
 import suite_report  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def no_suite_state_of_this_checkout(monkeypatch, tmp_path):
+    """A checkout that fills the suite has its database and GEPA runs: no test reads them."""
+    monkeypatch.setattr(suite, "DB_PATH", tmp_path / "no_suite.db")
+    monkeypatch.setattr(suite, "GEPA_RUNS", tmp_path / "no_gepa_runs")
+
+
 @pytest.mark.parametrize("task", list(suite.TASKS))
 def test_no_heldout_question_is_a_practice_or_validation_problem(task):
     spec = suite.TASKS[task]
@@ -371,8 +378,9 @@ def test_fill_goes_on_past_a_failed_run_and_says_so(monkeypatch, tmp_path, capsy
 async def test_fill_resumes_the_runs_begun_in_an_earlier_sitting_first(monkeypatch, tmp_path, sqlite_db):
     from utu.db.models import Experiment
 
-    async with sqlite_db.transaction() as s:  # GSM8K's no_gate seed 0 was stopped midway
-        s.add(Experiment(exp_id="suite_gsm8k_no_gate_s0", kind="practice", fingerprint="f", config={}))
+    async with sqlite_db.transaction() as s:  # GSM8K's no_gate seed 0 was stopped in its held-out evaluation
+        s.add(Experiment(exp_id="suite_gsm8k_no_gate_s0_heldout", kind="evaluation", fingerprint="f", config={}))
+        s.add(Experiment(exp_id="suite_gsm8k_paper_s0x", kind="practice", fingerprint="f", config={}))  # not a run
     gepa_runs = tmp_path / "gepa"
     (gepa_runs / "averages_gepa_s2").mkdir(parents=True)  # and Averages' GEPA seed 2
     monkeypatch.setattr(suite, "DB_PATH", tmp_path / "test.db")
@@ -386,6 +394,13 @@ async def test_fill_resumes_the_runs_begun_in_an_earlier_sitting_first(monkeypat
     suite.fill(list(suite.TASKS), None)
     assert started[:3] == [("averages", "gepa", 2), ("gsm8k", "no_gate", 0), ("elapsed_time", "baseline", None)]
     assert len(started) == len(set(started))
+
+
+def test_a_suite_database_that_cannot_be_read_leaves_the_plan_s_order(monkeypatch, tmp_path, capsys):
+    (tmp_path / "empty.db").write_bytes(b"")  # a database without tables
+    monkeypatch.setattr(suite, "DB_PATH", tmp_path / "empty.db")
+    assert suite.begun_runs() == set()
+    assert "no such table" in capsys.readouterr().out
 
 
 def test_a_candidate_s_verdict_waits_for_every_task_and_seed():
@@ -608,6 +623,19 @@ async def test_a_practice_record_keeps_the_config_its_run_resolved(sqlite_db, tm
     monkeypatch.setattr(suite, "DB_PATH", tmp_path / "test.db")
     record = await suite.practice_record("suite_x_practice_s1")
     assert record["shaping_config"] == config and record["library"] == {} and record["agent_calls"] == 0
+    assert record["steps"] == []
+    from utu.practice.library import Library
+    from utu.practice.store import PracticeStore
+    from utu.practice.types import StepStats
+
+    counts = {"groups_used": 3, "groups_skipped": 5, "groups_all_lost": 2, "questions_added": 8, "learner_tries": 2}
+    stats = StepStats(
+        step=0, epoch=0, batch=0, group_size=4, questions=16, attempts=64, attempts_failed=0, mean_at_g=0.1,
+        pass_at_g=0.2, library_size=0, operations={}, operations_refused=1, learner_errors=0, usage={}, wall_time=1.0,
+        **counts,
+    )  # fmt: skip
+    await PracticeStore(sqlite_db, "suite_x_practice_s1").save_step(0, 0, 0, Library(), [], [], stats)
+    assert (await suite.practice_record("suite_x_practice_s1"))["steps"] == [{"step": 0, **counts}]
     assert (await suite.practice_record("suite_x_practice_s2"))["shaping_config"] is None  # no such run
 
 

@@ -227,11 +227,12 @@ CANDIDATES: dict[str, Candidate] = {
         drop=("--validation_dataset", "--validation_offset", "--validation_size", "--validation_pass_k"),
     ),
     "all_lost": Candidate(
-        "more groups learned from per agent call (the issue's 'more contrast per agent call'): the first 3 groups "
-        "of a step whose attempts all lost are studied against the ground truth instead of skipped "
-        "(`practice.all_lost_groups_per_step`; 3 as top_up's min_groups): the 0.5B is seldom right, and in seed "
-        "0's practice runs the learner studied 15 of 32 groups on averages, 17 of 40 on gsm8k, 11 to 22 of 48 on "
-        "elapsed_time (22 comparisons, second looks among them), and 1 of 48 in elapsed_time's fewer_refusals run",
+        "more groups learned from per rollout (the issue's 'more contrast per agent call'; what the gate then "
+        "validates costs agent calls too): the first 3 groups of a step whose attempts all lost are studied "
+        "against the ground truth instead of skipped (`practice.all_lost_groups_per_step`; 3 as top_up's "
+        "min_groups): the 0.5B is seldom right, and in seed 0's practice runs the learner studied 15 of 32 groups "
+        "on averages, 17 of 40 on gsm8k, at most 22 of 48 on elapsed_time (its 22 comparison calls, re-asks and "
+        "second looks among them), and 1 of 48 in elapsed_time's fewer_refusals run",
         ("--all_lost_groups_per_step", "3"),
     ),
 }
@@ -512,6 +513,18 @@ async def practice_record(exp_id: str) -> dict:
         # data's digests, the agent; not timeouts and the like): seeds that differ in more than their seed ran
         # different practice
         "shaping_config": experiment.config if experiment else None,
+        # what each step had to learn from: groups studied (all-lost ones among them) and skipped, top-up, tries
+        "steps": [
+            {
+                "step": s.step,
+                "groups_used": s.groups_used,
+                "groups_skipped": s.groups_skipped,
+                "groups_all_lost": s.groups_all_lost,
+                "questions_added": s.questions_added,
+                "learner_tries": s.learner_tries,
+            }
+            for s in steps
+        ],
         "library": library.experiences if library else {},
         "operations": [
             {"step": op.step, "kind": op.kind, "text": op.new_text, "status": op.status, "reason": op.reason}
@@ -703,9 +716,13 @@ def begun_runs() -> set[str]:
     runs = unsaved_runs()
     begun = {exp_id for exp_id, folder in runs.items() if folder.is_dir()}
     if DB_PATH.is_file():
-        with closing(sqlite3.connect(f"file:{DB_PATH}?mode=ro", uri=True)) as db:
-            sql = "SELECT exp_id FROM experiments UNION SELECT owner FROM evaluation_data"
-            names = {row[0] for row in db.execute(sql)}
+        sql = "SELECT exp_id FROM experiments UNION SELECT owner FROM evaluation_data"
+        try:
+            with closing(sqlite3.connect(f"file:{DB_PATH}?mode=ro", uri=True)) as db:
+                names = {row[0] for row in db.execute(sql)}
+        except sqlite3.Error as unreadable:  # an order, not a result: the plan's order serves
+            print(f"{DB_PATH}: {unreadable}; runs begun in it are not put first", flush=True)
+            names = set()
         begun |= {exp_id for exp_id in runs if any(suite_park.owned(name, {exp_id}) for name in names)}
     return begun
 

@@ -169,7 +169,9 @@ async def test_a_knob_added_later_at_its_default_does_not_block_a_resume(tmp_pat
         await register_experiment(db, "e", "eval", changed)
     # A switch added later: on, it changes what the run does; off (as the run behaved), it resumes.
     switched_on = upgraded | {"restate_refused": True}
-    with pytest.raises(ConfigError, match=r"restate_refused came after that run: set it off \(false\) to resume"):
+    with pytest.raises(
+        ConfigError, match=r"restate_refused came after that run: set it off \(false or none\) to resume"
+    ):
         await register_experiment(db, "e", "eval", switched_on)
     assert await register_experiment(db, "e", "eval", upgraded | {"restate_refused": False}) is True
     await db.dispose()

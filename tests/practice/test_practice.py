@@ -776,6 +776,21 @@ def test_groups_that_all_lost_share_the_step_s_count_with_its_top_up(tmp_path, w
     assert sources <= {0, 1}  # the batches' questions; the top-up's are 2 and 3
 
 
+def test_a_top_up_group_that_all_lost_is_studied_when_the_batch_s_had_contrast(tmp_path, workspace, stub):
+    """The practised questions show contrast, the reserve's are always wrong: with `min_groups 2` each step tops up
+    one question, and its all-lost group is studied, chosen after the top-up."""
+    configs, db_url = workspace
+    q = list(QUESTIONS)
+    kinds = {q[0]: ("right", "wrong"), q[1]: ("right", "wrong"), q[2]: ("wrong",), q[3]: ("wrong",)}
+    agent, learner = stub(per_question_agent(kinds)), stub(evolving_learner())
+    steps = ["--epochs", "1", "--rollout_data_truncate", "2", "--batch_size", "1"]
+    top_up = ["--top_up_min_groups", "2", "--top_up_questions", "1", "--all_lost_groups_per_step", "1"]
+    result = run_practice(tmp_path, configs, db_url, agent, learner, *steps, *top_up)
+    assert result.returncode == 0, result.stderr
+    rows = query(db_url, "SELECT stats FROM practice_steps ORDER BY step")
+    assert [StepStats.model_validate_json(s).groups for (s,) in rows] == ["2/0 (+1), 1 all lost"] * 2
+
+
 @pytest.mark.parametrize(
     ("flags", "said"),
     [

@@ -1,5 +1,6 @@
 """The advantage stage: what the learner sees of each attempt (reward, tools, a cut reply) and what it replies."""
 
+import hashlib
 import json
 
 from tests.conftest import client_for
@@ -8,7 +9,7 @@ from utu.llm.stub import StubScript
 from utu.practice.experience_updater import ExperienceUpdater, tool_usage
 from utu.practice.library import Library
 from utu.practice.step import learner_failed_everywhere
-from utu.practice.types import GroupAttempt
+from utu.practice.types import GroupAttempt, GroupOutcome
 
 RULE = "When a question converts units, call convert_units instead of computing by hand."
 
@@ -157,3 +158,50 @@ async def test_a_group_that_all_lost_is_set_against_the_ground_truth_tools_and_a
     assert "1. Every attempt lost: none is better. Set each against the ground truth." in system
     assert "better" not in system.replace("none is better", "") and "worse" not in system
     assert "When the attempts called a tool that\nfailed or did not fit" in system
+
+
+def test_the_advantage_prompt_of_a_group_with_contrast_is_the_one_the_learning_suite_registered():
+    """Byte for byte the messages of 27ff2bd (the code the learning suite's first runs measured), for every mix of
+    ground truth, verifier notes, tool calls and a second look's refused texts: while the suite fills, a change to
+    what practice asks is a candidate, not an edit (docs/results.md). Change the digest only after it is full."""
+    digest = hashlib.sha256()
+    for gt in (True, False):
+        updater = ExperienceUpdater(None, PracticeArguments(given_ground_truth=gt))
+        for notes in (True, False):
+            for tools in (True, False):
+                outcome = GroupOutcome(dataset_index=0, used=True)
+                outcome.studied = [
+                    (
+                        GroupAttempt(
+                            dataset_index=0,
+                            question="Q?",
+                            answer="5",
+                            response="r",
+                            trajectory=[],
+                            reward=reward,
+                            critique="extracted 4; gold 5" if notes else None,
+                            tools=[call("calc")] if tools and reward else [],
+                            cut=reward == 0.0,
+                        ),
+                        f"summary {i}",
+                    )
+                    for i, reward in enumerate((1.0, 0.0))
+                ]
+                for refused in (None, ["a text: why"]):
+                    digest.update(json.dumps(updater.advantage_messages(outcome, refused)).encode())
+    assert digest.hexdigest() == "afa45c4390daac1cd29ce4f91173c1c0c531b6740520eceddbd40d5de2644781"
+
+
+def test_a_second_look_at_a_group_that_all_lost_keeps_saying_none_is_better():
+    updater = ExperienceUpdater(None, PracticeArguments())
+    outcome = GroupOutcome(dataset_index=0, used=True, all_lost=True)
+    outcome.studied = [(attempt(0.0, []), "s1"), (attempt(0.0, []), "s2")]
+    system, user = (m["content"] for m in updater.advantage_messages(outcome, ["a text: why"]))
+    assert "Every attempt lost" in system and "better ones" not in user
+    assert user.endswith("find what else the\nground truth shows they should have done.\n</refused>")
+
+
+async def test_a_second_look_keeps_a_group_s_all_lost_flag():
+    updater = ExperienceUpdater(None, PracticeArguments())
+    outcome = GroupOutcome(dataset_index=0, used=True, all_lost=True)  # nothing summarised: no call is made
+    assert (await updater.learn_again(outcome, Library(), ["a text: why"])).all_lost

@@ -63,7 +63,9 @@ async def register_experiment(db: Database, exp_id: str, kind: str, shaping_conf
             return True
         added = [f for f in fields if not _has_path(existing.config, f)]
         resume = (
-            f"; {', '.join(added)} came after that run: set it off (false) to resume the run as it was" if added else ""
+            f"; {', '.join(added)} came after that run: set it off (false or none) to resume the run as it was"
+            if added
+            else ""
         )
         raise ConfigError(
             f"exp_id {exp_id!r} was run with a different config (changed: {', '.join(fields)}){resume}; "

@@ -249,6 +249,18 @@ class ExperienceUpdater:
         return advantage
 
     async def _advantage(self, outcome: GroupOutcome, refused: list[str] | None) -> GroupAdvantage | None:
+        try:
+            result = await self._ask(self.advantage_messages(outcome, refused), GroupAdvantage, "advantage")
+        except LLMError as e:
+            outcome.failures.append(_failure("advantage", outcome.dataset_index, e))
+            return None
+        result.experiences = [x.strip() for x in result.experiences if x and x.strip()]
+        return result
+
+    def advantage_messages(self, outcome: GroupOutcome, refused: list[str] | None = None) -> list[dict[str, str]]:
+        """Stage 2's prompt for a studied group: its attempts' summaries, each with its reward (given the ground
+        truth), its tool calls and the verifier's note (when any attempt has them); a second look's refused texts
+        at the end."""
         kept = outcome.studied
         gt = self.p.given_ground_truth
         with_tools = any(a.tools for a, _ in kept)
@@ -286,15 +298,11 @@ class ExperienceUpdater:
             question=first.question, ground_truth=first.answer if gt else "[hidden]", attempts="\n\n".join(blocks)
         )
         if refused:  # at the end, so the prompt's beginning is the first try's (a server's prompt cache)
-            user += prompts.ADVANTAGE_REFUSED.format(refused="\n".join(f"- {line}" for line in refused))
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        try:
-            result = await self._ask(messages, GroupAdvantage, "advantage")
-        except LLMError as e:
-            outcome.failures.append(_failure("advantage", outcome.dataset_index, e))
-            return None
-        result.experiences = [x.strip() for x in result.experiences if x and x.strip()]
-        return result
+            instead = prompts.REFUSED_INSTEAD_ALL_LOST if outcome.all_lost else prompts.REFUSED_INSTEAD
+            user += prompts.ADVANTAGE_REFUSED.format(
+                refused="\n".join(f"- {line}" for line in refused), instead=instead
+            )
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     async def proposals(
         self, advantage: GroupAdvantage | None, library: Library, outcome: GroupOutcome

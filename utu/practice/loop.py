@@ -210,6 +210,7 @@ class PracticeLoop:
         every rollout is judged, so a rerun or a resumed step chooses the same."""
         if not self.p.all_lost_groups_per_step:
             return
+        check_attempts(s.rows, self.config.evaluation.max_failed_share, f"step {s.step}")  # before paying the learner
         by_question = defaultdict(list)
         for row in s.rows:
             by_question[row.dataset_index].append(row)

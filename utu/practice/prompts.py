@@ -83,8 +83,11 @@ ADVANTAGE_REFUSED = """
 Experiences already proposed from this practice step were refused, each for the reason given:
 {refused}
 Do not propose any of them again, or one that says the same: compare the attempts again and find what else the
-better ones did differently.
+{instead}.
 </refused>"""
+# How ADVANTAGE_REFUSED ends, for a group with better and worse attempts, and for one whose attempts all lost.
+REFUSED_INSTEAD = "better ones did differently"
+REFUSED_INSTEAD_ALL_LOST = "ground truth shows they should have done"
 
 GROUP_UPDATE_SYSTEM = """You maintain a short library of experiences for an AI agent.
 The agent's objective: {agent_objective}
