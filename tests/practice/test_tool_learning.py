@@ -155,7 +155,7 @@ async def test_a_group_that_all_lost_is_set_against_the_ground_truth_tools_and_a
     outcome = await updater.learn(group, library=Library(), all_lost=True)
     assert outcome.used and outcome.all_lost and [p.op.content for p in outcome.proposed] == [RULE]
     system = server.requests[-1]["messages"][0]["content"].split("Reply with only a JSON value")[0]
-    assert "1. Every attempt lost: none is better. In your analysis, first solve the question yourself" in system
+    assert "1. Every attempt lost: none is better. In your analysis, first solve the question\n" in system
     assert "then set each attempt against your solution.\n2." in system  # no verifier notes in this group
     assert "better" not in system.replace("none is better", "") and "worse" not in system
     assert "When the attempts called a tool that\nfailed or did not fit" in system

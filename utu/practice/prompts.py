@@ -42,8 +42,8 @@ ADVANTAGE_COMPARE = """1. Judge which attempts are better and which worse{agains
    ones skipped, did out of order or assumed without checking, and the form of their final answer. The root
    cause of a failure is the first point where a worse attempt's method went wrong."""
 # Steps 1-2 for a group whose attempts all lost (`practice.all_lost_groups_per_step`): none is better.
-ADVANTAGE_COMPARE_ALL_LOST = """1. Every attempt lost: none is better. In your analysis, first solve the question yourself, step by
-   step, until you reach the ground truth; then set each attempt against your solution{notes}.
+ADVANTAGE_COMPARE_ALL_LOST = """1. Every attempt lost: none is better. In your analysis, first solve the question
+   yourself, step by step, until you reach the ground truth; then set each attempt against your solution{notes}.
 2. Find where their method departed from yours, not in the question's story: a step they skipped, did out of
    order or assumed without checking, or the form of their final answer. The root cause is the first point where
    their method went wrong; the experience says what to do there instead, on any question of this kind."""
