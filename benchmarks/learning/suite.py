@@ -242,6 +242,11 @@ def run_name(method: str, seed: int | None) -> str:
     return method if seed is None else f"{method}_s{seed}"
 
 
+def run_exp_id(task: str, method: str, seed: int | None) -> str:
+    """The exp_id of a run's practice, and the prefix of all its experiments (its evaluations, its GEPA's)."""
+    return f"suite_{task}_{run_name(method, seed)}"
+
+
 def result_path(task: str, method: str, seed: int | None) -> Path:
     return RESULTS / task / f"{run_name(method, seed)}.json"
 
@@ -442,7 +447,7 @@ def practice_command(task: str, method: str, seed: int) -> tuple[str, list[str]]
 def practise(task: str, method: str, seed: int, env: dict[str, str]) -> tuple[float, Path | None, str]:
     """A practice run and its enhanced agent (None: it kept nothing, the agent is the baseline). Never --fresh: a
     practice stopped midway (a sitting's end) resumes from its saved steps; another config is refused."""
-    exp_id = f"suite_{task}_{run_name(method, seed)}"
+    exp_id = run_exp_id(task, method, seed)
     config, flags = practice_command(task, method, seed)
     seconds, agent = common_practise(config, exp_id, db_url(), env, *flags, nothing_learned_ok=True, fresh=False)
     return seconds, agent, exp_id
@@ -541,7 +546,7 @@ def run(task: str, method: str, seed: int | None) -> Path:
     spec, env, name = TASKS[task], model_env(), run_name(method, seed)
     os.environ.update(env)  # GEPA calls the models from this process
     measured = provenance()  # the commit the run starts on
-    exp_id = f"suite_{task}_{name}_heldout"
+    exp_id = f"{run_exp_id(task, method, seed)}_heldout"
     record: dict = {}
     registered = check_candidate(method, seed) if method in CANDIDATES else None
     upload(task, env)
@@ -703,7 +708,7 @@ def promising(candidate: str) -> bool:
 def unsaved_runs() -> dict[str, Path]:
     """Each run of the plan not saved yet: its exp_id (its experiments' prefix) -> its GEPA run folder."""
     return {
-        f"suite_{task}_{run_name(method, seed)}": GEPA_RUNS / f"{task}_{run_name(method, seed)}"
+        run_exp_id(task, method, seed): GEPA_RUNS / f"{task}_{run_name(method, seed)}"
         for task, method, seed in plan()
         if not result_path(task, method, seed).exists()
     }
@@ -716,14 +721,11 @@ def begun_runs() -> set[str]:
     runs = unsaved_runs()
     begun = {exp_id for exp_id, folder in runs.items() if folder.is_dir()}
     if DB_PATH.is_file():
-        sql = "SELECT exp_id FROM experiments UNION SELECT owner FROM evaluation_data"
         try:
             with closing(sqlite3.connect(f"file:{DB_PATH}?mode=ro", uri=True)) as db:
-                names = {row[0] for row in db.execute(sql)}
+                begun |= suite_park.with_rows(db, set(runs))
         except sqlite3.Error as unreadable:  # an order, not a result: the plan's order serves
             print(f"{DB_PATH}: {unreadable}; runs begun in it are not put first", flush=True)
-            names = set()
-        begun |= {exp_id for exp_id in runs if any(suite_park.owned(name, {exp_id}) for name in names)}
     return begun
 
 
@@ -777,7 +779,7 @@ def fill(tasks: list[str], stop_at: datetime | None) -> int:
     and left missing (the next fill tries it again); the exit code says whether any failed."""
     failures = 0
     begun = begun_runs()
-    for task, method, seed in sorted(plan(), key=lambda r: f"suite_{r[0]}_{run_name(r[1], r[2])}" not in begun):
+    for task, method, seed in sorted(plan(), key=lambda run: run_exp_id(*run) not in begun):
         if task not in tasks or result_path(task, method, seed).exists():
             continue
         if stop_at and datetime.now() >= stop_at:

@@ -46,8 +46,13 @@ def _keep_only(db: sqlite3.Connection, names: set[str]) -> set[str]:
             db.execute(f'DELETE FROM "{table}" WHERE NOT (owned(exp_id){by_owner})')
     db.commit()
     db.execute("VACUUM")
-    kept = {row[0] for row in db.execute("SELECT exp_id FROM experiments UNION SELECT owner FROM evaluation_data")}
-    return {name for name in names if any(owned(k, {name}) for k in kept)}
+    return with_rows(db, names)
+
+
+def with_rows(db: sqlite3.Connection, names: set[str]) -> set[str]:
+    """The runs of `names` that have rows in `db`: an experiment, or attempts, of their own."""
+    rows = {row[0] for row in db.execute("SELECT exp_id FROM experiments UNION SELECT owner FROM evaluation_data")}
+    return {name for name in names if any(owned(row, {name}) for row in rows)}
 
 
 def park(db_path: Path, runs: dict[str, Path], archive: Path) -> list[str]:

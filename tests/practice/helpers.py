@@ -64,13 +64,15 @@ WORKING = "I add the two numbers, checking each digit and the carry, then check 
 
 
 def agent_script(pattern=("right", "wrong"), working: str = WORKING) -> StubScript:
-    """Each question's attempts answer right, wrong, right, ... in order of arrival, after `working`;
-    a "cut" attempt stops mid-way, as a reply cut by the token limit does."""
+    """Each question's attempts answer right, wrong, right, ... in order of arrival, after `working` (`pattern`,
+    cycling; or a pattern per question, by its text); a "cut" attempt stops mid-way, as a reply cut by the token
+    limit does."""
     served = defaultdict(int)
 
     def reply(body):
         question = next(q for q in QUESTIONS if q in body["messages"][1]["content"])
-        kind = pattern[served[question] % len(pattern)]
+        kinds = pattern[question] if isinstance(pattern, dict) else pattern
+        kind = kinds[served[question] % len(kinds)]
         served[question] += 1
         if kind == "cut":
             return {"content": f"{working}So the", "finish_reason": "length"}

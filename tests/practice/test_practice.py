@@ -11,7 +11,6 @@ from tests.conftest import run_script
 from tests.practice.helpers import (
     PRACTICE,
     QUESTIONS,
-    WORKING,
     agent_script,
     evolving_learner,
     is_probe,
@@ -666,17 +665,10 @@ def test_a_step_with_too_little_contrast_rolls_out_reserve_questions(tmp_path, w
     without a truncation, or with the validation slice in the reserve, it is refused at once."""
     configs, db_url = workspace
     easy = list(QUESTIONS)[:2]
-
-    def reply(body):
-        question = next(q for q in QUESTIONS if q in body["messages"][1]["content"])
-        reply.served[question] += 1
-        right = question in easy or reply.served[question] % 2
-        return f"{WORKING}The answer is \\boxed{{{QUESTIONS[question] if right else 0}}}."
-
-    reply.served = dict.fromkeys(QUESTIONS, 0)
+    kinds = {q: ("right",) if q in easy else ("right", "wrong") for q in QUESTIONS}
     steps = ["--epochs", "1", "--rollout_data_truncate", "2", "--batch_size", "1"]
     top_up = ["--top_up_min_groups", "1", "--top_up_questions", "1"]
-    agent, learner = stub(StubScript(reply_fn=reply)), stub(evolving_learner())
+    agent, learner = stub(agent_script(kinds)), stub(evolving_learner())
     result = run_practice(tmp_path, configs, db_url, agent, learner, *steps, *top_up)
     assert result.returncode == 0, result.stderr
     stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps ORDER BY step")]
@@ -705,19 +697,6 @@ def test_a_step_with_too_little_contrast_rolls_out_reserve_questions(tmp_path, w
         assert len(result.stderr.strip().splitlines()) == 1 and agent.request_count == calls
 
 
-def per_question_agent(kinds: dict[str, tuple[str, ...]]) -> StubScript:
-    """Each question's attempts answer right or wrong in the order its `kinds` gives, cycling."""
-    served = dict.fromkeys(QUESTIONS, 0)
-
-    def reply(body):
-        question = next(q for q in QUESTIONS if q in body["messages"][1]["content"])
-        kind = kinds[question][served[question] % len(kinds[question])]
-        served[question] += 1
-        return f"{WORKING}The answer is \\boxed{{{QUESTIONS[question] if kind == 'right' else 0}}}."
-
-    return StubScript(reply_fn=reply)
-
-
 def advantage_prompts(learner) -> list[tuple[str, str]]:
     return [
         (r["messages"][0]["content"], r["messages"][1]["content"])
@@ -735,7 +714,7 @@ def test_all_lost_groups_per_step_studies_that_many_groups_that_all_lost_against
     configs, db_url = workspace
     q = list(QUESTIONS)
     kinds = {q[0]: ("wrong",), q[1]: ("right", "wrong"), q[2]: ("right",), q[3]: ("wrong",)}
-    agent, learner = stub(per_question_agent(kinds)), stub(evolving_learner())
+    agent, learner = stub(agent_script(kinds)), stub(evolving_learner())
     one_step = ["--epochs", "1", "--batch_size", "4", "--all_lost_groups_per_step", "1"]
     result = run_practice(tmp_path, configs, db_url, agent, learner, *one_step)
     assert result.returncode == 0, result.stderr
@@ -782,7 +761,7 @@ def test_a_top_up_group_that_all_lost_is_studied_when_the_batch_s_had_contrast(t
     configs, db_url = workspace
     q = list(QUESTIONS)
     kinds = {q[0]: ("right", "wrong"), q[1]: ("right", "wrong"), q[2]: ("wrong",), q[3]: ("wrong",)}
-    agent, learner = stub(per_question_agent(kinds)), stub(evolving_learner())
+    agent, learner = stub(agent_script(kinds)), stub(evolving_learner())
     steps = ["--epochs", "1", "--rollout_data_truncate", "2", "--batch_size", "1"]
     top_up = ["--top_up_min_groups", "2", "--top_up_questions", "1", "--all_lost_groups_per_step", "1"]
     result = run_practice(tmp_path, configs, db_url, agent, learner, *steps, *top_up)

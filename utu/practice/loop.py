@@ -12,7 +12,6 @@ reused from the database, steps from it on are recomputed; an unfinished step re
 """
 
 import logging
-from collections import defaultdict
 from dataclasses import dataclass, field
 
 from utu.agents.agent import Agent
@@ -29,7 +28,7 @@ from utu.practice.experience_updater import ExperienceUpdater, every_attempt_los
 from utu.practice.gate import ValidationGate
 from utu.practice.library import Library, OpRecord, apply_operations
 from utu.practice.retries import look_again, mark_second_look, refusals_for_learner, refused_for_what_they_say
-from utu.practice.rollouts import Rollouts, attempts_of
+from utu.practice.rollouts import Rollouts, attempts_of, by_question
 from utu.practice.step import Step, groups_with_contrast, learner_failed_everywhere, screen_against, step_questions
 from utu.practice.store import EVAL_PREFIX, PracticeStore
 from utu.practice.types import StepEval, StepStats
@@ -211,16 +210,14 @@ class PracticeLoop:
         if not self.p.all_lost_groups_per_step:
             return
         check_attempts(s.rows, self.config.evaluation.max_failed_share, f"step {s.step}")  # before paying the learner
-        by_question = defaultdict(list)
-        for row in s.rows:
-            by_question[row.dataset_index].append(row)
+        groups = by_question(s.rows)
         chosen = [
             i
             for i, o in enumerate(s.outcomes)
-            if not o.used and every_attempt_lost(attempts_of(by_question[o.dataset_index]))
+            if not o.used and every_attempt_lost(attempts_of(groups[o.dataset_index]))
         ][: self.p.all_lost_groups_per_step]
         studied = await gather_or_cancel(
-            *(self.updater.learn(attempts_of(by_question[s.outcomes[i].dataset_index]), library, True) for i in chosen)
+            *(self.updater.learn(attempts_of(groups[s.outcomes[i].dataset_index]), library, True) for i in chosen)
         )
         for i, outcome in zip(chosen, studied, strict=True):
             s.outcomes[i] = outcome

@@ -50,9 +50,7 @@ class Rollouts:
     async def groups(self, rows: list[EvaluationSample], library: Library) -> list[GroupOutcome]:
         """Rolls out and judges the G attempts of each question `rows` hold, not done yet, with `library`; each
         question's group goes to the learner as soon as it is judged (unless `pipeline` is off)."""
-        groups: dict[int, list[EvaluationSample]] = defaultdict(list)
-        for row in rows:
-            groups[row.dataset_index].append(row)
+        groups = by_question(rows)
         issued = _IssueCount(sum(map(needs_rollout, rows)), asyncio.Semaphore(self.config.rollout_concurrency))
         attempt = partial(  # one attempt with the library at the rollout temperature, judged by the verify function
             run_attempt,
@@ -82,6 +80,14 @@ class Rollouts:
         if not self.pipeline:
             outcomes = await gather_or_cancel(*(self.updater.learn(attempts_of(g), library) for g in groups.values()))
         return outcomes
+
+
+def by_question(rows: list[EvaluationSample]) -> dict[int, list[EvaluationSample]]:
+    """Each question's attempt rows (its group), in the order the questions first come in `rows`."""
+    groups: dict[int, list[EvaluationSample]] = defaultdict(list)
+    for row in rows:
+        groups[row.dataset_index].append(row)
+    return groups
 
 
 def attempts_of(rows: list[EvaluationSample]) -> list[GroupAttempt]:
