@@ -7,11 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from utu.config.models import ScreeningConfig
 from utu.practice.screening import Question, Source, language, screen
 
 CORPORA = Path(__file__).parent / "corpora"
+WORDS = Path(__file__).parents[2] / "utu" / "practice" / "screening_words.yaml"
 QUESTION = "Joan found 70 seashells on the beach. She gave Sam some of her seashells. She has 27 seashells. How many seashells did she give to Sam?"  # noqa: E501
 SOURCE = Source([Question(QUESTION, "43")])
 
@@ -320,3 +322,19 @@ def test_without_the_ground_truth_no_restatement_is_told_the_answer():
     assert hidden(told, [0]) is None
     story = "When Joan gives shells to Sam, subtract what she has left."
     assert hidden(story, [0]) == shown(story, [0])
+
+
+def duplicate_keys(node: yaml.Node) -> list[str]:
+    """Keys said twice in one mapping of a composed YAML document: PyYAML keeps the last one silently."""
+    if isinstance(node, yaml.MappingNode):
+        keys = [key.value for key, _ in node.value]
+        found = [f"{key.value} (line {key.start_mark.line + 1})" for key, _ in node.value if keys.count(key.value) > 1]
+        return found + [d for _, value in node.value for d in duplicate_keys(value)]
+    if isinstance(node, yaml.SequenceNode):
+        return [d for item in node.value for d in duplicate_keys(item)]
+    return []
+
+
+def test_the_word_lists_say_each_key_once():
+    assert duplicate_keys(yaml.compose(WORDS.read_text(encoding="utf-8"))) == []
+    assert duplicate_keys(yaml.compose("en:\n  a: [x]\n  a: [y]\n")) == ["a (line 2)", "a (line 3)"]
