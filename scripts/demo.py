@@ -106,8 +106,18 @@ async def unchanged_comparison(baseline: str) -> str:
     )
 
 
+def read_env_as_the_commands_do() -> None:
+    """Work from the checkout, where the commands below run, and read its .env as they do (the shell's variables
+    win): so this script and they agree on the model, and on the database (./utu.db) it reads the refusals from."""
+    from dotenv import find_dotenv, load_dotenv
+
+    os.chdir(ROOT)
+    load_dotenv(find_dotenv(usecwd=True), override=False)
+
+
 def main() -> None:
     start = time.perf_counter()
+    read_env_as_the_commands_do()
     if not os.environ.get("UTU_LLM_BASE_URL"):
         model = os.environ.get("UTU_LOCAL_MODEL") or "qwen2.5-coder-0.5b"
         learner = os.environ.setdefault("UTU_LEARNER_LOCAL_MODEL", DEMO_LEARNER)  # the commands below inherit it

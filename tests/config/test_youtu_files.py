@@ -5,7 +5,9 @@ unchanged, is in the issue's note: they cannot be shipped here.)"""
 
 import json
 
+import pytest
 import yaml
+from pydantic import ValidationError
 
 from tests.conftest import ROOT, run_script
 from tests.practice.helpers import QUESTIONS, agent_script, evolving_learner, query, setup_workspace
@@ -297,6 +299,13 @@ def test_the_judge_gets_its_own_endpoint_and_key_or_the_agents_together(monkeypa
     own = make_client(judge, env_prefix="JUDGE_LLM")
     assert own.base_url == "http://127.0.0.1:10/v1"
     assert own._transport._api_key != "sk-agent-key-0123456789"  # never the agent's key at the judge's URL
+
+
+def test_a_litellm_model_is_refused_with_what_to_do_instead():
+    from utu.config import ModelConfig
+
+    with pytest.raises(ValidationError, match="run a LiteLLM proxy and use chat.completions with its URL"):
+        ModelConfig.model_validate({"model_provider": {"type": "litellm", "model": "m"}})
 
 
 async def test_its_simplified_client_takes_its_endpoint_in_the_constructor(stub):
