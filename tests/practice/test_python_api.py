@@ -4,6 +4,7 @@ run verbatim against stub LLMs."""
 import re
 
 import pytest
+import yaml
 
 from tests.conftest import ROOT
 from tests.practice.helpers import QUESTIONS, TEST_CONFIG, agent_script, evolving_learner, setup_workspace
@@ -38,6 +39,8 @@ def test_the_readme_example_runs_verbatim(workspace, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].endswith("runs/my_run/enhanced_agent.yaml") and (workspace / out[0]).is_file()
     assert out[1].startswith("0 ") and any(line.startswith("G0 When adding") for line in out)
+    provider = yaml.safe_load((workspace / out[0]).read_text())["model"]["model_provider"]
+    assert provider["base_url"].startswith("${oc.env:UTU_LLM_BASE_URL")  # as the command exports it, not the URL
 
 
 def test_the_class_from_a_config_object_and_a_run_that_learns_nothing(workspace, stub, monkeypatch):

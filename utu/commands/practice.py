@@ -15,7 +15,7 @@ from utu import cli
 from utu.config import TrainingFreeGRPOConfig
 from utu.config.loader import agent_source, compose_config, config_dirs
 from utu.practice.arguments import build_config, parse_args
-from utu.practice.training_free_grpo import PracticeOutcome, TrainingFreeGRPO
+from utu.practice.training_free_grpo import PracticeOutcome, TrainingFreeGRPO, written_provider
 
 console = Console(width=max(Console().width, 130))  # the step table is wide
 
@@ -35,7 +35,7 @@ async def run() -> int:
         pipeline=not args.no_pipeline,
         export_step=args.export_step,
         export_to=args.export_to,
-        provider_source=source.get("model", {}).get("model_provider"),
+        provider_source=written_provider(source),
     )
     outcome = await practice.learn()
     print_summary(config, outcome)

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from utu.app import claim_experiment
-from utu.config import TrainingFreeGRPOConfig, config_root, load_config
+from utu.config import TrainingFreeGRPOConfig, config_root
+from utu.config.loader import compose_config, validate
 from utu.config.models import TopUpConfig, shaping_dump
 from utu.db import Database
 from utu.db.dataset_io import check_dataset_reachable, content_digest, ensure_dataset, select_questions
@@ -53,7 +54,20 @@ class PracticeOutcome:
 
 def load_practice_config(name: str, overrides: list[str] | None = None) -> TrainingFreeGRPOConfig:
     """`configs/practice/<name>.yaml` with Hydra overrides (`key=value`), validated."""
-    return load_config("practice", name, TrainingFreeGRPOConfig, overrides)
+    return load_practice(name, overrides)[0]
+
+
+def load_practice(name: str, overrides: list[str] | None = None) -> tuple[TrainingFreeGRPOConfig, dict | None]:
+    """The config, and its agent's model_provider as its files write it (`written_provider`)."""
+    composed = compose_config("practice", name, overrides)
+    config = validate(composed.data, TrainingFreeGRPOConfig, composed.files)
+    return config, written_provider(composed.source.get("evaluation", {}).get("agent", {}))
+
+
+def written_provider(agent_as_written: dict) -> dict | None:
+    """An agent's model_provider as its file writes it, `${oc.env:...}` kept: the export keeps those references,
+    so the enhanced agent talks to the endpoint configured when it is used, not the practice run's."""
+    return agent_as_written.get("model", {}).get("model_provider")
 
 
 def planned_steps(config: TrainingFreeGRPOConfig, questions: int) -> int:
@@ -76,7 +90,10 @@ class TrainingFreeGRPO:
         export_to: str | None = None,
         provider_source: dict | None = None,
     ):
-        self.config = load_practice_config(config) if isinstance(config, str) else config
+        if isinstance(config, str):
+            config, written = load_practice(config)
+            provider_source = written if provider_source is None else provider_source
+        self.config = config
         self.db_url = db_url
         self.run_dir = inside(Path(output_dir), self.config.exp_id)  # names and paths are checked before any work
         writable_folder(self.run_dir)
@@ -220,7 +237,8 @@ def run_practice(
 ) -> PracticeOutcome:
     """The one-call way, for scripts (not inside a running event loop): practise and export."""
     if isinstance(config, str):
-        config = load_practice_config(config, overrides)
+        config, written = load_practice(config, overrides)
+        options.setdefault("provider_source", written)
     elif overrides:
         raise ConfigError("overrides apply to a config name; change a config object with model_copy instead")
     if exp_id is not None:
