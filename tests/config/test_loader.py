@@ -1,5 +1,6 @@
 """Hydra compose + pydantic: shipped configs load, env vars resolve, bad fields name their file."""
 
+import re
 import shutil
 from pathlib import Path
 
@@ -70,22 +71,26 @@ def test_overrides_apply():
     assert config.pass_k == 4 and config.agent.name == "web_agent"
 
 
-def test_one_line_per_bad_field_naming_the_file():
+def test_one_line_per_bad_field_naming_where_it_was_given(tmp_path, monkeypatch):
+    """A bad value written in a file names that file; one given as key=value names the command line, not the
+    file whose value it replaced."""
+    (tmp_path / "agents/practice").mkdir(parents=True)
+    (tmp_path / "eval/math").mkdir(parents=True)  # a user's eval config finds the user's agent first
+    shutil.copy(config_root() / "eval/math/math_AIME24.yaml", tmp_path / "eval/math")
+    shipped = (config_root() / "agents/practice/math_agent.yaml").read_text()
+    bad = re.sub(r"(?m)^max_turns: .*$", "max_turns: abc\nbogus: 1", shipped)
+    assert bad != shipped
+    (tmp_path / "agents/practice/math_agent.yaml").write_text(bad)
+    monkeypatch.setenv("UTU_CONFIG_DIR", str(tmp_path))
     with pytest.raises(ConfigError) as info:
-        load_config(
-            "eval",
-            "math/math_AIME24",
-            EvalConfig,
-            ["agent.max_turns=abc", "+agent.bogus=1", "pass_k=0", "agent.model.timeout=-1"],
-        )
+        load_config("eval", "math/math_AIME24", EvalConfig, ["pass_k=0", "agent.model.timeout=-1"])
     lines = str(info.value).splitlines()
     assert len(lines) == 4
     by_field = {line.split(": ")[1]: line.split(": ")[0] for line in lines}
-    root = config_root()
-    assert by_field["agent.max_turns"] == str(root / "agents/practice/math_agent.yaml")
-    assert by_field["agent.bogus"] == str(root / "agents/practice/math_agent.yaml")
-    assert by_field["pass_k"] == str(root / "eval/math/math_AIME24.yaml")
-    assert by_field["agent.model.timeout"] == str(root / "model/base.yaml")
+    assert by_field["agent.max_turns"] == str(tmp_path / "agents/practice/math_agent.yaml")
+    assert by_field["agent.bogus"] == str(tmp_path / "agents/practice/math_agent.yaml")
+    assert by_field["pass_k"] == "command line (pass_k=0)"
+    assert by_field["agent.model.timeout"] == "command line (agent.model.timeout=-1)"
 
 
 def test_unknown_config_lists_the_available_ones():

@@ -328,7 +328,8 @@ def test_a_practices_own_rows_are_not_compared_with_an_eval(stub, tmp_path, db):
         (["--pass_k", "0"], "command line: pass_k: Input should be greater than 0"),
         (["verify_filename=nope.py"], "verify_filename: 'nope.py' not found"),
         (["--dataset", "NoSuchSet"], "not bundled"),
-        (["agent.max_turns=abc"], "agent.max_turns"),
+        (["agent.max_turns=abc"], "command line (agent.max_turns=abc): agent.max_turns"),
+        (["--dataset", "a/b", "--limit", "2"], "data.dataset: not a plain name"),  # never one to upload
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(stub, tmp_path, db, args, message):

@@ -53,10 +53,10 @@ async def run() -> int:
     return 0
 
 
-def eval_config_name(files: dict[str, Path]) -> str:
+def eval_config_name(files: dict[str, Path | str]) -> str:
     """The eval config a practice config builds on (its `evaluation` defaults entry)."""
     path = files.get("evaluation")
-    if path is None:
+    if not isinstance(path, Path):
         return "<eval config>"
     root = next(d for d in config_dirs() if d in path.parents)
     return str(path.relative_to(root / "eval").with_suffix(""))

@@ -71,7 +71,7 @@ class Composed:
 
     data: dict
     source: dict
-    files: dict[str, Path]
+    files: dict[str, Path | str]  # a value given on the command line: "command line (key=value)"
 
 
 def compose_config(group: str, name: str, overrides: list[str] | None = None) -> Composed:
@@ -89,7 +89,7 @@ def compose_config(group: str, name: str, overrides: list[str] | None = None) ->
 
 def compose_dict(
     group: str, name: str, overrides: list[str] | None = None, resolve: bool = True
-) -> tuple[dict, dict[str, Path]]:
+) -> tuple[dict, dict[str, Path | str]]:
     """`compose_config`'s resolved dict (with `resolve=False`: the dict as written) and files."""
     if resolve:
         composed = compose_config(group, name, overrides)
@@ -104,7 +104,7 @@ def _to_dict(cfg: DictConfig, resolve: bool, throw_on_missing: bool = False) -> 
     return data
 
 
-def _compose(group: str, name: str, overrides: list[str] | None) -> tuple[DictConfig, dict[str, Path]]:
+def _compose(group: str, name: str, overrides: list[str] | None) -> tuple[DictConfig, dict[str, Path | str]]:
     primary = find_config(group, name)
     name = name.removesuffix(".yaml")
     # Hydra finds the primary config only in its config_dir: the folder that holds it (the user's, else the
@@ -130,13 +130,17 @@ def _compose(group: str, name: str, overrides: list[str] | None) -> tuple[DictCo
         path = next((p for p in bad if e.object in p.read_bytes()), bad[0] if bad else primary)
         byte = e.object[e.start]
         raise ConfigError(f"{path}: not UTF-8 text (byte {byte:#04x}); save it as UTF-8") from None
-    files = {"": primary}
+    files: dict[str, Path | str] = {"": primary}
     for key, option in cfg.hydra.runtime.choices.items():
         if option is None or key.startswith("hydra/"):
             continue
         grp, _, package = key.partition("@")
         files[package] = find_config(grp.lstrip("/"), option)
     files |= _path_defaults(primary)
+    for override in overrides or []:  # a value given as key=value comes from the command line, not a file
+        key, is_value, _ = override.lstrip("+~").partition("=")
+        if is_value and key and not set("/@") & set(key) and key not in files:
+            files[key] = f"command line ({override})"
     OmegaConf.set_struct(cfg, False)
     del cfg["hydra"]
     return cfg, files

@@ -18,6 +18,9 @@ def _plain_name(value: str) -> str:
 
 # An experiment id becomes a folder under runs/ and a database key: see utu/names.py.
 ExpId = Annotated[str, AfterValidator(_plain_name)]
+# A data set name as upload_dataset.py accepts it: one that could never be uploaded is refused at load, not
+# after a message that tells the user to upload it.
+DatasetName = Annotated[str, AfterValidator(_plain_name)]
 
 
 class StrictModel(BaseModel):
@@ -155,7 +158,7 @@ class ModelConfig(StrictModel):
     structured_output: Literal["auto", "json_schema", "json_object", "text"] = knob(
         "auto",
         "json_schema: OpenAI-style constrained output; json_object: llama.cpp-style (type json_object + schema); "
-        "text: extract JSON from prose; auto: try json_schema, fall back to text if the endpoint rejects it.",
+        "text: extract JSON from prose; auto: probe once, json_schema, else json_object, else text.",
     )
 
     @model_validator(mode="after")
@@ -277,7 +280,7 @@ class AgentConfig(StrictModel):
 
 
 class DataConfig(StrictModel):
-    dataset: str = knob(description="A data set in the database (bundled sets load themselves).")
+    dataset: DatasetName = knob(description="A data set in the database (bundled sets load themselves).")
     limit: int | None = knob(None, "Only its first N questions (by index).", gt=0)
     offset: int = knob(0, "Skip its first N questions (by index) before taking `limit`.", ge=0)
     type: Literal["single", "mixed"] = knob(
@@ -366,7 +369,7 @@ class ValidationConfig(StrictModel):
     and, if it holds more experiences than the current one, better by more than `min_gain_to_grow`: a sentence
     that does not measurably help only costs prompt tokens and risks what the validation questions did not show."""
 
-    dataset: str = knob(
+    dataset: DatasetName = knob(
         description="The validation questions: another data set, or the practice set with an "
         "offset past the practised questions (a held-out slice)."
     )
@@ -583,7 +586,7 @@ class PracticeArguments(StrictModel):
 
 
 class DataArguments(StrictModel):
-    practice_dataset_name: str = knob(description="The practice set (bundled sets load themselves).")
+    practice_dataset_name: DatasetName = knob(description="The practice set (bundled sets load themselves).")
     rollout_data_truncate: int | None = knob(None, "Practise on its first N questions only.", gt=0)
     eval_data_truncate: int | None = knob(
         None, "Evaluate during practice on the first N eval questions.", shapes=False, gt=0
