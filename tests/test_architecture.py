@@ -159,3 +159,19 @@ def test_the_compatibility_modules_are_imported_by_nothing_of_utu():
     edges = imports_between_modules()
     importers = sorted(f"{m} -> {t}" for m, targets in edges.items() for t in targets & COMPAT if m not in COMPAT)
     assert not importers, importers
+
+
+def layers_as_documented() -> list[str]:
+    """The units in the order docs/architecture.md lists them, top layer first."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = text.split("```\n", 2)[1]
+    return [line.split()[0].removesuffix("/").removesuffix(".py") for line in block.splitlines() if line[:1].isalpha()]
+
+
+def test_each_layer_imports_only_those_docs_architecture_lists_below_it():
+    order = layers_as_documented()
+    edges = imports_between_units()
+    unlisted = {unit for edge in edges for unit in edge} - set(order)
+    assert not unlisted, f"not in docs/architecture.md's layers: {sorted(unlisted)}"
+    upward = [f"{a} -> {b} ({where[0]})" for (a, b), where in edges.items() if order.index(b) < order.index(a)]
+    assert not upward, upward
