@@ -2,6 +2,7 @@
 and under TYPE_CHECKING included, so each layer can be read without the ones above it."""
 
 import ast
+import re
 import sys
 from collections import defaultdict
 
@@ -162,10 +163,16 @@ def test_the_compatibility_modules_are_imported_by_nothing_of_utu():
 
 
 def layers_as_documented() -> list[str]:
-    """The units in the order docs/architecture.md lists them, top layer first."""
+    """The units in the order docs/architecture.md's layer block (the code block that starts with `commands/`)
+    lists them, top layer first: each a package or module of utu, listed once."""
     text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    block = text.split("```\n", 2)[1]
-    return [line.split()[0].removesuffix("/").removesuffix(".py") for line in block.splitlines() if line[:1].isalpha()]
+    block = re.search(r"^```[^\n]*\n(commands/.*?)^```", text, re.DOTALL | re.MULTILINE)
+    assert block, "docs/architecture.md: no code block starting with commands/"
+    order = [line.split()[0] for line in block.group(1).splitlines() if line[:1].isalpha()]
+    assert len(order) == len(set(order)), f"listed twice: {[u for u in order if order.count(u) > 1]}"
+    stale = [u for u in order if not (PACKAGE / u.removesuffix("/")).exists()]
+    assert not stale, f"listed in docs/architecture.md but not in utu/: {stale}"
+    return [u.removesuffix("/").removesuffix(".py") for u in order]
 
 
 def test_each_layer_imports_only_those_docs_architecture_lists_below_it():

@@ -93,6 +93,30 @@ def test_one_line_per_bad_field_naming_where_it_was_given(tmp_path, monkeypatch)
     assert by_field["agent.model.timeout"] == "command line (agent.model.timeout=-1)"
 
 
+@pytest.mark.parametrize(
+    ("overrides", "line"),
+    [
+        (["pass_k=4", "pass_k=0"], "command line (pass_k=0): pass_k: "),  # the later one is the one used
+        (["agent.model={timeout: -1}"], "command line (agent.model={timeout: -1}): agent.model.timeout: "),
+        (["~data.dataset"], "command line (~data.dataset): data.dataset: Field required"),
+        (["foo.bar=1"], "command line (foo.bar=1): foo: Extra inputs are not permitted"),
+        (["pass_k"], "command line (pass_k): cannot parse it"),  # no "=": not an override
+        (["data.dataset=a b"], "command line (data.dataset=a b): data.dataset: not a plain name"),
+    ],
+)
+def test_a_bad_value_given_on_the_command_line_names_the_override_as_typed(overrides, line):
+    with pytest.raises(ConfigError) as info:
+        load_config("eval", "local/mawps", EvalConfig, overrides)
+    assert str(info.value).startswith(line)
+
+
+def test_an_override_beside_a_bad_value_of_a_file_leaves_the_file_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("UTU_LLM_TYPE", "litellm")  # configs/model/base.yaml reads it
+    with pytest.raises(ConfigError) as info:
+        load_config("eval", "local/mawps", EvalConfig, ["agent.model.model_provider={model: gpt-4o}"])
+    assert str(info.value).startswith(f"{config_root() / 'model/base.yaml'}: agent.model.model_provider.type: ")
+
+
 def test_unknown_config_lists_the_available_ones():
     with pytest.raises(ConfigError, match="math/math_AIME24"):
         load_config("eval", "math/nope", EvalConfig)

@@ -67,20 +67,23 @@ def build_config(args: argparse.Namespace, overrides: list[str]) -> EvalConfig:
     flags = given(args, EVAL_FLAGS)
     data = given(args, ("dataset", "limit", "offset"))
     data |= given(args, args.data_type_flags, prefix="dataset_")
-    if "dataset" in data and data["dataset"] != config.data.dataset and "limit" not in data and config.data.limit:
-        log.warning(
-            "the config's limit (%d) was set for %s: not applied to %s; pass --limit N to cut it",
-            config.data.limit,
-            config.data.dataset,
-            data["dataset"],
-        )
+    limit_dropped = bool(
+        "dataset" in data and data["dataset"] != config.data.dataset and "limit" not in data and config.data.limit
+    )
+    if limit_dropped:
         data["limit"] = None
     values = config.model_dump() | flags | {"data": config.data.model_dump() | data}
     if args.agent_config:
         values["agent"] = load_agent_config(args.agent_config).model_dump()
     if args.agent_model:
         values["agent"]["model"]["model_provider"]["model"] = args.agent_model
-    return validate(values, EvalConfig, {"": "command line"})
+    checked = validate(values, EvalConfig, {"": "command line"})
+    if limit_dropped:  # said once the config holds: never above an error line
+        log.warning(
+            "the config's limit (%d) was set for %s: not applied to %s; pass --limit N to cut it",
+            *(config.data.limit, config.data.dataset, checked.data.dataset),
+        )
+    return checked
 
 
 def shaping_config(config: EvalConfig, content: dict) -> dict:

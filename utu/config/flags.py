@@ -36,11 +36,7 @@ def add_flags(
             if names is not None:
                 raise TypeError(f"{model.__name__}.{name} is not a scalar field")
             continue
-        default = (
-            "no default: the config or this flag must give it"
-            if field.default is PydanticUndefined
-            else f"default: {_show(field.default)}"
-        )
+        default = "no default" if field.default is PydanticUndefined else f"default: {_show(field.default)}"
         options: dict[str, Any] = {"default": None, "help": f"{field.description} ({default})"}
         if kind is bool:
             options |= {"type": parse_bool, "metavar": "{true,false}"}

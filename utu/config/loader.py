@@ -15,7 +15,8 @@ from typing import TypeVar
 
 import yaml
 from hydra import compose, initialize_config_dir
-from hydra.errors import HydraException
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException, OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ValidationError
@@ -112,6 +113,7 @@ def _compose(group: str, name: str, overrides: list[str] | None) -> tuple[DictCo
     root = next(d for d in config_dirs() if d in primary.parents)
     others = [d for d in config_dirs() if d != root]
     search = [f"hydra.searchpath=[{','.join(f'file://{d}' for d in others)}]"] if others else []
+    given = given_on_the_command_line(overrides or [])  # one that does not parse is named as typed, first
     try:
         with initialize_config_dir(config_dir=str(root), version_base="1.3"):
             cfg = compose(
@@ -137,10 +139,7 @@ def _compose(group: str, name: str, overrides: list[str] | None) -> tuple[DictCo
         grp, _, package = key.partition("@")
         files[package] = find_config(grp.lstrip("/"), option)
     files |= _path_defaults(primary)
-    for override in overrides or []:  # a value given as key=value comes from the command line, not a file
-        key, is_value, _ = override.lstrip("+~").partition("=")
-        if is_value and key and not set("/@") & set(key) and key not in files:
-            files[key] = f"command line ({override})"
+    files |= given
     OmegaConf.set_struct(cfg, False)
     del cfg["hydra"]
     return cfg, files
@@ -243,13 +242,49 @@ def validate(data: dict, model: type[M], files: Mapping[str, Path | str]) -> M:
         raise ConfigError("\n".join(lines)) from e
 
 
+def given_on_the_command_line(overrides: list[str]) -> dict[str, str]:
+    """Each key a `key=value` (or `~key`) override sets, a dict value's keys one by one -> "command line (the
+    override as typed)"; a later override of a key replaces an earlier one. Group choices (`agents/practice@agent=x`)
+    name files, not values, and are left out."""
+    parser = OverridesParser.create()
+    given: dict[str, str] = {}
+    for typed in overrides:
+        try:
+            [override] = parser.parse_overrides([_add_or_set(typed)])
+        except OverrideParseException as e:
+            message = _one_line(e).split(" See https://")[0]
+            raise ConfigError(
+                f"command line ({typed}): cannot parse it ({message}); quote a value with spaces or non-ASCII text"
+            ) from None
+        if "/" in override.key_or_group or override.package is not None:
+            continue
+        value = None if override.is_delete() else override.value()
+        for key in _leaves(override.key_or_group, value):
+            given.pop(key, None)  # re-inserted last: the latest override wins
+            given[key] = f"command line ({typed})"
+    return given
+
+
+def _leaves(key: str, value: object) -> list[str]:
+    if isinstance(value, dict) and value:
+        return [leaf for k, v in value.items() for leaf in _leaves(f"{key}.{k}", v)]
+    return [key]
+
+
 def _file_of(files: Mapping[str, Path | str], key: str) -> Path | str:
-    """The file of the deepest package that contains `key`."""
+    """Where `key`'s value came from: the command line if an override set it (or a key above it), else the file of
+    the deepest package that contains it; the command line too for a key no file has, above one an override
+    set (`foo` of `foo.bar=1`, refused as an unknown knob)."""
+    given = [where for k, where in files.items() if isinstance(where, str) and (key == k or key.startswith(k + "."))]
+    if given:
+        return given[-1]
     best = ""
-    for package in files:
-        if package and (key == package or key.startswith(package + ".")) and len(package) > len(best):
+    for package, where in files.items():
+        in_package = package and (key == package or key.startswith(package + "."))
+        if isinstance(where, Path) and in_package and len(package) > len(best):
             best = package
-    return files[best]
+    below = [where for k, where in files.items() if isinstance(where, str) and k.startswith(key + ".")]
+    return below[-1] if not best and below else files[best]
 
 
 def _path_defaults(primary: Path) -> dict[str, Path]:

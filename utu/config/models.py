@@ -90,7 +90,7 @@ class ModelProvider(StrictModel):
     @field_validator("type", mode="before")
     @classmethod
     def _known_type_or_the_default(cls, v: object) -> object:
-        if isinstance(v, str) and v.strip() == "litellm":  # Youtu-Agent's configs and .env may say so
+        if isinstance(v, str) and v.strip().lower() == "litellm":  # Youtu-Agent's configs and .env may say so
             raise ValueError("litellm is not built in: run a LiteLLM proxy and use chat.completions with its URL")
         return (v.strip() or "chat.completions") if isinstance(v, str) else v  # Youtu's .env: JUDGE_LLM_TYPE=
 

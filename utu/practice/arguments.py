@@ -75,19 +75,15 @@ def build_config(args: argparse.Namespace, composed: Composed) -> TrainingFreeGR
     data_flags = given(args, args.data_flags)
     chosen = data_flags.get("practice_dataset_name")
     truncate = config["data"].get("rollout_data_truncate")
-    if (
+    truncate_dropped = (
         chosen
         and chosen != config["data"]["practice_dataset_name"]
         and truncate
         and "rollout_data_truncate" not in data_flags
-    ):
-        log.warning(
-            "the config's rollout_data_truncate (%d) was set for %s: not applied to %s; pass --rollout_data_truncate N",
-            truncate,
-            config["data"]["practice_dataset_name"],
-            chosen,
-        )
+    )
+    if truncate_dropped:
         data_flags["rollout_data_truncate"] = None
+    set_for = config["data"]["practice_dataset_name"]
     config["data"] |= data_flags
     config["evaluation"] |= given(args, args.eval_flags)
     validation = given(args, args.validation_flags, prefix="validation_")
@@ -101,7 +97,13 @@ def build_config(args: argparse.Namespace, composed: Composed) -> TrainingFreeGR
         config["exp_id"] = args.exp_id
     if args.agent_config:
         config["evaluation"]["agent"] = load_agent_config(args.agent_config).model_dump()
-    return validate(config, TrainingFreeGRPOConfig, {"": "command line"})
+    checked = validate(config, TrainingFreeGRPOConfig, {"": "command line"})
+    if truncate_dropped:  # said once the config holds: never above an error line
+        log.warning(
+            "the config's rollout_data_truncate (%d) was set for %s: not applied to %s; pass --rollout_data_truncate N",
+            *(truncate, set_for, chosen),
+        )
+    return checked
 
 
 def parse_training_free_grpo_config() -> TrainingFreeGRPOConfig:
