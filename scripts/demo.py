@@ -109,10 +109,10 @@ async def unchanged_comparison(baseline: str) -> str:
 def read_env_as_the_commands_do() -> None:
     """Work from the checkout, where the commands below run, and read its .env as they do (the shell's variables
     win): so this script and they agree on the model, and on the database (./utu.db) it reads the refusals from."""
-    from dotenv import find_dotenv, load_dotenv
+    from utu.cli import read_env
 
     os.chdir(ROOT)
-    load_dotenv(find_dotenv(usecwd=True), override=False)
+    read_env()
 
 
 def main() -> None:

@@ -20,9 +20,14 @@ from utu.tracing.redact import RedactingFilter, redact
 from utu.tracing.setup import shutdown_tracing
 
 
-def setup(verbose: bool = False) -> None:
-    # Variables already exported in the shell win over .env (the reference implementation did the reverse).
+def read_env() -> None:
+    """The .env of the working folder (or a folder above it). Variables already exported in the shell win over it
+    (the reference implementation did the reverse)."""
     load_dotenv(find_dotenv(usecwd=True), override=False)
+
+
+def setup(verbose: bool = False) -> None:
+    read_env()
     handler = RichHandler(show_path=False, rich_tracebacks=True, console=Console(stderr=True))
     handler.addFilter(RedactingFilter())  # no API key ever reaches a log line
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s", handlers=[handler])

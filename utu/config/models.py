@@ -16,11 +16,12 @@ def _plain_name(value: str) -> str:
     return value
 
 
-# An experiment id becomes a folder under runs/ and a database key: see utu/names.py.
-ExpId = Annotated[str, AfterValidator(_plain_name)]
-# A data set name as upload_dataset.py accepts it: one that could never be uploaded is refused at load, not
-# after a message that tells the user to upload it.
-DatasetName = Annotated[str, AfterValidator(_plain_name)]
+# A name that becomes a folder or a database key (utu/names.py): an experiment id (runs/<exp_id>/), and a data set
+# name, as upload_dataset.py accepts it (one that could never be uploaded is refused at load, not after a message
+# that tells the user to upload it).
+PlainName = Annotated[str, AfterValidator(_plain_name)]
+ExpId = PlainName
+DatasetName = PlainName
 
 
 class StrictModel(BaseModel):
