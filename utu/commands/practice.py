@@ -15,7 +15,12 @@ from utu import cli
 from utu.config import TrainingFreeGRPOConfig
 from utu.config.loader import agent_source, compose_config, config_dirs
 from utu.practice.arguments import build_config, parse_args
-from utu.practice.training_free_grpo import PracticeOutcome, TrainingFreeGRPO, written_provider
+from utu.practice.training_free_grpo import (
+    PracticeOutcome,
+    TrainingFreeGRPO,
+    agent_as_written,
+    written_provider,
+)
 
 console = Console(width=max(Console().width, 130))  # the step table is wide
 
@@ -24,9 +29,7 @@ async def run() -> int:
     args, overrides = parse_args()
     composed = compose_config("practice", args.config_name, overrides)
     config = build_config(args, composed)
-    source = (
-        agent_source(args.agent_config) if args.agent_config else composed.source.get("evaluation", {}).get("agent", {})
-    )
+    source = agent_source(args.agent_config) if args.agent_config else agent_as_written(composed.source)
     practice = TrainingFreeGRPO(
         config,
         db_url=args.db_url,

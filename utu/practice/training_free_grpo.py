@@ -61,7 +61,12 @@ def load_practice(name: str, overrides: list[str] | None = None) -> tuple[Traini
     """The config, and its agent's model_provider as its files write it (`written_provider`)."""
     composed = compose_config("practice", name, overrides)
     config = validate(composed.data, TrainingFreeGRPOConfig, composed.files)
-    return config, written_provider(composed.source.get("evaluation", {}).get("agent", {}))
+    return config, written_provider(agent_as_written(composed.source))
+
+
+def agent_as_written(practice_source: dict) -> dict:
+    """The practice config's agent (`evaluation.agent`) as its files write it, before interpolation."""
+    return practice_source.get("evaluation", {}).get("agent", {})
 
 
 def written_provider(agent_as_written: dict) -> dict | None:
