@@ -188,3 +188,22 @@ async def test_a_changed_config_is_taken_while_nothing_was_computed(tmp_path):
     assert await register_experiment(db, "e", "eval", {"model": "fixed"}) is True
     assert await count(db, EvaluationSample) == 0  # made anew under the fixed config
     await db.dispose()
+
+
+async def test_a_digest_a_later_version_records_does_not_block_a_resume_and_is_checked_after(tmp_path):
+    """A run recorded before utu fingerprinted its validation questions resumes, and records them then: the
+    next change to them is noticed."""
+    from utu.db.experiments import register_experiment
+
+    db = Database(f"sqlite:///{tmp_path / 'f.db'}")
+    await db.create_tables()
+    old = {"practice": {"validation": {"dataset": "V", "size": 3}}}
+    assert await register_experiment(db, "e", "practice", old) is False
+    async with db.transaction() as s:
+        s.add(EvaluationSample(exp_id="e", owner="e", dataset="d", dataset_index=0, raw_question="q", stage="judged"))
+    recorded = {"practice": {"validation": {"dataset": "V", "size": 3, "content": {"sha256": "a"}}}}
+    assert await register_experiment(db, "e", "practice", recorded) is True
+    replaced = {"practice": {"validation": {"dataset": "V", "size": 3, "content": {"sha256": "b"}}}}
+    with pytest.raises(ConfigError, match=r"changed: practice.validation.content.sha256"):
+        await register_experiment(db, "e", "practice", replaced)
+    await db.dispose()

@@ -360,6 +360,32 @@ def test_export_step_names_a_missing_step_in_one_line(tmp_path, stub):
     assert len(result.stderr.strip().splitlines()) == 1 and agent.request_count == 0  # refused before any work
 
 
+def test_a_validation_slice_past_the_end_of_its_data_set_is_refused_before_any_work(tmp_path, stub):
+    configs, db_url = workspace_with_validation_set(tmp_path)
+    agent = stub(adder())
+    past_the_end = [*VALIDATION, "--validation_offset", "3"]  # ArithVal holds 3 questions
+    result = run_practice(tmp_path, configs, db_url, agent, stub(learner_proposing(HELPFUL)), *past_the_end)
+    assert result.returncode == 2, result.stderr
+    assert "practice.validation: data set 'ArithVal' has no question at offset 3" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and agent.request_count == 0
+
+
+def test_a_validation_set_replaced_under_the_same_name_is_not_reused_on_resume(tmp_path, stub):
+    """The gate's stored attempts were judged against the old answers: resuming on new ones is refused, as a
+    replaced practice set is."""
+    configs, db_url = workspace_with_validation_set(tmp_path)
+    agent, learner = stub(adder(needed=HELPFUL)), stub(learner_proposing(HELPFUL))
+    assert run_practice(tmp_path, configs, db_url, agent, learner, *VALIDATION).returncode == 0
+    wrong = tmp_path / "val_wrong.jsonl"
+    wrong.write_text(
+        "".join(json.dumps({"question": f"What is {a} plus {a + 10}?", "answer": "1"}) + "\n" for a in (20, 30, 40))
+    )
+    argv = ["--file_path", str(wrong), "--dataset_name", "ArithVal", "--db_url", db_url, "--replace"]
+    assert run_script("scripts/data/upload_dataset.py", *argv).returncode == 0
+    again = run_practice(tmp_path, configs, db_url, agent, learner, *VALIDATION, "--restart_step", "0")
+    assert again.returncode == 2 and "changed: practice.validation.content.sha256" in again.stderr
+
+
 def test_the_gate_reads_a_tie_at_any_k_as_a_tie():
     """At K=3 per-question differences are thirds, and their mean leaves a tie as +-5e-17: still a tie."""
     v = ValidationConfig(dataset="D")

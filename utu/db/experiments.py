@@ -29,6 +29,11 @@ def changed_fields(old: Any, new: Any, prefix: str = "") -> list[str]:
     return [] if old == new else [prefix.rstrip(".")]
 
 
+# What a later version records of the same config (digests of its data): a run recorded without them resumes,
+# and records them then.
+RECORDED_LATER = {"practice.validation.content"}
+
+
 def _has_path(config: Any, dotted: str) -> bool:
     for key in dotted.split("."):
         if not isinstance(config, dict) or key not in config:
@@ -51,7 +56,11 @@ async def register_experiment(db: Database, exp_id: str, kind: str, shaping_conf
     if existing.kind != kind:
         raise _other_kind(exp_id, existing.kind, kind)
     if existing.fingerprint != print_:
-        fields = changed_fields(existing.config, shaping_config)
+        fields = [
+            f
+            for f in changed_fields(existing.config, shaping_config)
+            if f not in RECORDED_LATER or _has_path(existing.config, f)
+        ]
         if not fields or not await _has_results(db, exp_id):
             # only knobs a later version added, at their defaults; or nothing was computed under the old config
             # (a run refused by its endpoint, then fixed): the same experiment, its unrun rows made anew

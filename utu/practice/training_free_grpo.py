@@ -165,6 +165,8 @@ class TrainingFreeGRPO:
         steps = planned_steps(config, len(questions))
         if config.practice.top_up:
             shaping["data"]["reserve"] = content_digest(await self._reserve(db, steps, config.practice.top_up))
+        if config.practice.validation:
+            shaping["practice"]["validation"]["content"] = content_digest(await self._validation_questions(db))
         self._check_export_step(steps)
         in_step_evals = (EVAL_PREFIX.format(config.exp_id),) if config.practice.do_eval else ()
         await claim_experiment(resources, db, config.exp_id, "practice", shaping, epoch_ids, self.fresh, in_step_evals)
@@ -197,6 +199,28 @@ class TrainingFreeGRPO:
             )
         check_answers(self.verify, reserve, name)
         return reserve
+
+    async def _validation_questions(self, db: Database) -> list[DatasetSample]:
+        """The gate's questions, checked before any work: a slice that selects none would decide every update on
+        nothing, and answers the verifier cannot read would score every library alike."""
+        v = self.config.practice.validation
+        assert v is not None
+        questions = await select_questions(db, v.dataset, v.size, v.offset)
+        if not questions:
+            raise ConfigError(
+                f"practice.validation: data set {v.dataset!r} has no question at offset {v.offset}: lower "
+                "practice.validation.offset, or upload more questions"
+            )
+        if len(questions) < v.size:
+            log.warning(
+                "practice.validation: %s holds %d questions from offset %d, not the %d of validation.size",
+                v.dataset,
+                len(questions),
+                v.offset,
+                v.size,
+            )
+        check_answers(self.verify, questions, v.dataset)
+        return questions
 
     def _check_export_step(self, steps: int) -> None:
         """A step number past the run's last step (of `steps`) is refused before any work, not after the whole run."""
