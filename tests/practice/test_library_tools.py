@@ -88,12 +88,43 @@ def test_export_writes_what_init_library_reads(practised):
         (["diff", "t@0"], "expected two EXP@STEP references"),
         (["diff", "t@0", "t/../x@1"], "expected EXP_ID@STEP"),
         (["export", "--exp_id", "t", "--to", "lib.txt"], "must end in .yaml, .json or .md"),
+        (["show", "--exp_id", "t", "--step", "abc"], "expected a step number, best or last, got 'abc'"),
+        (["diff", "--exp_id", "t", "--from", "first"], "expected a step number, best or last, got 'first'"),
+        (["export", "--exp_id", "t", "--step", "-1", "--to", "x.yaml"], "expected a step number, best or last"),
+        (["export", "--exp_id", "t", "--to", "{tmp}/folder.yaml"], "that is a folder; name a file"),
+        (["export", "--exp_id", "t", "--to", "{tmp}/kept.yaml"], "the file exists; pass --force to replace it"),
     ],
 )
 def test_bad_requests_get_one_line(practised, args, message):
-    _, db_url = practised
-    result = library(db_url, *args)
+    tmp_path, db_url = practised
+    (tmp_path / "folder.yaml").mkdir(exist_ok=True)
+    (tmp_path / "kept.yaml").write_text("mine\n")
+    result = library(db_url, *(a.format(tmp=tmp_path) for a in args))
     assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and message in result.stderr.strip().splitlines()[-1]
+    assert (tmp_path / "kept.yaml").read_text() == "mine\n"
+
+
+def test_export_replaces_a_file_only_when_told(practised):
+    tmp_path, db_url = practised
+    target = tmp_path / "again.yaml"
+    target.write_text("old\n")
+    result = library(db_url, "export", "--exp_id", "t", "--to", str(target), "--force")
+    assert result.returncode == 0, result.stderr
+    assert yaml.safe_load(target.read_text())["experiences"]["G2"] == "When done, box it."
+
+
+def test_the_report_refuses_a_comparison_with_runs_it_does_not_hold(practised):
+    tmp_path, db_url = practised
+    report = ["-m", "utu.practice.report", "--db_url", db_url, "--output_dir", str(tmp_path / "r"), "--exp_id", "t"]
+    result = run_script(*report, "--baseline", "nothere", "--enhanced", "alsonot")
+    assert result.returncode == 2 and "no attempts stored for exp_id 'nothere'" in result.stderr, result.stderr
+    assert not (tmp_path / "r/t/report.md").exists()
+    alone = run_script(*report, "--baseline", "nothere")
+    assert alone.returncode == 2 and "--baseline and --enhanced go together" in alone.stderr
+    missing = run_script(*report[:-1], "nobody")
+    assert missing.returncode == 2 and "--exp_id 'nobody': no practice steps stored" in missing.stderr
+    assert run_script(*report).returncode == 0 and (tmp_path / "r/t/report.md").is_file()
 
 
 def test_serve_an_experiment_with_the_library_of_a_step(practised, stub):

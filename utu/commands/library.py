@@ -3,7 +3,7 @@
     python -m utu.commands.library show --exp_id P [--step N|best|last] [--json]
     python -m utu.commands.library diff --exp_id P --from 0 --to 3 [--json]
     python -m utu.commands.library diff P@last Q@best                # two experiments
-    python -m utu.commands.library export --exp_id P --step best --to library.yaml|.json|.md
+    python -m utu.commands.library export --exp_id P --step best --to library.yaml|.json|.md [--force]
     python -m utu.commands.library merge P@best Q@last --to PQ [--no_llm]   # a new experiment PQ
     python -m utu.commands.library screen --file proposals.jsonl [--json]   # why would it be refused?
 
@@ -44,18 +44,19 @@ def parse_args() -> argparse.Namespace:
     commands = parser.add_subparsers(dest="command", required=True)
     show = commands.add_parser("show", help="the library with each experience's provenance")
     show.add_argument("--exp_id", required=True)
-    show.add_argument("--step", default="last", help="a step number, best or last (default)")
+    show.add_argument("--step", default="last", type=_step, help="a step number, best or last (default)")
     show.add_argument("--json", action="store_true", help="machine-readable output")
     compare = commands.add_parser("diff", help="what changed between two libraries")
     compare.add_argument("refs", nargs="*", metavar="EXP@STEP", help="two libraries, e.g. P@0 P@last")
     compare.add_argument("--exp_id")
-    compare.add_argument("--from", dest="from_step")
-    compare.add_argument("--to", dest="to_step", default="last")
+    compare.add_argument("--from", dest="from_step", type=_step)
+    compare.add_argument("--to", dest="to_step", default="last", type=_step)
     compare.add_argument("--json", action="store_true", help="machine-readable output")
     export = commands.add_parser("export", help="write a library to a YAML, JSON or Markdown file")
     export.add_argument("--exp_id", required=True)
-    export.add_argument("--step", default="last", help="a step number, best or last (default)")
+    export.add_argument("--step", default="last", type=_step, help="a step number, best or last (default)")
     export.add_argument("--to", required=True, type=Path, help="file.yaml, file.json or file.md")
+    export.add_argument("--force", action="store_true", help="replace the file --to names if it exists")
     combine = commands.add_parser("merge", help="combine libraries into a new experiment (near duplicates merged)")
     combine.add_argument("refs", nargs="+", metavar="EXP[@STEP]", help="libraries to combine (default step: last)")
     combine.add_argument("--to", required=True, dest="name", help="the new experiment's id")
@@ -77,7 +78,12 @@ def parse_args() -> argparse.Namespace:
 
 
 def _step(text: str) -> str | int:
-    return int(text) if re.fullmatch(r"\d+", text) else text
+    """A step as the command line names it: a number, best or last."""
+    if re.fullmatch(r"\d+", text):
+        return int(text)
+    if text in ("best", "last"):
+        return text
+    raise argparse.ArgumentTypeError(f"expected a step number, best or last, got {text!r}")
 
 
 def _ref(text: str) -> tuple[str, str | int]:
@@ -88,7 +94,7 @@ def _ref(text: str) -> tuple[str, str | int]:
 
 
 async def show(db: Database, args) -> None:
-    library, step = await library_at(db, args.exp_id, _step(args.step), f"show --exp_id {args.exp_id}")
+    library, step = await library_at(db, args.exp_id, args.step, f"show --exp_id {args.exp_id}")
     entries = provenance(library, await applied_operations(db, args.exp_id, up_to=step))
     if args.json:
         print(
@@ -119,7 +125,7 @@ async def compare(db: Database, args) -> None:
     if args.refs:
         (a, a_step), (b, b_step) = map(_ref, args.refs)
     else:
-        a, a_step, b, b_step = args.exp_id, _step(args.from_step), args.exp_id, _step(args.to_step)
+        a, a_step, b, b_step = args.exp_id, args.from_step, args.exp_id, args.to_step
     before, first = await library_at(db, a, a_step, f"diff {a}@{a_step}")
     after, last = await library_at(db, b, b_step, f"diff {b}@{b_step}")
     operations = await applied_operations(db, b) if a == b else []
@@ -153,7 +159,11 @@ def _why(result, key: str) -> str:
 
 
 async def export(db: Database, args) -> None:
-    library, step = await library_at(db, args.exp_id, _step(args.step), f"export --exp_id {args.exp_id}")
+    if args.to.is_dir():
+        raise ConfigError(f"export --to {args.to}: that is a folder; name a file (library.yaml, .json or .md)")
+    if args.to.exists() and not args.force:
+        raise ConfigError(f"export --to {args.to}: the file exists; pass --force to replace it, or name another")
+    library, step = await library_at(db, args.exp_id, args.step, f"export --exp_id {args.exp_id}")
     data = {"exp_id": args.exp_id, "step": step, "experiences": dict(library.experiences)}
     if args.to.suffix == ".json":
         text = json.dumps(data, ensure_ascii=False, indent=2) + "\n"
@@ -163,8 +173,11 @@ async def export(db: Database, args) -> None:
         text = "\n".join(lines) + "\n"
     else:
         text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
-    args.to.parent.mkdir(parents=True, exist_ok=True)
-    args.to.write_text(text)
+    try:
+        args.to.parent.mkdir(parents=True, exist_ok=True)
+        args.to.write_text(text)
+    except OSError as e:
+        raise ConfigError(f"export --to {args.to}: cannot write it: {e.strerror}") from e
     print(f"{len(library.experiences)} experiences of {args.exp_id}@{step} written to {args.to}", file=sys.stderr)
 
 

@@ -6,13 +6,12 @@ Writes runs/<exp_id>/report.md, reward_per_step.png, library_size.png and tokens
 """
 
 import argparse
-import asyncio
-import sys
 from collections import Counter
 from pathlib import Path
 
 from sqlalchemy import select
 
+from utu import cli
 from utu.config.flags import add_place_flags
 from utu.db import Database, EvaluationSample, ExperienceSnapshot
 from utu.errors import ConfigError
@@ -136,15 +135,19 @@ async def write_report(
 ) -> Path:
     steps, library = await load(db, exp_id)
     if not steps:
-        raise SystemExit(f"error: no practice steps stored for exp_id {exp_id!r}")
+        raise ConfigError(f"--exp_id {exp_id!r}: no practice steps stored for it (is it an eval's exp_id?)")
+    compared = [await attempts(db, exp) for exp in (baseline, enhanced) if exp]
+    for exp, rows in zip((baseline, enhanced), compared, strict=False):
+        if not rows:
+            raise ConfigError(f"--baseline/--enhanced: no attempts stored for exp_id {exp!r}: run its eval first")
     out.mkdir(parents=True, exist_ok=True)
     g = steps[0].group_size
     images = plot(steps, out, g)
     lines = [f"# Practice report: {exp_id}", ""]
     if note:
         lines += [note, ""]
-    if baseline and enhanced:
-        a, b = await attempts(db, baseline), await attempts(db, enhanced)
+    if len(compared) == 2:
+        a, b = compared
         k = max(Counter(x.question for x in a).values(), default=1)  # attempts per question
         diff = compare(a, b)
         lines += ["## Baseline vs enhanced agent", "", f"| | Mean@{k} | 95% CI | Pass@{k} |", "|---|---|---|---|"]
@@ -183,6 +186,8 @@ async def main() -> int:
     parser.add_argument("--enhanced")
     add_place_flags(parser, "the report (report.md) and its plots")
     args = parser.parse_args()
+    if bool(args.baseline) != bool(args.enhanced):
+        parser.error("--baseline and --enhanced go together: the report compares the two")
     async with Database(args.db_url) as db:
         path = await write_report(db, args.exp_id, args.output_dir / args.exp_id, args.baseline, args.enhanced)
     print(f"report written to {path}")
@@ -190,4 +195,5 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    cli.setup()
+    cli.run(main)
