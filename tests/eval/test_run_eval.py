@@ -294,6 +294,26 @@ def test_a_verifier_that_fails_everywhere_fails_the_run_and_the_rerun_only_judge
     assert {r[3] for r in rows(db[0], "e1")} == {1.0}
 
 
+def test_a_verifier_edited_in_place_judges_the_stored_attempts_again(stub, tmp_path, db):
+    """Fix the verifier and run the same command again: its attempts are judged by the fixed one (not rolled out
+    again), and the result is the fixed one's; an unchanged verifier judges nothing again."""
+    verify = tmp_path / "lenient.py"
+    verify.write_text("def verify_func(sample, timeout_score=0, **kw):\n    return {'reward': 1.0}\n")
+    server = stub(StubScript(reply_fn=scripted()))
+    args = [*eval_args(db[1]), f"verify_filename={verify}"]
+    assert run_script(*args, env=env_for(server), cwd=tmp_path).returncode == 0
+    assert json.loads((tmp_path / "runs/e1/eval_metrics.json").read_text())["mean_at_k"] == 1.0
+    same = run_script(*args, env=env_for(server), cwd=tmp_path)
+    assert same.returncode == 0 and "judging" not in same.stderr
+    verify.write_text("def verify_func(sample, timeout_score=0, **kw):\n    return {'reward': 0.0}\n")
+    edited = run_script(*args, env=env_for(server), cwd=tmp_path)
+    assert edited.returncode == 0, edited.stderr
+    said = " ".join(edited.stderr.split())  # (the log wraps at 80 columns)
+    assert "the verifier's file changed since its attempts were judged: judging 12 again" in said
+    assert server.request_count == 12 and {r[3] for r in rows(db[0], "e1")} == {0.0}
+    assert json.loads((tmp_path / "runs/e1/eval_metrics.json").read_text())["mean_at_k"] == 0.0
+
+
 def test_step_rollout_then_judge(stub, tmp_path, db):
     server = stub(StubScript(reply_fn=scripted()))
     rolled = run_script(*eval_args(db[1]), "--step", "rollout", env=env_for(server), cwd=tmp_path)

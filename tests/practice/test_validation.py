@@ -386,6 +386,23 @@ def test_a_validation_set_replaced_under_the_same_name_is_not_reused_on_resume(t
     assert again.returncode == 2 and "changed: practice.validation.content.sha256" in again.stderr
 
 
+def test_a_verifier_edited_in_place_is_not_taken_as_the_same_practice_on_resume(tmp_path, stub):
+    """Its steps learned from the rewards the old verifier gave: resuming under the edited one is refused."""
+    configs, db_url = workspace_with_validation_set(tmp_path)
+    verify = tmp_path / "my_verify.py"
+    judge = (
+        "def verify_func(sample, timeout_score=0, **kw):\n"
+        "    return {'reward': float(sample.response.endswith('{' + sample.correct_answer + '}.'))}\n"
+    )
+    verify.write_text(judge)
+    agent, learner = stub(adder(needed=HELPFUL)), stub(learner_proposing(HELPFUL))
+    mine = [*VALIDATION, f"evaluation.verify_filename={verify}"]
+    assert run_practice(tmp_path, configs, db_url, agent, learner, *mine).returncode == 0
+    verify.write_text(judge + "# edited\n")
+    again = run_practice(tmp_path, configs, db_url, agent, learner, *mine, "--restart_step", "0")
+    assert again.returncode == 2 and "changed: evaluation.verify_file_sha256" in again.stderr, again.stderr
+
+
 def test_the_gate_reads_a_tie_at_any_k_as_a_tie():
     """At K=3 per-question differences are thirds, and their mean leaves a tie as +-5e-17: still a tie."""
     v = ValidationConfig(dataset="D")

@@ -27,12 +27,13 @@ from utu.config.loader import validate
 from utu.config.models import DataConfig, shaping_dump
 from utu.db import Database, EvalResult, EvaluationSample, Experiment
 from utu.db.dataset_io import check_dataset_reachable, content_digest, ensure_dataset, select_questions
+from utu.db.experiments import judge_again_if_the_verifier_changed
 from utu.errors import ConfigError, RunFailed
 from utu.eval.metrics import EvalMetrics, ScoredAttempt, compare, compute_metrics
 from utu.eval.outcome import check_attempts
 from utu.names import inside, writable_folder
 from utu.tracing import setup_tracing
-from utu.verify import check_answers, load_verifier
+from utu.verify import check_answers, file_digest, load_verifier
 
 log = logging.getLogger("run_eval")
 PRACTICE_ROW_NAME = re.compile(r"_(epoch_\d+|eval_step\d+)$")  # the exp_ids of a practice's own attempt rows
@@ -112,6 +113,10 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
         content = content_digest(questions)
         shaping = shaping_config(config, content)
         await claim_experiment(stack, db, config.exp_id, "eval", shaping, [config.exp_id], args.fresh)
+        if again := await judge_again_if_the_verifier_changed(db, config.exp_id, file_digest(verify)):
+            log.warning(
+                "%s: the verifier's file changed since its attempts were judged: judging %d again", config.exp_id, again
+            )
         if args.fresh:  # the old result goes with the attempts it was computed from
             out.unlink(missing_ok=True)
             async with db.transaction() as s:

@@ -4,7 +4,7 @@ import hashlib
 import json
 from typing import Any
 
-from sqlalchemy import delete, or_, select
+from sqlalchemy import delete, or_, select, update
 
 from utu.db.engine import Database
 from utu.db.models import EvaluationSample, Experiment, PracticeStep
@@ -31,7 +31,7 @@ def changed_fields(old: Any, new: Any, prefix: str = "") -> list[str]:
 
 # What a later version records of the same config (digests of its data): a run recorded without them resumes,
 # and records them then.
-RECORDED_LATER = {"practice.validation.content"}
+RECORDED_LATER = {"practice.validation.content", "evaluation.verify_file_sha256"}
 
 
 def _has_path(config: Any, dotted: str) -> bool:
@@ -147,3 +147,20 @@ async def delete_rows(db: Database, owner: str) -> None:
     """Every attempt row `owner` made (an eval's own, or a practice's epochs and step evaluations)."""
     async with db.transaction() as s:
         await s.execute(delete(EvaluationSample).where(EvaluationSample.owner == owner))
+
+
+async def judge_again_if_the_verifier_changed(db: Database, exp_id: str, digest: str | None) -> int:
+    """Record the verifier file an eval's attempts are judged by (`verify_file_sha256`, beside its fingerprint: a
+    fixed verifier is no new experiment); if it changed since, its judged attempts are judged again by this one
+    (set back to rolled out). Returns how many."""
+    async with db.transaction() as s:
+        experiment = await s.get_one(Experiment, exp_id)
+        before = experiment.config.get("verify_file_sha256")
+        if before == digest:
+            return 0
+        experiment.config = experiment.config | {"verify_file_sha256": digest}
+        if before is None or digest is None:  # (recorded by an older utu, or judged by utu's own verifier)
+            return 0
+        judged = (EvaluationSample.owner == exp_id) & (EvaluationSample.stage == "judged")
+        result = await s.execute(update(EvaluationSample).where(judged).values(stage="rollout"))
+    return result.rowcount

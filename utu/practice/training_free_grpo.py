@@ -36,7 +36,7 @@ from utu.practice.parts import open_practice
 from utu.practice.store import EVAL_PREFIX
 from utu.practice.types import StepStats
 from utu.tracing import setup_tracing
-from utu.verify import check_answers, load_verifier
+from utu.verify import check_answers, file_digest, load_verifier
 
 log = logging.getLogger("practice")
 
@@ -167,6 +167,8 @@ class TrainingFreeGRPO:
             shaping["data"]["reserve"] = content_digest(await self._reserve(db, steps, config.practice.top_up))
         if config.practice.validation:
             shaping["practice"]["validation"]["content"] = content_digest(await self._validation_questions(db))
+        if verifier := file_digest(self.verify):  # its steps learned from the rewards it gave
+            shaping["evaluation"]["verify_file_sha256"] = verifier
         self._check_export_step(steps)
         in_step_evals = (EVAL_PREFIX.format(config.exp_id),) if config.practice.do_eval else ()
         await claim_experiment(resources, db, config.exp_id, "practice", shaping, epoch_ids, self.fresh, in_step_evals)

@@ -15,6 +15,7 @@ in a thread of its own.
 
 import asyncio
 import contextlib
+import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -81,6 +82,19 @@ def load_verifier(verify_filename: str, verify_func_name: str = "verify_func") -
     if not inspect.iscoroutinefunction(func):  # run in a worker process, which loads it again from this
         func.__utu_verifier__ = (str(path.resolve()) if path is not None else target, func_name)
     return func
+
+
+def file_digest(func: Callable[..., Any]) -> str | None:
+    """The sha256 of the file a user's verify function is written in, so that a verifier edited in place is
+    noticed; None for utu's own (versioned with utu, as the rest of its code) and a function with no file."""
+    try:
+        source = inspect.getsourcefile(inspect.unwrap(func))
+    except TypeError:
+        return None
+    path = Path(source) if source else None
+    if path is None or not path.is_file() or path.resolve().parent == VERIFY_DIR:
+        return None
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def needs_answer(func: F) -> F:
