@@ -403,6 +403,20 @@ def test_a_verifier_edited_in_place_is_not_taken_as_the_same_practice_on_resume(
     assert again.returncode == 2 and "changed: evaluation.verify_file_sha256" in again.stderr, again.stderr
 
 
+def test_fresh_forgets_the_enhanced_agent_of_the_run_it_forgets(tmp_path, stub):
+    """A fresh run that learns nothing leaves no enhanced agent of the forgotten run to be evaluated as its own."""
+    configs, db_url = workspace_with_validation_set(tmp_path)
+    agent = stub(adder(needed=HELPFUL))
+    assert run_practice(tmp_path, configs, db_url, agent, stub(learner_proposing(HELPFUL)), *VALIDATION).returncode == 0
+    exported = [tmp_path / "runs/t/enhanced_agent.yaml", configs / "agents/practice/t_agent.yaml"]
+    assert all(HELPFUL in path.read_text() for path in exported)
+    (tmp_path / "runs/t/notes.txt").write_text("mine")
+    fresh = run_practice(tmp_path, configs, db_url, agent, stub(learner_proposing(HARMFUL)), *VALIDATION, "--fresh")
+    assert fresh.returncode == 2 and "practice learned nothing" in fresh.stderr, fresh.stderr
+    assert not any(path.exists() for path in exported)
+    assert (tmp_path / "runs/t/notes.txt").read_text() == "mine"  # only what practice writes goes
+
+
 def test_the_gate_reads_a_tie_at_any_k_as_a_tie():
     """At K=3 per-question differences are thirds, and their mean leaves a tie as +-5e-17: still a tie."""
     v = ValidationConfig(dataset="D")

@@ -78,6 +78,29 @@ def practice_agent_path(configs: Path, name: str) -> Path:
     return path
 
 
+# What a practice run writes in its folder (runs/<exp_id>/) beside the router's state, which `--fresh` resets itself.
+RUN_OUTPUTS = (
+    "enhanced_agent.yaml",
+    "report.md",
+    "reward_per_step.png",
+    "library_size.png",
+    "tokens_per_stage.png",
+    "tool_calls_per_step.png",
+)
+
+
+def forget_outputs(exp_id: str, run_dir: Path, practice_agent: Path | None) -> None:
+    """`--fresh`: the enhanced agent and report of the run forgotten, which would otherwise outlive it (and be
+    evaluated as this run's if it learns nothing); the practice agent only if that run wrote it."""
+    for name in RUN_OUTPUTS:
+        (run_dir / name).unlink(missing_ok=True)
+    if practice_agent is not None and practice_agent.is_file():
+        with practice_agent.open() as f:
+            first_line = f.readline()
+        if first_line.startswith(f"{WRITTEN_BY_PRACTICE} (exp_id {exp_id});"):
+            practice_agent.unlink()
+
+
 def write_outputs(
     evaluation: EvalConfig,
     library: Library,

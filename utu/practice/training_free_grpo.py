@@ -28,7 +28,7 @@ from utu.db.models import DatasetSample
 from utu.errors import ConfigError, RunFailed
 from utu.names import inside, writable_folder
 from utu.practice.data_manager import PracticeData
-from utu.practice.export import check_export_target, practice_agent_path, write_outputs
+from utu.practice.export import check_export_target, forget_outputs, practice_agent_path, write_outputs
 from utu.practice.initial import initial_library, pick_step
 from utu.practice.library import Library
 from utu.practice.loop import PracticeLoop, PracticeResult
@@ -172,6 +172,9 @@ class TrainingFreeGRPO:
         self._check_export_step(steps)
         in_step_evals = (EVAL_PREFIX.format(config.exp_id),) if config.practice.do_eval else ()
         await claim_experiment(resources, db, config.exp_id, "practice", shaping, epoch_ids, self.fresh, in_step_evals)
+        if self.fresh:
+            agent = practice_agent_path(config_root(), self.export_agent) if self.export_agent else None
+            forget_outputs(config.exp_id, self.run_dir, agent)
         return initial
 
     async def _reserve(self, db: Database, steps: int, top_up: TopUpConfig) -> list[DatasetSample]:
