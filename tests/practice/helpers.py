@@ -66,7 +66,7 @@ WORKING = "I add the two numbers, checking each digit and the carry, then check 
 def agent_script(pattern=("right", "wrong"), working: str = WORKING) -> StubScript:
     """Each question's attempts answer right, wrong, right, ... in order of arrival, after `working` (`pattern`,
     cycling; or a pattern per question, by its text); a "cut" attempt stops mid-way, as a reply cut by the token
-    limit does."""
+    limit does; an "empty" one says nothing."""
     served = defaultdict(int)
 
     def reply(body):
@@ -76,6 +76,8 @@ def agent_script(pattern=("right", "wrong"), working: str = WORKING) -> StubScri
         served[question] += 1
         if kind == "cut":
             return {"content": f"{working}So the", "finish_reason": "length"}
+        if kind == "empty":
+            return ""
         answer = QUESTIONS[question] if kind == "right" else "0"
         return f"{working}The answer is \\boxed{{{answer}}}."
 

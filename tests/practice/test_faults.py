@@ -11,6 +11,7 @@ from pathlib import Path
 from tests.conftest import ROOT
 from tests.practice.helpers import (
     PRACTICE,
+    QUESTIONS,
     TEST_CONFIG,
     agent_script,
     evolving_learner,
@@ -158,3 +159,27 @@ def test_killed_then_parked_and_unparked_on_another_machine_it_resumes_as_an_uni
     assert query(moved_db, per_question) == query(whole_db, per_question)
     snapshots = "SELECT step FROM experience_snapshots ORDER BY step"
     assert query(moved_db, snapshots) == query(whole_db, snapshots) == [(0,), (1,)]
+
+
+def test_attempts_scored_without_an_answer_are_counted_and_said(tmp_path, stub):
+    """A verifier that fails on some attempts, and empty replies: each scores as a wrong answer, which the step's
+    statistics count and its log says, so a run that learned from such rewards does not read like a clean one."""
+    configs, db_url = setup_workspace(tmp_path)
+    flaky = tmp_path / "flaky.py"
+    flaky.write_text(
+        "from utu.verify.math import verify_func as math\n\n"
+        "def verify_func(sample, timeout_score=0, **kw):\n"
+        "    if '{0}' in sample.response:\n"
+        "        raise ValueError('cannot read it')\n"
+        "    return {'reward': float('{' + sample.correct_answer + '}' in sample.response)}\n"
+    )
+    kinds = itertools.cycle([("right", "empty"), ("right", "wrong")])  # of 4 questions, 2 empty replies, 2 errors
+    agent = stub(agent_script(pattern={question: next(kinds) for question in QUESTIONS}))
+    verify = f"evaluation.verify_filename={flaky}"
+    result = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), *ARGS, verify)
+    assert result.returncode == 0, result.stderr
+    stats = [json.loads(s) for (s,) in query(db_url, "SELECT stats FROM practice_steps ORDER BY step")]
+    assert sum(s["verifier_errors"] for s in stats) == 2 and sum(s["replies_empty"] for s in stats) == 2
+    said = " ".join(result.stderr.split())  # (the log wraps at 80 columns)
+    assert said.count("attempts had a verifier that failed (scored timeout_score)") >= 1
+    assert said.count("attempts got an empty reply (scored as wrong)") >= 1

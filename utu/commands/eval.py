@@ -169,7 +169,15 @@ def print_metrics(m: EvalMetrics) -> None:
         table.add_row(f"pass@{n}", f"{value:.3f}")
     for level, v in m.by_level.items():
         table.add_row(f"Mean@{k} level {level}", f"{v.mean_at_k:.3f} ({v.questions} q)")
-    for key in ("questions", "attempts", "attempts_judged", "attempts_failed", "verifier_errors", "attempts_cut"):
+    for key in (
+        "questions",
+        "attempts",
+        "attempts_judged",
+        "attempts_failed",
+        "verifier_errors",
+        "attempts_cut",
+        "replies_empty",
+    ):
         table.add_row(key, str(getattr(m, key)))
     table.add_row("avg tool calls", f"{m.avg_tool_calls:.2f}")
     for tool, t in m.tools.items():

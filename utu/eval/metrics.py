@@ -36,6 +36,7 @@ class ScoredAttempt:
     tools: list[dict[str, Any]] = field(default_factory=list)  # the agent's tool log (utu.agents.AgentResult)
     cut: bool = False  # its final reply was cut by the token limit (stop reason max_tokens)
     route: str | None = None  # the router's choice for it, when the agent has a router
+    empty: bool = False  # judged, and its final reply was empty (scored as a wrong answer)
 
     @classmethod
     def from_row(cls, row: Any) -> "ScoredAttempt":
@@ -53,6 +54,7 @@ class ScoredAttempt:
             tools=(row.meta or {}).get("tools") or [],
             cut=(row.meta or {}).get("stop_reason") == "max_tokens",
             route=((row.meta or {}).get("route") or {}).get("choice"),
+            empty=row.stage == "judged" and not (row.response or "").strip(),
         )
 
 
@@ -172,6 +174,7 @@ class EvalMetrics(BaseModel):
     attempts_pending: int
     verifier_errors: int
     attempts_cut: int = 0  # judged attempts whose answer the token limit cut: raise max_tokens if there are many
+    replies_empty: int = 0  # judged attempts whose final reply was empty, each scored as a wrong answer
     mean_at_k: float  # Mean@K: mean over questions of the mean reward of their attempts
     mean_at_k_ci95: tuple[float, float]  # bootstrap over questions
     pass_at_k: float  # Pass@K: share of questions with a correct attempt
@@ -222,6 +225,7 @@ def compute_metrics(attempts: Iterable[ScoredAttempt], pass_k: int, seed: int = 
         attempts_pending=sum(a.stage in ("init", "rollout") for a in attempts),
         verifier_errors=sum(a.verify_error for a in done),
         attempts_cut=sum(a.cut for a in done),
+        replies_empty=sum(a.empty for a in done),
         mean_at_k=statistics.fmean(means) if means else 0.0,
         mean_at_k_ci95=bootstrap_ci(means, seed),
         pass_at_k=pass_share,

@@ -150,6 +150,16 @@ class PracticeLoop:
             *(step, self.p.grpo_n, stats.mean_at_g, len(new_library.experiences)),
             *(sum(stats.operations.values()), len(s.failures)),
         )
+        scored_zero = [
+            f"{n} of {stats.attempts} attempts {what}"
+            for n, what in (
+                (stats.verifier_errors, "had a verifier that failed (scored timeout_score)"),
+                (stats.replies_empty, "got an empty reply (scored as wrong)"),
+            )
+            if n
+        ]
+        if scored_zero:  # the step learned from rewards that say nothing of these attempts' answers
+            log.warning("step %d: %s", step, "; ".join(scored_zero))
         return stats, new_library
 
     async def update(self, s: Step, library: Library) -> Library:

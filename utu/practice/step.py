@@ -111,13 +111,16 @@ def _rollout_stats(rows: list[EvaluationSample]) -> dict[str, Any]:
     for r in rows:
         by_question[r.dataset_index].append(ScoredAttempt.from_row(r))
     means, pass_share = mean_and_pass(by_question.values())
+    attempts = [a for group in by_question.values() for a in group]
     return {
         "questions": len(by_question),
         "attempts": len(rows),
         "attempts_failed": sum(r.stage == "failed" for r in rows),
+        "verifier_errors": sum(a.verify_error for a in attempts),
+        "replies_empty": sum(a.empty for a in attempts),
         "mean_at_g": statistics.fmean(means) if means else 0.0,
         "pass_at_g": pass_share,
-        "tools": tool_stats(a for group in by_question.values() for a in group),
+        "tools": tool_stats(attempts),
     }
 
 

@@ -96,6 +96,8 @@ class StepStats(BaseModel):
     questions_added: int = 0  # of `questions`, from the reserve (`practice.top_up`)
     attempts: int
     attempts_failed: int
+    verifier_errors: int = 0  # judged attempts whose verifier failed (each scored timeout_score)
+    replies_empty: int = 0  # judged attempts whose final reply was empty (each scored as a wrong answer)
     mean_at_g: float  # Mean@G of the step's rollouts
     pass_at_g: float  # Pass@G: share of questions with a correct attempt
     tools: dict[str, ToolStats] = {}  # per tool: calls, errors, latency, reward with and without it
