@@ -117,6 +117,27 @@ def test_an_override_beside_a_bad_value_of_a_file_leaves_the_file_named(tmp_path
     assert str(info.value).startswith(f"{config_root() / 'model/base.yaml'}: agent.model.model_provider.type: ")
 
 
+def test_a_value_a_config_writes_over_its_agents_names_that_config(tmp_path, monkeypatch):
+    """Hydra reads a config's own keys after its defaults: a bad agent value written in the eval config is the
+    eval config's, not the agent file's it replaced; a bad value read from the environment names its variable."""
+    base = config_root() / "model/base.yaml"  # the packaged one: the user's folder has no model/
+    (tmp_path / "eval/my").mkdir(parents=True)
+    mine = tmp_path / "eval/my/e6.yaml"
+    mine.write_text(
+        "# @package _global_\ndefaults:\n  - /agents/practice@agent: math_agent\n  - _self_\n"
+        "exp_id: e6\ndata:\n  dataset: D\nagent:\n  max_turns: abc\n"
+    )
+    monkeypatch.setenv("UTU_CONFIG_DIR", str(tmp_path))
+    monkeypatch.setenv("UTU_LLM_PRICE_INPUT", "cheap")
+    with pytest.raises(ConfigError) as info:
+        load_config("eval", "my/e6", EvalConfig)
+    by_field = {line.split(": ")[1]: line for line in str(info.value).splitlines()}
+    assert by_field["agent.max_turns"].startswith(f"{mine}: agent.max_turns: ")
+    price = by_field["agent.model.pricing.input_per_million"]
+    assert price.startswith(f"{base}: ")
+    assert price.endswith("(got 'cheap') (from UTU_LLM_PRICE_INPUT, in the environment or .env)")
+
+
 def test_unknown_config_lists_the_available_ones():
     with pytest.raises(ConfigError, match="math/math_AIME24"):
         load_config("eval", "math/nope", EvalConfig)

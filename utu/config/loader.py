@@ -167,14 +167,14 @@ def _add_or_set(override: str) -> str:
 
 def load_config(group: str, name: str, model: type[M], overrides: list[str] | None = None) -> M:
     """Compose and validate a config; raise `ConfigError` with one line per bad field."""
-    data, files = compose_dict(group, name, overrides)
-    return validate(data, model, files)
+    composed = compose_config(group, name, overrides)
+    return validate(composed.data, model, composed.files, composed.source)
 
 
 def load_model_config(name: str = "base") -> ModelConfig:
     """`configs/model/<name>.yaml` (its settings sit under the `model` package)."""
-    data, files = compose_dict("model", name)
-    return validate(data.get("model", {}), ModelConfig, files)
+    composed = compose_config("model", name)
+    return validate(composed.data.get("model", {}), ModelConfig, composed.files, composed.source, within="model")
 
 
 def load_agent_config(name_or_path: str) -> AgentConfig:
@@ -228,7 +228,12 @@ def _read_agent_file(path: Path, resolve: bool) -> dict:
     return data
 
 
-def validate(data: dict, model: type[M], files: Mapping[str, Path | str]) -> M:
+def validate(
+    data: dict, model: type[M], files: Mapping[str, Path | str], source: dict | None = None, within: str = ""
+) -> M:
+    """`data` as `model`, or a `ConfigError` with a line per bad field that names where its value came from.
+    `source`: the config as written, to name the variable a `${oc.env:...}` value came from; `within`: the
+    package `data` was taken from."""
     try:
         return model.model_validate(data)
     except ValidationError as e:
@@ -238,8 +243,26 @@ def validate(data: dict, model: type[M], files: Mapping[str, Path | str]) -> M:
             shown = err["type"] != "missing" and not isinstance(err["input"], dict | list)
             got = f" (got {err['input']!r})" if shown else ""
             message = err["msg"].removeprefix("Value error, ")  # a validator's own sentence
-            lines.append(f"{_file_of(files, key)}: {key + ': ' if key else ''}{message}{got}")
+            full_key = ".".join(filter(None, (within, key)))
+            variables = _env_variables(source, full_key) if shown else []
+            origin = f" (from {' / '.join(variables)}, in the environment or .env)" if variables else ""
+            lines.append(f"{_file_of(files, full_key)}: {key + ': ' if key else ''}{message}{got}{origin}")
         raise ConfigError("\n".join(lines)) from e
+
+
+def _env_variables(source: dict | None, key: str) -> list[str]:
+    """The environment variables a value written as `${oc.env:NAME,...}` reads."""
+    value = _written(source, key.split("."))
+    return re.findall(r"oc\.env:([A-Za-z_]\w*)", value) if isinstance(value, str) else []
+
+
+def _written(tree: object, path: list[str]) -> object:
+    """The value at `path` in a config as written, or None."""
+    for part in path:
+        if not isinstance(tree, dict) or part not in tree:
+            return None
+        tree = tree[part]
+    return tree
 
 
 def given_on_the_command_line(overrides: list[str]) -> dict[str, str]:
@@ -278,6 +301,9 @@ def _file_of(files: Mapping[str, Path | str], key: str) -> Path | str:
     given = [where for k, where in files.items() if isinstance(where, str) and (key == k or key.startswith(k + "."))]
     if given:
         return given[-1]
+    primary = files.get("")
+    if isinstance(primary, Path) and _written(_read_yaml(primary), key.split(".")) is not None:
+        return primary  # a value the config writes over its defaults' (Hydra reads a config's own keys last)
     best = ""
     for package, where in files.items():
         in_package = package and (key == package or key.startswith(package + "."))
@@ -285,6 +311,13 @@ def _file_of(files: Mapping[str, Path | str], key: str) -> Path | str:
             best = package
     below = [where for k, where in files.items() if isinstance(where, str) and k.startswith(key + ".")]
     return below[-1] if not best and below else files[best]
+
+
+def _read_yaml(path: Path) -> object:
+    try:
+        return yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
 
 
 def _path_defaults(primary: Path) -> dict[str, Path]:

@@ -68,7 +68,7 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
 
 
 def build_config(args: argparse.Namespace, composed: Composed) -> TrainingFreeGRPOConfig:
-    config = validate(composed.data, TrainingFreeGRPOConfig, composed.files).model_dump()
+    config = validate(composed.data, TrainingFreeGRPOConfig, composed.files, composed.source).model_dump()
     # a restart is what this command asks for, never what a config file says (Youtu-Agent's write one)
     flags = given(args, args.practice_flags)
     config["practice"] |= flags | {"restart_step": 0 if args.fresh else flags.get("restart_step")}

@@ -60,7 +60,7 @@ def load_practice_config(name: str, overrides: list[str] | None = None) -> Train
 def load_practice(name: str, overrides: list[str] | None = None) -> tuple[TrainingFreeGRPOConfig, dict | None]:
     """The config, and its agent's model_provider as its files write it (`written_provider`)."""
     composed = compose_config("practice", name, overrides)
-    config = validate(composed.data, TrainingFreeGRPOConfig, composed.files)
+    config = validate(composed.data, TrainingFreeGRPOConfig, composed.files, composed.source)
     return config, written_provider(agent_as_written(composed.source))
 
 
