@@ -136,6 +136,23 @@ def test_a_line_that_is_not_utf8_is_named(tmp_path, db_url):
     assert rows(db_url, "T") == []
 
 
+def test_a_bom_and_windows_line_ends_are_read_nan_is_refused_and_a_cut_line_is_named_where_it_ends(tmp_path, db_url):
+    path = tmp_path / "data.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"question": "q1", "answer": "1"}\r\n{"question": "q2", "answer": 2}\r\n')
+    args = ["--dataset_name", "T", "--db_url", db_url]
+    assert run_script(UPLOAD, "--file_path", str(path), *args).returncode == 0
+    assert [(r.question, r.answer) for r in rows(db_url, "T")] == [("q1", "1"), ("q2", "2")]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "q3", "answer": NaN}\n{"question": "q4", "answer": \n')
+    result = run_script(UPLOAD, "--file_path", str(bad), *args, "--append")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: {bad}:1: NaN is not a JSON value: write a number, or the text in quotes",
+        f"error: {bad}:2: not valid JSON (Expecting value at column 30)",
+    ]
+    assert len(rows(db_url, "T")) == 2
+
+
 def test_a_directory_is_named_as_such(tmp_path, db_url):
     result = run_script(UPLOAD, "--file_path", str(tmp_path), "--dataset_name", "T", "--db_url", db_url)
     assert result.returncode == 2

@@ -11,7 +11,7 @@ import importlib.resources
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO, Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 from sqlalchemy import delete, func, select
@@ -94,7 +94,9 @@ def parse_dataset_file(
                 problems.append(f"{path}:{number}: longer than {max_line_bytes} bytes: one question per line")
                 continue
             try:
-                text = raw.decode("utf-8")
+                # (a BOM some editors write first is no part of the data; the line end is none of the JSON's, and
+                # left in, a line cut short was said to fail at column 1 of the next)
+                text = raw.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n")
             except UnicodeDecodeError as e:
                 problems.append(f"{path}:{number}: not UTF-8 text (byte {raw[e.start]:#04x} at column {e.start + 1})")
                 continue
@@ -141,7 +143,7 @@ def _lines(f: BinaryIO, max_bytes: int) -> Iterator[bytes | None]:
 
 def _parse_line(text: str, data_format: str = "default") -> DatasetLine:
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, parse_constant=_not_json)
     except json.JSONDecodeError as e:
         raise ValueError(f"not valid JSON ({e.msg} at column {e.colno})") from None
     if not isinstance(obj, dict):
@@ -168,6 +170,11 @@ def _parse_line(text: str, data_format: str = "default") -> DatasetLine:
         value = value if len(value) <= 200 else f"{value[:200]}... ({len(value)} characters)"  # one readable line
         got = "" if err["type"] == "missing" else f" (got {value})"
         raise ValueError(f"field '{field}': {message}{got}") from None
+
+
+def _not_json(constant: str) -> NoReturn:
+    """NaN and Infinity, which Python's reader takes and JSON has not: an answer "nan" is no answer."""
+    raise ValueError(f"{constant} is not a JSON value: write a number, or the text in quotes")
 
 
 def _depth(value: Any) -> int:
