@@ -168,6 +168,16 @@ def test_a_missing_agent_file_is_named_as_a_file():
     assert load_agent_config("practice/math_agent.yaml").name == "math_agent"  # a config name with its suffix
 
 
+@pytest.mark.parametrize("text", ["", "# nothing yet\n", "{}\n"])
+def test_an_agent_file_with_no_settings_is_refused_not_run_as_a_default_agent(tmp_path, text):
+    from utu.config import load_agent_config
+
+    empty = tmp_path / "agent.yaml"
+    empty.write_text(text)
+    with pytest.raises(ConfigError, match="the file holds no agent settings"):
+        load_agent_config(str(empty))
+
+
 def test_a_users_configs_folder_with_a_few_files_still_finds_the_packaged_ones(tmp_path, monkeypatch):
     """--export_to (or practice) writes into ./configs: the packaged eval configs must still load after that."""
     (tmp_path / "configs/agents/practice").mkdir(parents=True)

@@ -224,6 +224,8 @@ def _read_agent_file(path: Path, resolve: bool) -> dict:
         raise ConfigError(f"{path}: not UTF-8 text (byte {byte:#04x} at offset {e.start}); save it as UTF-8") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of agent settings")
+    if not data:  # (every setting at its default would make a run of an agent nobody configured)
+        raise ConfigError(f"{path}: the file holds no agent settings; write at least its instructions or model")
     data.pop("defaults", None)
     return data
 
