@@ -314,6 +314,21 @@ def test_a_verifier_edited_in_place_judges_the_stored_attempts_again(stub, tmp_p
     assert json.loads((tmp_path / "runs/e1/eval_metrics.json").read_text())["mean_at_k"] == 0.0
 
 
+def test_an_async_verifier_that_never_gives_the_loop_back_is_stopped_and_the_run_says_why(stub, tmp_path, db):
+    """Computing instead of awaiting, it holds the event loop, where its timeout cannot fire: a watchdog stops each
+    call, which fails like a timeout; a verifier that failed everywhere fails the run in one line."""
+    verify = tmp_path / "spin.py"
+    verify.write_text("async def verify_func(sample, timeout_score=0, **kw):\n    while True:\n        pass\n")
+    server = stub(StubScript(reply_fn=scripted()))
+    args = [*eval_args(db[1], "e1", "--limit", "1"), f"verify_filename={verify}", "verify_timeout=0.5"]
+    result = run_script(*args, env=env_for(server), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    said = " ".join(result.stderr.split())
+    assert "the verifier failed on all 2 attempts" in said and "Traceback" not in said
+    assert "spin.py:verify_func: held the run past its timeout (0.5s) without awaiting, and was stopped" in said
+    assert {stage for _, _, stage, _, _ in rows(db[0], "e1")} == {"judged"}  # judged as failed, kept
+
+
 def test_step_rollout_then_judge(stub, tmp_path, db):
     server = stub(StubScript(reply_fn=scripted()))
     rolled = run_script(*eval_args(db[1]), "--step", "rollout", env=env_for(server), cwd=tmp_path)

@@ -374,3 +374,29 @@ async def test_junk_from_a_verify_function_is_one_short_line(returned, said):
         assert verdict.reward == 1 and verdict.confidence is None and verdict.error is None
     else:
         assert said in verdict.error and len(verdict.error) < 500, verdict.error[:600]
+
+
+async def test_the_watchdog_stops_a_verifier_that_holds_the_loop_and_nothing_else(monkeypatch):
+    """It raises inside the async verify function that holds the event loop; when other work holds the loop past a
+    pending call's deadline, it leaves that work alone (the call then just times out)."""
+    import utu.verify as verify
+
+    monkeypatch.setattr(verify, "GRACE_SECONDS", 0.1)
+    monkeypatch.setattr(verify, "LOOP_HELD_SECONDS", 0.1)
+    sample = SimpleNamespace(response="x", correct_answer="x")
+
+    async def spin(sample, timeout_score=0, **kwargs):
+        while True:
+            pass
+
+    verdict = await Verifier(spin, timeout=0.1)(sample)
+    assert verdict.reward == 0 and "held the run past its timeout (0.1s) without awaiting" in verdict.error
+
+    async def patient(sample, timeout_score=0, **kwargs):
+        await asyncio.sleep(0.2)
+        return {"reward": 1.0}
+
+    pending = asyncio.ensure_future(Verifier(patient, timeout=0.1)(sample))
+    await asyncio.sleep(0)  # it starts, and awaits
+    time.sleep(0.6)  # this test, not the verifier, holds the loop past the watchdog's time: not interrupted
+    assert "timed out after 0.1s" in (await pending).error

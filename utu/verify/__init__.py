@@ -15,6 +15,7 @@ in a thread of its own.
 
 import asyncio
 import contextlib
+import ctypes
 import hashlib
 import importlib
 import importlib.util
@@ -24,7 +25,7 @@ import os
 import posix
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -39,6 +40,8 @@ log = logging.getLogger(__name__)
 VERIFY_DIR = Path(__file__).resolve().parent
 GUIDE_VERIFY_DIR = Path("utu/practice/verify")  # where Youtu-Agent's practice guide puts a domain's verify file
 GRACE_SECONDS = 2.0  # beyond the verifier's own budget, before we stop waiting for it
+LOOP_HELD_SECONDS = 5.0  # beyond that, before an async verifier still holding the event loop is stopped
+USER_MODULE_PREFIX = "utu_user_verify_"  # the module a user's verify file is imported as, its path after this
 MAX_HUNG_CALLS = 256  # sync calls still running (e.g. hung) before a verifier is not started again
 
 
@@ -152,7 +155,7 @@ def _exit_refused(status: int) -> NoReturn:  # os._exit's signature
 
 
 def _import_file(path: Path):
-    name = "utu_user_verify_" + "".join(c if c.isalnum() else "_" for c in str(path.resolve()))
+    name = USER_MODULE_PREFIX + "".join(c if c.isalnum() else "_" for c in str(path.resolve()))
     if name in sys.modules:
         return sys.modules[name]
     log.info("verify function from %s", path.resolve())  # once: which file judges, when it is the user's
@@ -186,7 +189,7 @@ class Verifier:
         self.timeout = timeout
         self.timeout_score = timeout_score
         self.llm = llm
-        self.name = f"{getattr(func, '__module__', '?')}.{getattr(func, '__name__', '?')}"
+        self.name = _name_of(func)
         self._running = 0  # sync calls whose thread has not returned (finished, pending or hung)
 
     async def __call__(self, sample: Any) -> Verdict:
@@ -199,15 +202,18 @@ class Verifier:
                 result = await workers.run(
                     _call_loaded, spec, fields, self.timeout_score, self.timeout, timeout=self.timeout
                 )
-            else:  # async, or a sync callable handed over in Python (a thread: the event loop is not blocked)
-                call = (
-                    _without_exit(self.func(sample, self.timeout_score, **kwargs))
-                    if inspect.iscoroutinefunction(self.func)
-                    else self._in_own_thread(sample, kwargs)
-                )
-                result = await asyncio.wait_for(call, self.timeout + GRACE_SECONDS)
+            elif inspect.iscoroutinefunction(self.func):  # in the run's event loop, watched: it may not give it back
+                with _watched(self.func, self.timeout + GRACE_SECONDS + LOOP_HELD_SECONDS):
+                    call = _without_exit(self.func(sample, self.timeout_score, **kwargs))
+                    result = await asyncio.wait_for(call, self.timeout + GRACE_SECONDS)
+            else:  # a sync callable handed over in Python (a thread: the event loop is not blocked)
+                result = await asyncio.wait_for(self._in_own_thread(sample, kwargs), self.timeout + GRACE_SECONDS)
         except (TimeoutError, workers.WorkerTimeout):
             return Verdict(self.timeout_score, None, f"{self.name}: timed out after {self.timeout:g}s")
+        except LoopHeld:
+            held = f"held the run past its timeout ({self.timeout:g}s) without awaiting, and was stopped"
+            remedy = "make it a plain def: it then runs in a worker process, where a call past its timeout is killed"
+            return Verdict(self.timeout_score, None, f"{self.name}: {held}; {remedy}")
         except EndpointError:
             raise  # the judge's endpoint refuses everything: stop the run
         except Exception as e:
@@ -264,6 +270,39 @@ class Verifier:
         )
 
 
+class LoopHeld(Exception):
+    """Raised inside an async verify function that held the event loop past its timeout (`_watched`)."""
+
+
+@contextlib.contextmanager
+def _watched(func: Callable[..., Any], seconds: float) -> Iterator[None]:
+    """An async verifier that computes instead of awaiting holds the event loop, where its timeout cannot fire: a
+    loop forever would hang the run, Ctrl-C's first press included. Unless the call has ended `seconds` from now,
+    a watchdog thread raises `LoopHeld` in the loop's thread if that thread is inside `func` (not if something
+    else holds it): the judgement fails like a timeout, and the run goes on. (The lock: once the call has ended,
+    the exception is never sent.)"""
+    loop_thread, lock, running = threading.get_ident(), threading.Lock(), [True]
+    code = getattr(inspect.unwrap(func), "__code__", None)
+
+    def interrupt() -> None:
+        with lock:
+            frame = sys._current_frames().get(loop_thread) if running[0] else None
+            while frame is not None and frame.f_code is not code:
+                frame = frame.f_back
+            if frame is not None:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(loop_thread), ctypes.py_object(LoopHeld))
+
+    timer = threading.Timer(seconds, interrupt)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        with lock:
+            running[0] = False
+        timer.cancel()
+
+
 async def _without_exit(call: Any) -> Any:
     """An async verifier runs in the run's own process: its sys.exit must fail its judgement, not end the run (a
     task that raises SystemExit stops the event loop)."""
@@ -271,6 +310,16 @@ async def _without_exit(call: Any) -> Any:
         return await call
     except SystemExit as e:
         raise RuntimeError(f"the verify function exited (sys.exit({e.code!r})) instead of returning") from None
+
+
+def _name_of(func: Callable[..., Any]) -> str:
+    """How errors name a verify function: module.function, or file.py:function for a user's file (imported
+    under a name made of its whole path)."""
+    module, name = getattr(func, "__module__", "?"), getattr(func, "__name__", "?")
+    if module.startswith(USER_MODULE_PREFIX):
+        with contextlib.suppress(TypeError):
+            return f"{Path(inspect.getsourcefile(func) or module).name}:{name}"
+    return f"{module}.{name}"
 
 
 def _short(text: str, limit: int = 300) -> str:
