@@ -153,6 +153,14 @@ def test_a_bom_and_windows_line_ends_are_read_nan_is_refused_and_a_cut_line_is_n
     assert len(rows(db_url, "T")) == 2
 
 
+def test_repeated_questions_are_said_and_stored_as_given(tmp_path, db_url):
+    path = write(tmp_path / "data.jsonl", ['{"question": "q1"}', '{"question": "q2"}', '{"question": "q1"}'])
+    result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", db_url)
+    assert result.returncode == 0, result.stderr
+    assert "1 of 3 questions repeat an earlier one (first: data lines 1 and 3, 'q1')" in " ".join(result.stderr.split())
+    assert len(rows(db_url, "T")) == 3
+
+
 def test_a_directory_is_named_as_such(tmp_path, db_url):
     result = run_script(UPLOAD, "--file_path", str(tmp_path), "--dataset_name", "T", "--db_url", db_url)
     assert result.returncode == 2

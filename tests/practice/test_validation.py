@@ -370,6 +370,15 @@ def test_a_validation_slice_past_the_end_of_its_data_set_is_refused_before_any_w
     assert len(result.stderr.strip().splitlines()) == 1 and agent.request_count == 0
 
 
+def test_validation_questions_that_are_practice_questions_too_are_said(tmp_path, stub):
+    configs, db_url = setup_workspace(tmp_path)  # Arith: the practice set, 4 questions
+    agent, learner = stub(adder(needed=HELPFUL)), stub(learner_proposing(HELPFUL))
+    overlapping = ["--validation_dataset", "Arith", "--validation_size", "3", "--validation_offset", "2"]
+    result = run_practice(tmp_path, configs, db_url, agent, learner, *overlapping)
+    said = " ".join(result.stderr.split())
+    assert "practice.validation: Arith questions 2-3 are practice questions too" in said, result.stderr
+
+
 def test_a_validation_set_replaced_under_the_same_name_is_not_reused_on_resume(tmp_path, stub):
     """The gate's stored attempts were judged against the old answers: resuming on new ones is refused, as a
     replaced practice set is."""

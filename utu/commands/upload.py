@@ -12,7 +12,7 @@ from typing import Literal
 from utu import cli
 from utu.config.flags import add_db_flag
 from utu.db import Database
-from utu.db.dataset_io import FORMATS, MAX_LINE_BYTES, parse_dataset_file, store_dataset
+from utu.db.dataset_io import FORMATS, MAX_LINE_BYTES, DatasetLine, parse_dataset_file, store_dataset
 
 log = logging.getLogger("upload_dataset")
 
@@ -53,12 +53,27 @@ async def run() -> int:
     renamed = sorted({row.dataset for row in rows if row.dataset and row.dataset != name})
     if renamed:
         log.info("lines naming data set %s are stored as %r (--dataset_name)", ", ".join(map(repr, renamed)), name)
+    warn_of_repeats(rows)
     async with Database(args.db_url) as db:
         await db.create_tables()
         mode: Literal["new", "replace", "append"] = "replace" if args.replace else "append" if args.append else "new"
         written = await store_dataset(db, name, rows, mode)
     log.info("uploaded %d rows to data set %r in %s", written, name, db.describe())
     return 0
+
+
+def warn_of_repeats(rows: list[DatasetLine]) -> None:
+    """Questions said twice weigh twice in a Mean@K, and may sit in two slices (practice and held out) at once."""
+    first_seen: dict[str, int] = {}
+    repeats = [(first_seen.setdefault(row.question, i), i) for i, row in enumerate(rows, start=1)]
+    repeats = [(a, b) for a, b in repeats if a != b]
+    if repeats:
+        a, b = repeats[0]
+        log.warning(
+            "%d of %d questions repeat an earlier one (first: data lines %d and %d, %r): drop the repeats if they are"
+            " not meant, so that no question weighs twice or is both practised and held out",
+            *(len(repeats), len(rows), a, b, rows[b - 1].question[:60]),
+        )
 
 
 def main() -> None:

@@ -224,6 +224,15 @@ class TrainingFreeGRPO:
                 v.offset,
                 v.size,
             )
+        data = self.config.data
+        last = v.offset + len(questions) - 1
+        practised_last = last if data.rollout_data_truncate is None else min(last, data.rollout_data_truncate - 1)
+        if v.dataset == data.practice_dataset_name and v.offset <= practised_last:
+            log.warning(
+                "practice.validation: %s questions %d-%d are practice questions too: the gate then judges on what "
+                "practice learned from; set practice.validation.offset past them (or rollout_data_truncate)",
+                *(v.dataset, v.offset, practised_last),
+            )
         check_answers(self.verify, questions, v.dataset)
         return questions
 
