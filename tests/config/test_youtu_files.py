@@ -301,6 +301,21 @@ def test_the_judge_gets_its_own_endpoint_and_key_or_the_agents_together(monkeypa
     assert own._transport._api_key != "sk-agent-key-0123456789"  # never the agent's key at the judge's URL
 
 
+def test_a_config_with_its_own_endpoint_but_no_model_names_the_config_not_the_environment(monkeypatch):
+    from utu.config import ModelConfig
+    from utu.errors import ConfigError
+    from utu.llm.factory import make_client
+
+    monkeypatch.setenv("UTU_LLM_MODEL", "set-in-the-environment")  # not read: the config names its own endpoint
+    own = ModelConfig.model_validate({"model_provider": {"base_url": "http://127.0.0.1:9/v1", "api_key": "k"}})
+    with pytest.raises(ConfigError, match=r"model_provider.base_url is set \(http://127.0.0.1:9/v1\) but model_pro"):
+        make_client(own)
+    monkeypatch.delenv("UTU_LLM_MODEL")
+    monkeypatch.setenv("UTU_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    with pytest.raises(ConfigError, match="UTU_LLM_BASE_URL is set but UTU_LLM_MODEL is not"):
+        make_client(ModelConfig())
+
+
 def test_a_litellm_model_is_refused_with_what_to_do_instead():
     from utu.config import ModelConfig
 

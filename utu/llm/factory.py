@@ -21,6 +21,7 @@ def make_client(config: ModelConfig, usage: UsageTracker | None = None, env_pref
     `local_model` and no base_url always gets the embedded one. (Youtu-Agent's configs/model/base.yaml
     leaves base_url and api_key out on purpose, for the environment.)"""
     provider = config.model_provider
+    from_config = bool(provider.base_url)
     if not provider.base_url and not provider.local_model:
         # one endpoint's URL, key and model together: the judge never gets the agent's key for its own URL
         prefix = env_prefix if from_env(env_prefix, "BASE_URL") else "UTU_LLM"
@@ -35,6 +36,11 @@ def make_client(config: ModelConfig, usage: UsageTracker | None = None, env_pref
     check_api_key(provider.api_key, env_prefix)
     if provider.base_url:
         check_base_url(provider.base_url, env_prefix)
+        if not provider.model and from_config:
+            raise ConfigError(
+                f"model_provider.base_url is set ({provider.base_url}) but model_provider.model is not: name the model"
+                f" in the same config (a config's endpoint is its own; {env_prefix}_* serve a config that names none)"
+            )
         if not provider.model:
             raise ConfigError(f"{env_prefix}_BASE_URL is set but {env_prefix}_MODEL is not: set the model name")
         return LLMClient(
