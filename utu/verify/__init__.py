@@ -20,11 +20,13 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import itertools
 import logging
 import os
 import posix
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -203,7 +205,7 @@ class Verifier:
                     _call_loaded, spec, fields, self.timeout_score, self.timeout, timeout=self.timeout
                 )
             elif inspect.iscoroutinefunction(self.func):  # in the run's event loop, watched: it may not give it back
-                with _watched(self.func, self.timeout + GRACE_SECONDS + LOOP_HELD_SECONDS):
+                with _watchdog.watching(self.func, self.timeout + GRACE_SECONDS + LOOP_HELD_SECONDS):
                     call = _without_exit(self.func(sample, self.timeout_score, **kwargs))
                     result = await asyncio.wait_for(call, self.timeout + GRACE_SECONDS)
             else:  # a sync callable handed over in Python (a thread: the event loop is not blocked)
@@ -271,36 +273,56 @@ class Verifier:
 
 
 class LoopHeld(Exception):
-    """Raised inside an async verify function that held the event loop past its timeout (`_watched`)."""
+    """Raised inside an async verify function that held the event loop past its timeout (`_Watchdog`)."""
 
 
-@contextlib.contextmanager
-def _watched(func: Callable[..., Any], seconds: float) -> Iterator[None]:
+class _Watchdog:
     """An async verifier that computes instead of awaiting holds the event loop, where its timeout cannot fire: a
-    loop forever would hang the run, Ctrl-C's first press included. Unless the call has ended `seconds` from now,
-    a watchdog thread raises `LoopHeld` in the loop's thread if that thread is inside `func` (not if something
-    else holds it): the judgement fails like a timeout, and the run goes on. (The lock: once the call has ended,
-    the exception is never sent.)"""
-    loop_thread, lock, running = threading.get_ident(), threading.Lock(), [True]
-    code = getattr(inspect.unwrap(func), "__code__", None)
+    loop forever would hang the run, Ctrl-C's first press included. One daemon thread (started at the first call)
+    looks at the calls in progress twice a second: at one past its deadline whose thread is inside the verify
+    function (not if something else holds that thread) it raises `LoopHeld` there, so the judgement fails like a
+    timeout and the run goes on. A call's start and end cost a dict update, not a thread."""
 
-    def interrupt() -> None:
-        with lock:
-            frame = sys._current_frames().get(loop_thread) if running[0] else None
-            while frame is not None and frame.f_code is not code:
-                frame = frame.f_back
-            if frame is not None:
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(loop_thread), ctypes.py_object(LoopHeld))
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.calls: dict[int, tuple[float, int, Any]] = {}  # id -> (deadline, its thread, the function's code)
+        self.ids = itertools.count()
+        self.thread: threading.Thread | None = None
 
-    timer = threading.Timer(seconds, interrupt)
-    timer.daemon = True
-    timer.start()
-    try:
-        yield
-    finally:
-        with lock:
-            running[0] = False
-        timer.cancel()
+    @contextlib.contextmanager
+    def watching(self, func: Callable[..., Any], seconds: float) -> Iterator[None]:
+        call = next(self.ids)
+        code = getattr(inspect.unwrap(func), "__code__", None)
+        with self.lock:
+            self.calls[call] = (time.monotonic() + seconds, threading.get_ident(), code)
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._watch, name="verify watchdog", daemon=True)
+                self.thread.start()
+        try:
+            yield
+        finally:
+            with self.lock:  # once ended, a call is never interrupted
+                self.calls.pop(call, None)  # (gone if it was interrupted)
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(0.5)
+            with self.lock:
+                now, frames = time.monotonic(), None
+                for call, (deadline, thread, code) in list(self.calls.items()):
+                    if now < deadline:
+                        continue
+                    frames = frames or sys._current_frames()
+                    frame = frames.get(thread)
+                    while frame is not None and frame.f_code is not code:
+                        frame = frame.f_back
+                    if frame is not None:
+                        del self.calls[call]
+                        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread), ctypes.py_object(LoopHeld))
+
+
+_watchdog = _Watchdog()
+os.register_at_fork(after_in_child=_watchdog.__init__)  # a forked child has no watchdog thread: it starts its own
 
 
 async def _without_exit(call: Any) -> Any:
