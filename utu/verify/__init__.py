@@ -284,6 +284,9 @@ class _Watchdog:
     timeout and the run goes on. A call's start and end cost a dict update, not a thread."""
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
         self.lock = threading.Lock()
         self.calls: dict[int, tuple[float, int, Any]] = {}  # id -> (deadline, its thread, the function's code)
         self.ids = itertools.count()
@@ -322,7 +325,7 @@ class _Watchdog:
 
 
 _watchdog = _Watchdog()
-os.register_at_fork(after_in_child=_watchdog.__init__)  # a forked child has no watchdog thread: it starts its own
+os.register_at_fork(after_in_child=_watchdog.reset)  # a forked child has no watchdog thread: it starts its own
 
 
 async def _without_exit(call: Any) -> Any:
