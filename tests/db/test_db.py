@@ -207,3 +207,18 @@ async def test_a_digest_a_later_version_records_does_not_block_a_resume_and_is_c
     with pytest.raises(ConfigError, match=r"changed: practice.validation.content.sha256"):
         await register_experiment(db, "e", "practice", replaced)
     await db.dispose()
+
+
+async def test_an_evals_verifier_digest_outlives_a_knob_added_later(tmp_path):
+    """Kept beside the fingerprint, it neither blocks a resume under a later version's config nor is lost by it."""
+    from utu.db.experiments import judge_again_if_the_verifier_changed, register_experiment
+
+    db = Database(f"sqlite:///{tmp_path / 'f.db'}")
+    await db.create_tables()
+    assert await register_experiment(db, "e", "eval", {"pass_k": 2}) is False
+    async with db.transaction() as s:
+        s.add(EvaluationSample(exp_id="e", owner="e", dataset="d", dataset_index=0, raw_question="q", stage="judged"))
+    assert await judge_again_if_the_verifier_changed(db, "e", "a") == 0  # recorded
+    assert await register_experiment(db, "e", "eval", {"pass_k": 2, "init_library": None}) is True
+    assert await judge_again_if_the_verifier_changed(db, "e", "b") == 1  # still recorded: the edit is seen
+    await db.dispose()

@@ -309,9 +309,13 @@ def test_a_verifier_edited_in_place_judges_the_stored_attempts_again(stub, tmp_p
     edited = run_script(*args, env=env_for(server), cwd=tmp_path)
     assert edited.returncode == 0, edited.stderr
     said = " ".join(edited.stderr.split())  # (the log wraps at 80 columns)
-    assert "the verifier's file changed since its attempts were judged: judging 12 again" in said
+    assert "the verifier's file changed since its attempts were judged: 12 are judged again now" in said
     assert server.request_count == 12 and {r[3] for r in rows(db[0], "e1")} == {0.0}
     assert json.loads((tmp_path / "runs/e1/eval_metrics.json").read_text())["mean_at_k"] == 0.0
+    verify.write_text("def verify_func(sample, timeout_score=0, **kw):\n    return {'reward': 0.5}\n")
+    rolled = run_script(*args, "--step", "rollout", env=env_for(server), cwd=tmp_path)
+    assert rolled.returncode == 0 and "12 are judged again with --step judge" in " ".join(rolled.stderr.split())
+    assert not (tmp_path / "runs/e1/eval_metrics.json").exists()  # the old judgements' result went with them
 
 
 def test_an_async_verifier_that_never_gives_the_loop_back_is_stopped_and_the_run_says_why(stub, tmp_path, db):

@@ -377,8 +377,8 @@ async def test_junk_from_a_verify_function_is_one_short_line(returned, said):
 
 
 async def test_the_watchdog_stops_a_verifier_that_holds_the_loop_and_nothing_else(monkeypatch):
-    """It raises inside the async verify function that holds the event loop; when other work holds the loop past a
-    pending call's deadline, it leaves that work alone (the call then just times out)."""
+    """It raises inside the async verify call that holds the event loop, again if the verifier catches it; when
+    other work holds the loop past a pending call's deadline, it leaves that work alone (the call times out)."""
     import utu.verify as verify
 
     monkeypatch.setattr(verify, "GRACE_SECONDS", 0.1)
@@ -392,11 +392,24 @@ async def test_the_watchdog_stops_a_verifier_that_holds_the_loop_and_nothing_els
     verdict = await Verifier(spin, timeout=0.1)(sample)
     assert verdict.reward == 0 and "held the run past its timeout (0.1s) without awaiting" in verdict.error
 
+    async def stubborn(sample, timeout_score=0, **kwargs):
+        caught = 0
+        while caught < 2:
+            try:
+                while True:
+                    pass
+            except BaseException:  # noqa: BLE001 - a verifier that takes everything for its own error
+                caught += 1
+        return {"reward": 1.0}
+
+    verdict = await Verifier(stubborn, timeout=0.1)(sample)
+    assert verdict.reward == 0 and "held the run past its timeout" in verdict.error  # not its reward of 1.0
+
     async def patient(sample, timeout_score=0, **kwargs):
         await asyncio.sleep(0.2)
         return {"reward": 1.0}
 
     pending = asyncio.ensure_future(Verifier(patient, timeout=0.1)(sample))
     await asyncio.sleep(0)  # it starts, and awaits
-    time.sleep(0.6)  # this test, not the verifier, holds the loop past the watchdog's time: not interrupted
+    time.sleep(1.5)  # this test, not the verifier, holds the loop past the watchdog's look: not interrupted
     assert "timed out after 0.1s" in (await pending).error

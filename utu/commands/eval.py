@@ -113,11 +113,14 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
         content = content_digest(questions)
         shaping = shaping_config(config, content)
         await claim_experiment(stack, db, config.exp_id, "eval", shaping, [config.exp_id], args.fresh)
-        if again := await judge_again_if_the_verifier_changed(db, config.exp_id, file_digest(verify)):
+        again = await judge_again_if_the_verifier_changed(db, config.exp_id, file_digest(verify))
+        if again:
+            when = "with --step judge" if args.step == "rollout" else "now"
             log.warning(
-                "%s: the verifier's file changed since its attempts were judged: judging %d again", config.exp_id, again
+                "%s: the verifier's file changed since its attempts were judged: %d are judged again %s",
+                *(config.exp_id, again, when),
             )
-        if args.fresh:  # the old result goes with the attempts it was computed from
+        if args.fresh or again:  # the old result goes with the attempts (or the judgements) it was computed from
             out.unlink(missing_ok=True)
             async with db.transaction() as s:
                 await s.execute(delete(EvalResult).where(EvalResult.exp_id == config.exp_id))

@@ -34,6 +34,11 @@ def changed_fields(old: Any, new: Any, prefix: str = "") -> list[str]:
 RECORDED_LATER = {"practice.validation.content", "evaluation.verify_file_sha256"}
 
 
+# Kept in an experiment's config, outside its fingerprint: what a run may change without being another
+# experiment (an eval's verifier file: a fixed verifier judges the same attempts again).
+BESIDE_THE_FINGERPRINT = {"verify_file_sha256"}
+
+
 def _has_path(config: Any, dotted: str) -> bool:
     for key in dotted.split("."):
         if not isinstance(config, dict) or key not in config:
@@ -56,10 +61,9 @@ async def register_experiment(db: Database, exp_id: str, kind: str, shaping_conf
     if existing.kind != kind:
         raise _other_kind(exp_id, existing.kind, kind)
     if existing.fingerprint != print_:
+        recorded = {k: v for k, v in existing.config.items() if k not in BESIDE_THE_FINGERPRINT}
         fields = [
-            f
-            for f in changed_fields(existing.config, shaping_config)
-            if f not in RECORDED_LATER or _has_path(existing.config, f)
+            f for f in changed_fields(recorded, shaping_config) if f not in RECORDED_LATER or _has_path(recorded, f)
         ]
         if not fields or not await _has_results(db, exp_id):
             # only knobs a later version added, at their defaults; or nothing was computed under the old config
@@ -68,7 +72,8 @@ async def register_experiment(db: Database, exp_id: str, kind: str, shaping_conf
                 await delete_rows(db, exp_id)
             async with db.transaction() as session:
                 stored = await session.get_one(Experiment, exp_id)  # read above; delete_rows keeps it
-                stored.fingerprint, stored.config = print_, shaping_config
+                beside = {k: v for k, v in stored.config.items() if k in BESIDE_THE_FINGERPRINT}
+                stored.fingerprint, stored.config = print_, shaping_config | beside
             return True
         added = [f for f in fields if not _has_path(existing.config, f)]
         resume = (
@@ -150,9 +155,10 @@ async def delete_rows(db: Database, owner: str) -> None:
 
 
 async def judge_again_if_the_verifier_changed(db: Database, exp_id: str, digest: str | None) -> int:
-    """Record the verifier file an eval's attempts are judged by (`verify_file_sha256`, beside its fingerprint: a
+    """Record the verifier file an eval's attempts are judged by (`verify_file_sha256`, BESIDE_THE_FINGERPRINT: a
     fixed verifier is no new experiment); if it changed since, its judged attempts are judged again by this one
-    (set back to rolled out). Returns how many."""
+    (set back to rolled out). Returns how many. (A run recorded before utu kept the digest records it, and judges
+    nothing again: what judged it is not known.)"""
     async with db.transaction() as s:
         experiment = await s.get_one(Experiment, exp_id)
         before = experiment.config.get("verify_file_sha256")

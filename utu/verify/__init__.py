@@ -205,9 +205,11 @@ class Verifier:
                     _call_loaded, spec, fields, self.timeout_score, self.timeout, timeout=self.timeout
                 )
             elif inspect.iscoroutinefunction(self.func):  # in the run's event loop, watched: it may not give it back
-                with _watchdog.watching(self.func, self.timeout + GRACE_SECONDS + LOOP_HELD_SECONDS):
-                    call = _without_exit(self.func(sample, self.timeout_score, **kwargs))
-                    result = await asyncio.wait_for(call, self.timeout + GRACE_SECONDS)
+                coroutine = self.func(sample, self.timeout_score, **kwargs)
+                with _watchdog.watching(coroutine, self.timeout + GRACE_SECONDS + LOOP_HELD_SECONDS) as watch:
+                    result = await asyncio.wait_for(_without_exit(coroutine), self.timeout + GRACE_SECONDS)
+                if watch.fired:  # it caught LoopHeld (an `except Exception` around its work) and went on
+                    raise LoopHeld
             else:  # a sync callable handed over in Python (a thread: the event loop is not blocked)
                 result = await asyncio.wait_for(self._in_own_thread(sample, kwargs), self.timeout + GRACE_SECONDS)
         except (TimeoutError, workers.WorkerTimeout):
@@ -272,56 +274,74 @@ class Verifier:
         )
 
 
-class LoopHeld(Exception):
-    """Raised inside an async verify function that held the event loop past its timeout (`_Watchdog`)."""
+class LoopHeld(BaseException):
+    """Raised inside an async verify function that held the event loop past its timeout (`_Watchdog`). Not an
+    `Exception`, so that a verifier's own `except Exception` around its work does not take it for its own error."""
+
+
+@dataclass
+class _Watch:
+    """One async verify call in progress: its coroutine's frame (where the loop's thread is while it runs), and
+    when it is past its time."""
+
+    frame: Any
+    thread: int
+    deadline: float
+    fired: bool = False
 
 
 class _Watchdog:
     """An async verifier that computes instead of awaiting holds the event loop, where its timeout cannot fire: a
     loop forever would hang the run, Ctrl-C's first press included. One daemon thread (started at the first call)
-    looks at the calls in progress twice a second: at one past its deadline whose thread is inside the verify
-    function (not if something else holds that thread) it raises `LoopHeld` there, so the judgement fails like a
-    timeout and the run goes on. A call's start and end cost a dict update, not a thread."""
+    looks at the calls in progress twice a second: while one past its deadline is running in its thread (its own
+    frame on that thread's stack, not another call's, nor other work holding the loop) it raises `LoopHeld` there,
+    again each LOOP_HELD_SECONDS while it holds on; its judgement fails like a timeout and the run goes on. A
+    call's start and end cost a dict update under a lock, not a thread. Only Python code is interrupted: a call
+    blocked in C (a sleep, a socket without a timeout) is left to end. (Between the look at the stack and the
+    raise, the thread could in principle leave the call: it would have to end within microseconds of being seen
+    running seconds past its deadline.)"""
 
     def __init__(self) -> None:
         self.reset()
 
     def reset(self) -> None:
         self.lock = threading.Lock()
-        self.calls: dict[int, tuple[float, int, Any]] = {}  # id -> (deadline, its thread, the function's code)
+        self.calls: dict[int, _Watch] = {}
         self.ids = itertools.count()
         self.thread: threading.Thread | None = None
 
     @contextlib.contextmanager
-    def watching(self, func: Callable[..., Any], seconds: float) -> Iterator[None]:
-        call = next(self.ids)
-        code = getattr(inspect.unwrap(func), "__code__", None)
+    def watching(self, coroutine: Any, seconds: float) -> Iterator[_Watch]:
+        frame = getattr(coroutine, "cr_frame", None)  # (None: an awaitable of another kind, not watched)
+        call, watch = next(self.ids), _Watch(frame, threading.get_ident(), time.monotonic() + seconds)
         with self.lock:
-            self.calls[call] = (time.monotonic() + seconds, threading.get_ident(), code)
+            self.calls[call] = watch
             if self.thread is None:
                 self.thread = threading.Thread(target=self._watch, name="verify watchdog", daemon=True)
                 self.thread.start()
         try:
-            yield
+            yield watch
         finally:
             with self.lock:  # once ended, a call is never interrupted
-                self.calls.pop(call, None)  # (gone if it was interrupted)
+                del self.calls[call]
 
     def _watch(self) -> None:
         while True:
             time.sleep(0.5)
             with self.lock:
-                now, frames = time.monotonic(), None
-                for call, (deadline, thread, code) in list(self.calls.items()):
-                    if now < deadline:
+                now, stacks = time.monotonic(), None
+                for watch in self.calls.values():
+                    if now < watch.deadline:
                         continue
-                    frames = frames or sys._current_frames()
-                    frame = frames.get(thread)
-                    while frame is not None and frame.f_code is not code:
+                    stacks = stacks or sys._current_frames()
+                    frame = stacks.get(watch.thread)
+                    while frame is not None and frame is not watch.frame:
                         frame = frame.f_back
                     if frame is not None:
-                        del self.calls[call]
-                        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread), ctypes.py_object(LoopHeld))
+                        watch.fired, watch.deadline = True, now + LOOP_HELD_SECONDS
+                        ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                            ctypes.c_ulong(watch.thread), ctypes.py_object(LoopHeld)
+                        )
 
 
 _watchdog = _Watchdog()
