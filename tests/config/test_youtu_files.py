@@ -303,6 +303,7 @@ def test_the_judge_gets_its_own_endpoint_and_key_or_the_agents_together(monkeypa
 
 def test_a_config_with_its_own_endpoint_but_no_model_names_the_config_not_the_environment(monkeypatch):
     from utu.config import ModelConfig
+    from utu.config.loader import load_model_config
     from utu.errors import ConfigError
     from utu.llm.factory import make_client
 
@@ -314,6 +315,8 @@ def test_a_config_with_its_own_endpoint_but_no_model_names_the_config_not_the_en
     monkeypatch.setenv("UTU_LLM_BASE_URL", "http://127.0.0.1:9/v1")
     with pytest.raises(ConfigError, match="UTU_LLM_BASE_URL is set but UTU_LLM_MODEL is not"):
         make_client(ModelConfig())
+    with pytest.raises(ConfigError, match="UTU_LLM_BASE_URL is set but UTU_LLM_MODEL is not"):
+        make_client(load_model_config("base"))  # which reads the variable into its base_url
 
 
 def test_a_litellm_model_is_refused_with_what_to_do_instead():

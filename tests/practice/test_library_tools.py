@@ -87,6 +87,7 @@ def test_export_writes_what_init_library_reads(practised):
         (["show", "--exp_id", "t", "--step", "9"], "has no library at step 9"),
         (["diff", "t@0"], "expected two EXP@STEP references"),
         (["diff", "t@0", "t/../x@1"], "expected EXP_ID@STEP"),
+        (["diff", "t@0", "t@1", "--from", "0"], "give either two EXP@STEP references or --exp_id"),
         (["export", "--exp_id", "t", "--to", "lib.txt"], "must end in .yaml, .json or .md"),
         (["show", "--exp_id", "t", "--step", "abc"], "expected a step number, best or last, got 'abc'"),
         (["diff", "--exp_id", "t", "--from", "first"], "expected a step number, best or last, got 'first'"),

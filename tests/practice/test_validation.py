@@ -420,10 +420,16 @@ def test_fresh_forgets_the_enhanced_agent_of_the_run_it_forgets(tmp_path, stub):
     exported = [tmp_path / "runs/t/enhanced_agent.yaml", configs / "agents/practice/t_agent.yaml"]
     assert all(HELPFUL in path.read_text() for path in exported)
     (tmp_path / "runs/t/notes.txt").write_text("mine")
+    (tmp_path / "runs/u").mkdir()
+    (tmp_path / "runs/u/report.md").write_text("# my own report\n")  # a folder practice did not write
     fresh = run_practice(tmp_path, configs, db_url, agent, stub(learner_proposing(HARMFUL)), *VALIDATION, "--fresh")
     assert fresh.returncode == 2 and "practice learned nothing" in fresh.stderr, fresh.stderr
     assert not any(path.exists() for path in exported)
     assert (tmp_path / "runs/t/notes.txt").read_text() == "mine"  # only what practice writes goes
+    from utu.practice.export import forget_outputs
+
+    forget_outputs("u", tmp_path / "runs/u", None)
+    assert (tmp_path / "runs/u/report.md").read_text() == "# my own report\n"
 
 
 def test_the_gate_reads_a_tie_at_any_k_as_a_tie():

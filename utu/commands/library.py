@@ -66,7 +66,7 @@ def parse_args() -> argparse.Namespace:
     if args.command == "merge" and len(args.refs) < 2:
         parser.error("merge: give at least two libraries")
     if args.command == "diff":
-        if args.refs and (args.exp_id or args.from_step):
+        if args.refs and (args.exp_id or args.from_step is not None):
             parser.error("diff: give either two EXP@STEP references or --exp_id with --from/--to")
         if not args.refs and not (args.exp_id and args.from_step is not None):
             parser.error("diff: give two EXP@STEP references, or --exp_id P --from N [--to M]")

@@ -36,7 +36,7 @@ class ScoredAttempt:
     tools: list[dict[str, Any]] = field(default_factory=list)  # the agent's tool log (utu.agents.AgentResult)
     cut: bool = False  # its final reply was cut by the token limit (stop reason max_tokens)
     route: str | None = None  # the router's choice for it, when the agent has a router
-    empty: bool = False  # judged, and its final reply was empty (scored as a wrong answer)
+    empty: bool = False  # judged, and its final reply was empty (which a verifier scores, usually as wrong)
 
     @classmethod
     def from_row(cls, row: Any) -> "ScoredAttempt":
@@ -174,7 +174,7 @@ class EvalMetrics(BaseModel):
     attempts_pending: int
     verifier_errors: int
     attempts_cut: int = 0  # judged attempts whose answer the token limit cut: raise max_tokens if there are many
-    replies_empty: int = 0  # judged attempts whose final reply was empty, each scored as a wrong answer
+    replies_empty: int = 0  # judged attempts whose final reply was empty (a verifier usually scores it wrong)
     mean_at_k: float  # Mean@K: mean over questions of the mean reward of their attempts
     mean_at_k_ci95: tuple[float, float]  # bootstrap over questions
     pass_at_k: float  # Pass@K: share of questions with a correct attempt

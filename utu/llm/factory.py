@@ -21,7 +21,11 @@ def make_client(config: ModelConfig, usage: UsageTracker | None = None, env_pref
     `local_model` and no base_url always gets the embedded one. (Youtu-Agent's configs/model/base.yaml
     leaves base_url and api_key out on purpose, for the environment.)"""
     provider = config.model_provider
-    from_config = bool(provider.base_url)
+    # the config's own endpoint, not the environment's that configs/model/base.yaml reads into it
+    from_config = bool(provider.base_url) and provider.base_url not in (
+        from_env(env_prefix, "BASE_URL"),
+        from_env("UTU_LLM", "BASE_URL"),
+    )
     if not provider.base_url and not provider.local_model:
         # one endpoint's URL, key and model together: the judge never gets the agent's key for its own URL
         prefix = env_prefix if from_env(env_prefix, "BASE_URL") else "UTU_LLM"

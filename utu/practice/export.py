@@ -91,14 +91,30 @@ RUN_OUTPUTS = (
 
 def forget_outputs(exp_id: str, run_dir: Path, practice_agent: Path | None) -> None:
     """`--fresh`: the enhanced agent and report of the run forgotten, which would otherwise outlive it (and be
-    evaluated as this run's if it learns nothing); the practice agent only if that run wrote it."""
-    for name in RUN_OUTPUTS:
-        (run_dir / name).unlink(missing_ok=True)
-    if practice_agent is not None and practice_agent.is_file():
-        with practice_agent.open() as f:
-            first_line = f.readline()
-        if first_line.startswith(f"{WRITTEN_BY_PRACTICE} (exp_id {exp_id});"):
-            practice_agent.unlink()
+    evaluated as this run's if it learns nothing); each only if that run wrote it (its first line says so), and
+    the plots only with them: `--output_dir` may name a folder that holds the user's own files."""
+    agent, report = run_dir / "enhanced_agent.yaml", run_dir / "report.md"
+    ours = [
+        path
+        for path, first in (
+            (agent, f"{WRITTEN_BY_PRACTICE} (exp_id {exp_id});"),
+            (report, f"# Practice report: {exp_id}\n"),
+            (practice_agent, f"{WRITTEN_BY_PRACTICE} (exp_id {exp_id});"),
+        )
+        if path is not None and _starts_with(path, first)
+    ]
+    if agent in ours or report in ours:
+        ours += [run_dir / name for name in RUN_OUTPUTS if name.endswith(".png")]
+    for path in ours:
+        path.unlink(missing_ok=True)
+
+
+def _starts_with(path: Path, text: str) -> bool:
+    try:
+        with path.open(encoding="utf-8") as f:
+            return f.read(len(text)) == text
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def write_outputs(

@@ -154,7 +154,7 @@ class PracticeLoop:
             f"{n} of {stats.attempts} attempts {what}"
             for n, what in (
                 (stats.verifier_errors, "had a verifier that failed (scored timeout_score)"),
-                (stats.replies_empty, "got an empty reply (scored as wrong)"),
+                (stats.replies_empty, "got an empty reply"),
             )
             if n
         ]

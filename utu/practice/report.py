@@ -136,8 +136,10 @@ async def write_report(
     steps, library = await load(db, exp_id)
     if not steps:
         raise ConfigError(f"--exp_id {exp_id!r}: no practice steps stored for it (is it an eval's exp_id?)")
+    if bool(baseline) != bool(enhanced):
+        raise ConfigError("--baseline and --enhanced go together: the report compares the two")
     compared = [await attempts(db, exp) for exp in (baseline, enhanced) if exp]
-    for exp, rows in zip((baseline, enhanced), compared, strict=False):
+    for exp, rows in zip((baseline, enhanced), compared, strict=False):  # (both, or none)
         if not rows:
             raise ConfigError(f"--baseline/--enhanced: no attempts stored for exp_id {exp!r}: run its eval first")
     out.mkdir(parents=True, exist_ok=True)
@@ -186,8 +188,6 @@ async def main() -> int:
     parser.add_argument("--enhanced")
     add_place_flags(parser, "the report (report.md) and its plots")
     args = parser.parse_args()
-    if bool(args.baseline) != bool(args.enhanced):
-        parser.error("--baseline and --enhanced go together: the report compares the two")
     async with Database(args.db_url) as db:
         path = await write_report(db, args.exp_id, args.output_dir / args.exp_id, args.baseline, args.enhanced)
     print(f"report written to {path}")

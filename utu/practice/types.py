@@ -97,7 +97,7 @@ class StepStats(BaseModel):
     attempts: int
     attempts_failed: int
     verifier_errors: int = 0  # judged attempts whose verifier failed (each scored timeout_score)
-    replies_empty: int = 0  # judged attempts whose final reply was empty (each scored as a wrong answer)
+    replies_empty: int = 0  # judged attempts whose final reply was empty (a verifier usually scores it wrong)
     mean_at_g: float  # Mean@G of the step's rollouts
     pass_at_g: float  # Pass@G: share of questions with a correct attempt
     tools: dict[str, ToolStats] = {}  # per tool: calls, errors, latency, reward with and without it
