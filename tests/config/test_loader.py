@@ -138,6 +138,29 @@ def test_a_value_a_config_writes_over_its_agents_names_that_config(tmp_path, mon
     assert price.endswith("(got 'cheap') (from UTU_LLM_PRICE_INPUT, in the environment or .env)")
 
 
+def test_the_file_named_is_the_one_whose_value_hydra_kept(tmp_path, monkeypatch):
+    """An agent file's value over its model file's is the agent file's; a config that lists `_self_` before its
+    defaults yields to them, so the agent file's value is the one kept and named."""
+    (tmp_path / "eval/my").mkdir(parents=True)
+    (tmp_path / "agents/practice").mkdir(parents=True)
+    agent = tmp_path / "agents/practice/hot_agent.yaml"
+    agent.write_text(
+        "defaults:\n  - /model/base@model\n  - _self_\nname: hot\ninstructions: x\nmax_turns: many\n"
+        "model:\n  model_settings:\n    temperature: hot\n"
+    )
+    first = tmp_path / "eval/my/first.yaml"
+    first.write_text(
+        "# @package _global_\ndefaults:\n  - _self_\n  - /agents/practice@agent: hot_agent\n"
+        "exp_id: e\ndata:\n  dataset: D\nagent:\n  max_turns: 3\n"
+    )
+    monkeypatch.setenv("UTU_CONFIG_DIR", str(tmp_path))
+    with pytest.raises(ConfigError) as info:
+        load_config("eval", "my/first", EvalConfig)
+    by_field = {line.split(": ")[1]: line.split(": ")[0] for line in str(info.value).splitlines()}
+    assert by_field["agent.model.model_settings.temperature"] == str(agent)
+    assert by_field["agent.max_turns"] == str(agent)  # the eval config's 3 was overridden by the agent's "many"
+
+
 def test_unknown_config_lists_the_available_ones():
     with pytest.raises(ConfigError, match="math/math_AIME24"):
         load_config("eval", "math/nope", EvalConfig)

@@ -303,9 +303,9 @@ def _file_of(files: Mapping[str, Path | str], key: str) -> Path | str:
     given = [where for k, where in files.items() if isinstance(where, str) and (key == k or key.startswith(k + "."))]
     if given:
         return given[-1]
-    primary = files.get("")
-    if isinstance(primary, Path) and _written(_read_yaml(primary), key.split(".")) is not None:
-        return primary  # a value the config writes over its defaults' (Hydra reads a config's own keys last)
+    written = _file_that_wrote(files, key)
+    if written is not None:
+        return written
     best = ""
     for package, where in files.items():
         in_package = package and (key == package or key.startswith(package + "."))
@@ -313,6 +313,29 @@ def _file_of(files: Mapping[str, Path | str], key: str) -> Path | str:
             best = package
     below = [where for k, where in files.items() if isinstance(where, str) and k.startswith(key + ".")]
     return below[-1] if not best and below else files[best]
+
+
+def _file_that_wrote(files: Mapping[str, Path | str], key: str) -> Path | None:
+    """Of the files whose package holds `key` and that write it, the one whose value Hydra keeps: a file's own
+    keys come after its defaults' (`_self_` last, or not listed), so it wins over the files it includes, unless
+    it lists `_self_` before them."""
+    chain = sorted(
+        ((package, where) for package, where in files.items() if isinstance(where, Path)),
+        key=lambda item: -len(item[0]),  # deepest first: a file's defaults are deeper than it
+    )
+    winner = None
+    for package, where in chain:
+        if package and not (key == package or key.startswith(package + ".")):
+            continue
+        relative = key[len(package) + 1 :] if package else key
+        document = _read_yaml(where)
+        if _written(document, relative.split(".")) is None:
+            continue
+        defaults = document.get("defaults") if isinstance(document, dict) else None
+        entries = defaults if isinstance(defaults, list) else []
+        self_first = "_self_" in entries and entries.index("_self_") < len(entries) - 1
+        winner = (winner or where) if self_first else where  # one that lists _self_ first yields to its defaults
+    return winner
 
 
 def _read_yaml(path: Path) -> object:
