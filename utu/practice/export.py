@@ -78,15 +78,8 @@ def practice_agent_path(configs: Path, name: str) -> Path:
     return path
 
 
-# What a practice run writes in its folder (runs/<exp_id>/) beside the router's state, which `--fresh` resets itself.
-RUN_OUTPUTS = (
-    "enhanced_agent.yaml",
-    "report.md",
-    "reward_per_step.png",
-    "library_size.png",
-    "tokens_per_stage.png",
-    "tool_calls_per_step.png",
-)
+# The plots utu.practice.report writes beside report.md in a run's folder (runs/<exp_id>/).
+REPORT_PLOTS = ("reward_per_step.png", "library_size.png", "tokens_per_stage.png", "tool_calls_per_step.png")
 
 
 def forget_outputs(exp_id: str, run_dir: Path, practice_agent: Path | None) -> None:
@@ -104,7 +97,7 @@ def forget_outputs(exp_id: str, run_dir: Path, practice_agent: Path | None) -> N
         if path is not None and _starts_with(path, first)
     ]
     if agent in ours or report in ours:
-        ours += [run_dir / name for name in RUN_OUTPUTS if name.endswith(".png")]
+        ours += [run_dir / name for name in REPORT_PLOTS]
     for path in ours:
         path.unlink(missing_ok=True)
 
