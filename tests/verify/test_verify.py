@@ -383,6 +383,7 @@ async def test_the_watchdog_stops_a_verifier_that_holds_the_loop_and_nothing_els
 
     monkeypatch.setattr(verify, "GRACE_SECONDS", 0.1)
     monkeypatch.setattr(verify, "LOOP_HELD_SECONDS", 0.1)
+    monkeypatch.setattr(verify.watchdog, "again_after", 0.1)
     sample = SimpleNamespace(response="x", correct_answer="x")
 
     async def spin(sample, timeout_score=0, **kwargs):

@@ -15,19 +15,16 @@ in a thread of its own.
 
 import asyncio
 import contextlib
-import ctypes
 import hashlib
 import importlib
 import importlib.util
 import inspect
-import itertools
 import logging
 import os
 import posix
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -35,6 +32,7 @@ from typing import Any, NoReturn, TypeVar, cast
 
 from utu.errors import ConfigError, EndpointError
 from utu.verify import workers
+from utu.verify.watchdog import LoopHeld, watchdog
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -42,7 +40,7 @@ log = logging.getLogger(__name__)
 VERIFY_DIR = Path(__file__).resolve().parent
 GUIDE_VERIFY_DIR = Path("utu/practice/verify")  # where Youtu-Agent's practice guide puts a domain's verify file
 GRACE_SECONDS = 2.0  # beyond the verifier's own budget, before we stop waiting for it
-LOOP_HELD_SECONDS = 5.0  # beyond that, before an async verifier still holding the event loop is stopped
+LOOP_HELD_SECONDS = 5.0  # beyond that, before an async verifier still holding the event loop is stopped (watchdog.py)
 USER_MODULE_PREFIX = "utu_user_verify_"  # the module a user's verify file is imported as, its path after this
 MAX_HUNG_CALLS = 256  # sync calls still running (e.g. hung) before a verifier is not started again
 
@@ -206,7 +204,7 @@ class Verifier:
                 )
             elif inspect.iscoroutinefunction(self.func):  # in the run's event loop, watched: it may not give it back
                 coroutine = self.func(sample, self.timeout_score, **kwargs)
-                with _watchdog.watching(coroutine, self.timeout + GRACE_SECONDS + LOOP_HELD_SECONDS) as watch:
+                with watchdog.watching(coroutine, self.timeout + GRACE_SECONDS + LOOP_HELD_SECONDS) as watch:
                     result = await asyncio.wait_for(_without_exit(coroutine), self.timeout + GRACE_SECONDS)
                 if watch.fired:  # it caught LoopHeld (an `except Exception` around its work) and went on
                     raise LoopHeld
@@ -272,80 +270,6 @@ class Verifier:
             extracted_final_answer=None if extracted is None else str(extracted),
             confidence=confidence if type(confidence) is int and -(2**63) <= confidence < 2**63 else None,  # a column
         )
-
-
-class LoopHeld(BaseException):
-    """Raised inside an async verify function that held the event loop past its timeout (`_Watchdog`). Not an
-    `Exception`, so that a verifier's own `except Exception` around its work does not take it for its own error."""
-
-
-@dataclass
-class _Watch:
-    """One async verify call in progress: its coroutine's frame (where the loop's thread is while it runs), and
-    when it is past its time."""
-
-    frame: Any
-    thread: int
-    deadline: float
-    fired: bool = False
-
-
-class _Watchdog:
-    """An async verifier that computes instead of awaiting holds the event loop, where its timeout cannot fire: a
-    loop forever would hang the run, Ctrl-C's first press included. One daemon thread (started at the first call)
-    looks at the calls in progress twice a second: while one past its deadline is running in its thread (its own
-    frame on that thread's stack, not another call's, nor other work holding the loop) it raises `LoopHeld` there,
-    again each LOOP_HELD_SECONDS while it holds on; its judgement fails like a timeout and the run goes on. A
-    call's start and end cost a dict update under a lock, not a thread. Only Python code is interrupted: a call
-    blocked in C (a sleep, a socket without a timeout) is left to end. (Between the look at the stack and the
-    raise, the thread could in principle leave the call: it would have to end within microseconds of being seen
-    running seconds past its deadline.)"""
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self.lock = threading.Lock()
-        self.calls: dict[int, _Watch] = {}
-        self.ids = itertools.count()
-        self.thread: threading.Thread | None = None
-
-    @contextlib.contextmanager
-    def watching(self, coroutine: Any, seconds: float) -> Iterator[_Watch]:
-        frame = getattr(coroutine, "cr_frame", None)  # (None: an awaitable of another kind, not watched)
-        call, watch = next(self.ids), _Watch(frame, threading.get_ident(), time.monotonic() + seconds)
-        with self.lock:
-            self.calls[call] = watch
-            if self.thread is None:
-                self.thread = threading.Thread(target=self._watch, name="verify watchdog", daemon=True)
-                self.thread.start()
-        try:
-            yield watch
-        finally:
-            with self.lock:  # once ended, a call is never interrupted
-                del self.calls[call]
-
-    def _watch(self) -> None:
-        while True:
-            time.sleep(0.5)
-            with self.lock:
-                now, stacks = time.monotonic(), None
-                for watch in self.calls.values():
-                    if now < watch.deadline:
-                        continue
-                    stacks = stacks or sys._current_frames()
-                    frame = stacks.get(watch.thread)
-                    while frame is not None and frame is not watch.frame:
-                        frame = frame.f_back
-                    if frame is not None:
-                        watch.fired, watch.deadline = True, now + LOOP_HELD_SECONDS
-                        ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                            ctypes.c_ulong(watch.thread), ctypes.py_object(LoopHeld)
-                        )
-
-
-_watchdog = _Watchdog()
-os.register_at_fork(after_in_child=_watchdog.reset)  # a forked child has no watchdog thread: it starts its own
 
 
 async def _without_exit(call: Any) -> Any:
