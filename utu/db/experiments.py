@@ -2,9 +2,9 @@
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import CursorResult, delete, or_, select, update
 
 from utu.db.engine import Database
 from utu.db.models import EvaluationSample, Experiment, PracticeStep
@@ -168,5 +168,5 @@ async def judge_again_if_the_verifier_changed(db: Database, exp_id: str, digest:
         if before is None or digest is None:  # (recorded by an older utu, or judged by utu's own verifier)
             return 0
         judged = (EvaluationSample.owner == exp_id) & (EvaluationSample.stage == "judged")
-        result = await s.execute(update(EvaluationSample).where(judged).values(stage="rollout"))
+        result = cast(CursorResult, await s.execute(update(EvaluationSample).where(judged).values(stage="rollout")))
     return result.rowcount
