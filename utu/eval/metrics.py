@@ -16,6 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from utu.eval.outcome import empty_reply
+
 BOOTSTRAP_SAMPLES = 2000
 
 
@@ -54,7 +56,7 @@ class ScoredAttempt:
             tools=(row.meta or {}).get("tools") or [],
             cut=(row.meta or {}).get("stop_reason") == "max_tokens",
             route=((row.meta or {}).get("route") or {}).get("choice"),
-            empty=row.stage == "judged" and not (row.response or "").strip(),
+            empty=row.stage == "judged" and empty_reply(row),
         )
 
 

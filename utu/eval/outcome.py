@@ -6,6 +6,12 @@ from typing import Any
 
 from utu.errors import RunFailed
 
+
+def empty_reply(row: Any) -> bool:
+    """An `evaluation_data` row whose agent's final reply is empty (or only whitespace)."""
+    return not (row.response or "").strip()
+
+
 RERUN = "fix the cause and run the same command again (failed attempts are retried)"
 
 
@@ -28,7 +34,7 @@ def check_attempts(rows: Sequence[Any], max_failed_share: float, where: str, jud
             f"{verifier_failed[0].error}; fix the verify function and run the same command again (the attempts"
             " are judged again, not rolled out)"
         )
-    if judged and not any((r.response or "").strip() for r in judged):
+    if judged and all(empty_reply(r) for r in judged):
         raise RunFailed(
             f"{where}: no result: the model's final reply was empty in all {len(judged)} attempts (a reasoning"
             " model whose reply stayed in its reasoning, or a token limit used up before the reply?): fix the"

@@ -107,11 +107,11 @@ def learner_failed_everywhere(outcomes: list[GroupOutcome]) -> bool:
 
 def _rollout_stats(rows: list[EvaluationSample]) -> dict[str, Any]:
     """Mean@G and Pass@G of a step's attempts (the same definition as evaluation's)."""
+    attempts = [ScoredAttempt.from_row(r) for r in rows]
     by_question: dict[int, list[ScoredAttempt]] = defaultdict(list)
-    for r in rows:
-        by_question[r.dataset_index].append(ScoredAttempt.from_row(r))
+    for r, attempt in zip(rows, attempts, strict=True):
+        by_question[r.dataset_index].append(attempt)
     means, pass_share = mean_and_pass(by_question.values())
-    attempts = [a for group in by_question.values() for a in group]
     return {
         "questions": len(by_question),
         "attempts": len(rows),
