@@ -10,34 +10,41 @@ import pytest
 import yaml
 
 from utu.config.models import ScreeningConfig
-from utu.practice.screening import Question, Source, language, screen
+from utu.practice.screening import Question, Source, language, screen, tells_its_story
 
 CORPORA = Path(__file__).parent / "corpora"
 WORDS = Path(__file__).parents[2] / "utu" / "practice" / "screening_words.yaml"
 QUESTION = "Joan found 70 seashells on the beach. She gave Sam some of her seashells. She has 27 seashells. How many seashells did she give to Sam?"  # noqa: E501
 SOURCE = Source([Question(QUESTION, "43")])
+DEFAULTS = ScreeningConfig()
 
 
 def corpus(name: str) -> list[dict]:
     return [json.loads(line) for line in (CORPORA / name).read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def verdict(row: dict) -> str | None:
+def verdict(row: dict, config: ScreeningConfig = DEFAULTS) -> str | None:
     source = Source([Question(row["question"], row.get("answer"))] if row.get("question") else [])
-    return screen(row["experience"], source, row.get("library", []))
+    return screen(row["experience"], source, row.get("library", []), config)
 
 
+# the default, and the knob that waits for the learning suite to be full before it becomes the default
+SETTINGS = [DEFAULTS, ScreeningConfig(persons_by_verb_form=True)]
+
+
+@pytest.mark.parametrize("config", SETTINGS, ids=["default", "persons_by_verb_form"])
 @pytest.mark.parametrize("name", ["good.jsonl", "good_independent.jsonl"])
-def test_at_most_5_percent_of_good_experiences_are_refused(name):
+def test_at_most_5_percent_of_good_experiences_are_refused(name, config):
     rows = corpus(name)
-    refused = [(row["experience"], why) for row in rows if (why := verdict(row))]
+    refused = [(row["experience"], why) for row in rows if (why := verdict(row, config))]
     assert len(rows) >= 60
     assert len(refused) <= 0.05 * len(rows), refused
 
 
-def test_at_least_90_percent_of_the_junk_small_models_wrote_is_refused():
+@pytest.mark.parametrize("config", SETTINGS, ids=["default", "persons_by_verb_form"])
+def test_at_least_90_percent_of_the_junk_small_models_wrote_is_refused(config):
     rows = corpus("junk.jsonl")
-    kept = [row["experience"] for row in rows if not verdict(row)]
+    kept = [row["experience"] for row in rows if not verdict(row, config)]
     assert len(rows) >= 25
     assert len(kept) <= 0.10 * len(rows), kept
 
@@ -164,6 +171,33 @@ def test_one_particular_of_its_question_is_allowed_two_are_not():
     assert screen("When a question asks about a Nobel Prize, read the laureate page itself.", names, []) is None
 
 
+def test_a_person_is_told_by_any_verb_after_their_name_with_the_knob_on():
+    """Two rules the embedded learner wrote that name their question's person once, let through while only a listed
+    verb made a name a person: kept by the learning suite's GSM8K fewer_refusals run, and written in a demo."""
+    cases = [
+        (
+            "James decides to run 3 sprints 3 times a week.  He runs 60 meters each sprint.  How many total meters "
+            "does he run a week?",
+            "When the problem is about calculating the total distance James runs in a week, the strategy is to "
+            "multiply the distance run in one sprint by the number of sprints he runs in a week.",
+        ),
+        (
+            "Ravi pours 8 litres of juice into cups of 500 millilitres each. How many cups does Ravi fill?",
+            "When the problem asks for the number of cups Ravi fills, we need to convert the total volume of juice "
+            "from litres to millilitres and then divide by the capacity of one cup.",
+        ),
+    ]
+    on = ScreeningConfig(persons_by_verb_form=True)
+    for question, rule in cases:
+        source = Source([Question(question)])
+        assert screen(rule, source, []) is None  # the default, as the suite runs
+        assert "(a person of it)" in (screen(rule, source, [], on) or "")
+        assert tells_its_story(rule, source, on)  # sent back to be restated without the name
+    # plural nouns after a name in the experience are no verbs ("laureates"); in the question they would be
+    prize = Source([Question("Who was the first woman to win an unshared Nobel Prize in Chemistry?")])
+    assert screen("When a question asks about Nobel Prize laureates, read the laureate page.", prize, [], on) is None
+
+
 def test_a_proposal_must_not_give_its_own_questions_answer(tmp_path):
     """In a step, the answer a proposal must not give is that of the questions it was learned from: a rule that
     names "10 seats" is not refused because another question's answer is 10."""
@@ -255,8 +289,6 @@ def test_the_screen_command_refuses_bad_input_in_one_line(tmp_path, content, fla
 
 def test_only_a_strategy_told_as_its_question_is_sent_back_to_be_restated():
     """tells_its_story: a strategy refused for details of its question around it, which a restatement can drop."""
-    from utu.practice.screening import tells_its_story
-
     for told, why in (
         ("When Joan gives shells to Sam, subtract what she has left.", "particulars"),  # its names
         ("When the answer came out as 43, subtract what is left from what there was.", "answer"),  # in the condition

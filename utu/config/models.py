@@ -431,6 +431,13 @@ class ScreeningConfig(StrictModel):
         "numbers (a number of 2+ digits, or each of several small ones).",
         ge=0,
     )
+    persons_by_verb_form: bool = knob(
+        False,
+        "A name followed in its question by any verb-like word ('Ravi fills', 'James decides': "
+        "-s or -ed), or in the experience by a listed verb, is a person of its story and counts "
+        "twice; off: only before a listed verb in its question (screening_words.yaml "
+        "person_verbs).",
+    )
     object_repeats: int = knob(
         2,
         "A word said this many times in one part of an experience (its condition or title, "

@@ -211,7 +211,7 @@ def _story(text: str, source: Source, config: ScreeningConfig) -> str | None:
                     f"retells its question: says {repeated_object!r} {part.count(repeated_object)} times{where}, as "
                     "its question does (practice.screening.object_repeats)"
                 )
-        found = _numbers_of(text, question) + _names_of(text, question)  # (what, how many particulars)
+        found = _numbers_of(text, question) + _names_of(text, question, config.persons_by_verb_form)
         count = sum(weight for _, weight in found)
         if count > config.max_particulars:
             named = ", ".join(what for what, _ in found[:3])
@@ -401,18 +401,19 @@ def _quantities(text: str) -> set[tuple[str, str]]:
     return {(n.replace(",", ""), w.lower()) for n, w in re.findall(r"(\d+(?:[.,]\d+)*)\s+([A-Za-z]{3,})", text)}
 
 
-def _names_of(text: str, question: Question) -> list[tuple[str, int]]:
-    """Capitalised words of the question that are not just sentence starts (Mary, Seattle), found in the text
-    anywhere but where the text's own sentence or title starts; a run of them ("Nobel Prize") is one name. A
-    name that acts in its question ("Priya has", "Tom must") is a person of its story, and counts twice."""
+def _names_of(text: str, question: Question, by_verb_form: bool = False) -> list[tuple[str, int]]:
+    """(what, how many particulars) for each capitalised word of the question that is not just a sentence start
+    (Mary, Seattle), found in the text anywhere but where the text's own sentence or title starts; a run of them
+    ("Nobel Prize") is one name. A name that acts in its question ("Priya has", "Tom must") is a person of its
+    story, and counts twice; with `by_verb_form`, also one followed in its question by any verb-like word, or in
+    the text by a listed one ("the distance James runs")."""
     entry = words().get("en", {})
     starters = entry.get("sentence_starters", set())
     names = set(_CAPITALISED.findall(question.text)) - starters
-    acting = {
-        m.group(1)
-        for m in re.finditer(r"\b([A-Z][a-z]+)\s+([a-z]+)", question.text)
-        if m.group(2) in entry.get("person_verbs", set())
-    } & names
+    # in the text only before a listed verb: "Nobel Prize laureates" has a verb's form
+    acting = (
+        _acting(question.text, entry, by_verb_form) | (_acting(text, entry, False) if by_verb_form else set())
+    ) & names
     starts = {m.start(1) for m in re.finditer(r"(?:^|[.:!?]\s+)([A-Z])", text)}
     found = []
     for run in _NAME_RUN.finditer(text):
@@ -424,6 +425,21 @@ def _names_of(text: str, question: Question) -> list[tuple[str, int]]:
         if any(w in names for w in run_words):
             found.append(" ".join(run_words))
     return [(f"{name} (a person of it)", 2) if set(name.split()) & acting else (name, 1) for name in sorted(set(found))]
+
+
+# A word that reads as a verb of the name before it: "fills", "decides", "watched" (not "glass", "bonus", "this";
+# "has" is listed).
+_VERB_FORM = re.compile(r"[a-z]{2,}(?:[^isu]s|ed)")
+
+
+def _acting(text: str, entry: dict, by_verb_form: bool) -> set[str]:
+    """Capitalised words followed by a listed person verb ("Priya has"), or with `by_verb_form` any verb form."""
+    listed = entry.get("person_verbs", set())
+    return {
+        m.group(1)
+        for m in re.finditer(r"\b([A-Z][a-z]+)\s+([a-z]+)", text)
+        if m.group(2) in listed or (by_verb_form and _VERB_FORM.fullmatch(m.group(2)))
+    }
 
 
 def _repeats(text: str, other: str, config: ScreeningConfig) -> str | None:
