@@ -39,6 +39,11 @@ def broken() -> str:
     raise RuntimeError("the database is down")
 
 
+def huge() -> dict:
+    """A number JSON cannot write (past Python's 4300 digits)."""
+    return {"value": 10**5000}
+
+
 class Shop:
     """Tools of a shop."""
 
@@ -77,6 +82,7 @@ async def test_a_function_becomes_a_tool_with_a_schema_from_its_hints_and_docstr
 
 async def test_failures_and_timeouts_are_results_not_crashes(my_tools):
     assert "RuntimeError: the database is down" in await toolkit(f"{my_tools}:broken").call("broken", {})
+    assert "huge failed: ValueError: Exceeds the limit" in await toolkit(f"{my_tools}:huge").call("huge", {})
     slow = toolkit(f"{my_tools}:slow", timeout=0.2)
     assert "timed out after 0.2s" in await slow.call("slow", {"seconds": 5})
     assert await slow.call("slow", {"seconds": 0}) == "done"

@@ -52,11 +52,12 @@ class FunctionToolkit:
                 result = await asyncio.wait_for(fn(**values), self.config.timeout)
             else:
                 result = await asyncio.wait_for(asyncio.to_thread(fn, **values), self.config.timeout)
+            # a result JSON cannot write (an int past Python's 4300 digits) is the tool's failure too
+            text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
         except TimeoutError:
             return as_text({"error": f"{name} timed out after {self.config.timeout:g}s"})
         except Exception as e:  # the tool's own failure is the model's to see and handle
             return as_text({"error": f"{name} failed: {type(e).__name__}: {e}"})
-        text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
         return cut_middle(text, self.config.max_output_chars)
 
 

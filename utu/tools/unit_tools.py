@@ -105,18 +105,31 @@ _OPERATORS: dict[type[ast.AST], Callable[..., float]] = {
 }
 
 
+# The most bits a whole number may have along the way (about 300 digits): big-integer arithmetic holds the GIL, so
+# one nested power, "((10**100)**100)**100", would stall every rollout of the process, not only its own call.
+MAX_BITS = 1000
+
+
 def _evaluate(node: ast.AST) -> float:
     # Not bool, though it is an int.
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
-        return node.value
+        return _bounded(node.value)
     if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
         left, right = _evaluate(node.left), _evaluate(node.right)
         if isinstance(node.op, ast.Pow) and abs(right) > 100:
             raise ValueError("exponent too large")
-        return _OPERATORS[type(node.op)](left, right)
+        if isinstance(node.op, ast.Pow) and isinstance(left, int) and isinstance(right, int):
+            _bounded(left, times=max(right, 1))  # before computing it
+        return _bounded(_OPERATORS[type(node.op)](left, right))
     if isinstance(node, ast.UnaryOp) and type(node.op) in _OPERATORS:
         return _OPERATORS[type(node.op)](_evaluate(node.operand))
     raise ValueError("only numbers, + - * / ** and parentheses are allowed")
+
+
+def _bounded(value: float, times: int = 1) -> float:
+    if isinstance(value, int) and value.bit_length() * times > MAX_BITS:
+        raise ValueError(f"a number in it has more than {MAX_BITS} bits")
+    return value
 
 
 class UnitTools:
