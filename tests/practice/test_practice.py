@@ -317,6 +317,8 @@ def test_the_enhanced_agent_is_where_youtu_agents_guide_looks_next(tmp_path, wor
     )
     assert other.returncode == 0 and "was not written by practice" in other.stderr, other.stderr
     assert mine.read_text() == "# my own agent\n"  # never replaced; the run's own copy is in runs/u/
+    said = " ".join(other.stderr.split())
+    assert "not written into configs/" in said and "evaluate it, not this run's" in said  # at the end too
 
 
 @pytest.mark.parametrize("name", ["../../../evil", "sub/name", "/tmp/abs", "", "x" * 65])

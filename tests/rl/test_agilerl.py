@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from utu.config.rl import DEFAULT_SYSTEM_PROMPT
 from utu.rl.grpo import LearningRateFactor
 from utu.rl.toy import char_tokenizer, reward, tiny_llama
 
@@ -201,3 +202,14 @@ def test_our_data_sets_and_verify_functions_make_the_environment():
         assert scores.tolist() == pytest.approx([reward_fn(t, prompt["answer"], "") for t in texts])
     with pytest.raises(ValueError, match="'question' and 'answer'"):
         HuggingFaceGym([{"prompt": "x"}], ROWS, tokenizer, reward_fn=reward_fn, conversation_template=TEMPLATE)
+
+
+def test_the_default_system_prompt_keeps_its_braces_and_a_template_s_stray_braces_are_refused_at_once():
+    tokenizer = create_tokenizer()
+    env = HuggingFaceGym.from_dataset(
+        ROOT / "dataset" / "rl_toy.jsonl", tokenizer, verify="utu.rl.toy:verify_func", test_size=2
+    )
+    assert env.template is not None and env.template[0]["content"].format(question="q") == DEFAULT_SYSTEM_PROMPT
+    stray = [{"role": "system", "content": "Put it in \\boxed{}."}, {"role": "user", "content": "{question}"}]
+    with pytest.raises(ValueError, match=r"conversation_template\[0\]: IndexError.*doubled"):
+        HuggingFaceGym(ROWS, ROWS, tokenizer, reward_fn=reward_fn, conversation_template=stray)

@@ -42,6 +42,17 @@ def test_jsonl_source_shuffles_per_epoch_and_builds_chat_prompts(tmp_path):
     assert [len(b) for b in epoch0] == [3, 3, 2] and sorted(sum(epoch0, [])) == list(range(8))
     assert epoch0 != [[p.index for p in b] for b in env.batches(1)]
     assert env.prompts[2].messages == [{"role": "system", "content": "S"}, {"role": "user", "content": "Q: q2"}]
+    boxed = PromptTemplate(system="S", user="Put the answer in \\boxed{}. {question}")  # other braces stay
+    assert boxed.messages("q2")[1]["content"] == "Put the answer in \\boxed{}. q2"
+
+
+def test_a_user_template_without_the_question_is_refused():
+    from pydantic import ValidationError
+
+    from utu.config.rl import RLDataConfig
+
+    with pytest.raises(ValidationError, match="user\n.*'no placeholder' has no {question}"):
+        RLDataConfig(dataset="MAWPS_singleop", user="no placeholder")
 
 
 def sync_exact(sample, timeout_score=0, **kwargs):

@@ -1,6 +1,7 @@
 """The GRPO trainer on a tiny randomly initialised Llama (utu/rl/toy.py): log-probs, updates, learning, resume."""
 
 import copy
+import json
 
 import pytest
 import torch
@@ -171,6 +172,20 @@ async def test_a_tiny_model_learns_the_toy_task(model, tokenizer, tmp_path, knob
     first, last = sum(rewards[:10]) / 10, sum(rewards[-10:]) / 10
     assert last > first + 0.3, (first, last)
     assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 30
+
+
+def test_a_resumed_log_drops_the_steps_made_after_the_checkpoint(tmp_path):
+    """A run killed at step 5 with its checkpoint at step 3 makes steps 4 and 5 again: each step once in the log."""
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps({"step": i, "reward": 0.1}) + "\n" for i in range(1, 6)) + '{"step": 6, "rew')
+    log = MetricsLog(path, tensorboard=False, resumed_at=3)
+    log.write({"step": 4, "reward": 0.2})
+    assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [1, 2, 3, 4]
+    MetricsLog(path, tensorboard=False, resumed_at=0)  # killed before its first checkpoint: it starts over
+    assert path.read_text() == ""
+    path.write_text('{"step": 1}\n')
+    MetricsLog(path, tensorboard=False).write({"step": 2})  # no resume step: appended, as AgileRL's log is
+    assert path.read_text().count("step") == 2
 
 
 @pytest.mark.parametrize("lora", [None, {"r": 4, "alpha": 8}], ids=["full", "lora"])

@@ -70,6 +70,12 @@ def test_resuming_under_changed_settings_is_refused(tmp_path):
     assert changed.returncode == 2
     assert "error:" in changed.stderr and "lr" in changed.stderr and "--fresh" in changed.stderr
     assert len(records(tmp_path, "grpo_toy")) == 2  # nothing written by the refused run
+    # other held-out questions would make "before" and "after" answer different questions
+    other_data = run_grpo(tmp_path, "--config_name", "toy", "--steps", "4", "data.test_size=3")
+    assert other_data.returncode == 2 and "changed: data.test_size" in other_data.stderr
+    more_steps = run_grpo(tmp_path, "--config_name", "toy", "--steps", "3")
+    assert more_steps.returncode == 0 and "resuming" in more_steps.stderr
+    assert [r["step"] for r in records(tmp_path, "grpo_toy")] == [1, 2, 3]
 
 
 @pytest.mark.parametrize(

@@ -36,9 +36,9 @@ async def test_runs_code_and_returns_its_output():
 
 
 async def test_infinite_loop_is_killed_at_the_timeout():
-    result = await run_python("print('started', flush=True)\nwhile True:\n    pass", timeout=1.0)
+    result = await run_python("print('started')\nwhile True:\n    pass", timeout=1.0)
     assert not result["success"] and "timed out" in result["error"]
-    assert result["output"] == "started\n"  # what it printed before the timeout is kept
+    assert result["output"] == "started\n"  # what it printed before the timeout is kept, unflushed (python -u)
 
 
 async def test_memory_bomb_is_stopped():
@@ -56,6 +56,38 @@ async def test_output_is_truncated():
 async def test_a_failing_program_reports_its_error():
     result = await run_python("raise ValueError('bad input')")
     assert not result["success"] and result["error"] == "exit code 1: ValueError: bad input"
+
+
+@pytest.mark.parametrize(
+    ("code", "error"),
+    [
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "killed by SIGKILL"),  # not the CPU limit
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGXCPU)", "killed by SIGXCPU (CPU time limit)"),
+        ("print('MemoryError is what I fear')\nraise SystemExit(1)", "exit code 1: MemoryError is what I fear"),
+        ("print('x')\nraise MemoryError", "memory limit exceeded (MemoryError)"),  # its traceback's last line
+    ],
+)
+async def test_an_exit_is_told_by_what_ended_it(code, error):
+    assert (await run_python(code))["error"] == error
+
+
+@pytest.mark.skipif(not sandbox.memory_cgroup_available(), reason="no memory cgroup here: no OOM kill to report")
+async def test_a_child_killed_for_memory_is_reported_though_the_program_succeeds():
+    """4 children of 210 MB each: each under the 256 MB a process may map, together over the call's cgroup."""
+    code = (
+        "import os, time\n"
+        "kids = []\n"
+        "for _ in range(4):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        b = b'x' * (210 * 1024 * 1024)\n"
+        "        time.sleep(2)\n"
+        "        os._exit(0)\n"
+        "    kids.append(pid)\n"
+        "print([os.waitpid(k, 0)[1] for k in kids])\n"
+    )
+    result = await run_python(code, memory_mb=256, timeout=20)
+    assert result["success"] and "killed by the out-of-memory killer" in result["output"], result
 
 
 async def test_the_python_packages_are_there():

@@ -30,6 +30,7 @@ from utu.cli import refuse_unknown_flags
 from utu.config.flags import add_flags, add_place_flags, given
 from utu.config.loader import load_config, load_model_config, validate
 from utu.config.rl import RLConfig
+from utu.db.experiments import changed_fields
 from utu.errors import ConfigError
 from utu.names import inside
 from utu.verify import Verifier, load_verifier
@@ -147,6 +148,7 @@ async def run() -> int:
             shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True, exist_ok=True)
     state.wait_for_everyone()
+    check_same_run(out, config, write=state.is_main_process)  # every process refuses, none waits for another
     async with contextlib.AsyncExitStack() as stack:
         judge = await open_judge_for(config, stack)
         verify = load_verifier(config.verify_filename, config.verify_func_name)
@@ -156,6 +158,36 @@ async def run() -> int:
     state.wait_for_everyone()
     state.destroy_process_group()
     return 0
+
+
+RUN_FILE = "run.json"
+
+
+def shaping(config: RLConfig) -> dict[str, Any]:
+    """What a resumed run must share with the run it resumes: all but how long it trains, where, and how often
+    it saves (the trainer's own knobs are checked against the checkpoint too). No endpoint or key is kept."""
+    kept = config.model_dump(mode="json", exclude={"exp_id", "steps", "save_every", "judge_model"})
+    kept["model"].pop("device")
+    if kept["agent"] is not None:
+        kept["agent"].pop("model")  # the trained model answers; the agent's endpoint is not used
+    return kept
+
+
+def check_same_run(out: Path, config: RLConfig, write: bool) -> None:
+    """Refuse to resume `out` under other data, model, prompts or verifier: the held-out test's "before" and the
+    checkpoint were made under the recorded ones. A folder without the record (an older run) records them now."""
+    path, now = out / RUN_FILE, shaping(config)
+    computed = any((out / name).exists() for name in ("test.json", "metrics.jsonl", "checkpoint"))
+    changed = changed_fields(json.loads(path.read_text()), now) if path.is_file() else None
+    if changed and computed:
+        raise ConfigError(
+            f"{out}: this run was made with other settings (changed: {', '.join(changed)}); "
+            "use --fresh to start over, or a new --exp_id"
+        )
+    if write and (changed or not path.is_file()):  # a run refused before it computed anything is remade
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps(now, indent=2))
+        os.replace(partial, path)
 
 
 async def open_judge_for(config: RLConfig, stack: contextlib.AsyncExitStack):
@@ -209,7 +241,8 @@ async def train_and_test(
         results["before"] = await agent.test(test_env, k=config.test_k)
         if main:
             results_file.write_text(json.dumps(results, indent=2))
-    metrics = MetricsLog(out / "metrics.jsonl") if main else None  # metrics are already reduced across processes
+    # metrics are already reduced across processes; steps past the checkpoint's are made again
+    metrics = MetricsLog(out / "metrics.jsonl", resumed_at=agent.step) if main else None
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, disable=not main) as progress:
         task = progress.add_task("GRPO", total=config.steps, completed=agent.step)

@@ -6,6 +6,7 @@
 Flags override the YAML (same names as Youtu-Agent); extra `key=value` arguments are Hydra overrides.
 """
 
+import logging
 from pathlib import Path
 
 from rich.console import Console
@@ -23,6 +24,7 @@ from utu.practice.training_free_grpo import (
 )
 
 console = Console(width=max(Console().width, 130))  # the step table is wide
+log = logging.getLogger(__name__)
 
 
 async def run() -> int:
@@ -46,6 +48,11 @@ async def run() -> int:
     console.print(f"enhanced agent: {paths['agent']}")
     if "practice_agent" in paths:
         console.print(f"also written as {paths['practice_agent']}, the agent of the eval configs that name it")
+    elif practice.not_exported_because:  # e.g. Youtu-Agent's pre-learned agent copied in: its evals read that one
+        log.warning(
+            "not written into configs/: %s; eval configs that name that agent evaluate it, not this run's",
+            practice.not_exported_because,
+        )
     if "exported_eval" in paths:
         console.print(f"evaluate it: python scripts/run_eval.py --config_name practice/{paths['exported_eval'].stem}")
     else:

@@ -39,7 +39,7 @@ def add_parser(commands) -> None:
     parser = commands.add_parser("screen", help="the screening's verdict on each experience of a JSONL file")
     parser.add_argument("--file", required=True, type=Path, help='JSONL rows {"question": ..., "experience": ...}')
     parser.add_argument("--json", action="store_true", help="one JSON object per row")
-    parser.set_defaults(screening_flags=add_flags(parser, ScreeningConfig))
+    parser.set_defaults(screening_flags=add_flags(parser, ScreeningConfig, over_a_config=False))
 
 
 def read_rows(path: Path) -> list[Row]:

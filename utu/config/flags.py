@@ -24,9 +24,11 @@ def add_flags(
     model: type[BaseModel],
     names: Iterable[str] | None = None,
     prefix: str = "",
+    over_a_config: bool = True,
 ) -> list[str]:
     """A `--<prefix>name` flag for each scalar field of `model` (or only for `names`), default None (= not
-    given). Returns the field names it added, to pick the given values out of the parsed arguments."""
+    given). Returns the field names it added, to pick the given values out of the parsed arguments.
+    `over_a_config`: a flag not given leaves the config file's value, which the help says before the knob's."""
     wanted = list(names) if names is not None else list(model.model_fields)
     added = []
     for name in wanted:
@@ -36,7 +38,11 @@ def add_flags(
             if names is not None:
                 raise TypeError(f"{model.__name__}.{name} is not a scalar field")
             continue
-        default = "no default" if field.default is PydanticUndefined else f"default: {_show(field.default)}"
+        knob = None if field.default is PydanticUndefined else _show(field.default)
+        if over_a_config:
+            default = "default: the config's" + ("" if knob is None else f", else {knob}")
+        else:
+            default = "no default" if knob is None else f"default: {knob}"
         options: dict[str, Any] = {"default": None, "help": f"{field.description} ({default})"}
         if kind is bool:
             options |= {"type": parse_bool, "metavar": "{true,false}"}

@@ -1,5 +1,6 @@
 """Pydantic models of every config. Unknown keys are errors, so a typo never goes unnoticed."""
 
+import functools
 import logging
 from typing import Annotated, Any, Literal
 
@@ -355,10 +356,14 @@ class EvalConfig(StrictModel):
     @classmethod
     def _say_eval_method_is_unused(cls, v: str | None) -> str | None:
         if v:
-            logging.getLogger(__name__).warning(
-                "eval_method %r is Youtu-Agent's: utu judges answers with verify_filename/verify_func_name", v
-            )
+            _say_once(f"eval_method {v!r} is Youtu-Agent's: utu judges answers with verify_filename/verify_func_name")
         return v
+
+
+@functools.cache
+def _say_once(warning: str) -> None:
+    """A config is validated more than once (composed, then with the command's flags): one warning each."""
+    logging.getLogger(__name__).warning(warning)
 
 
 PAPER = "Training-Free GRPO (arXiv 2510.08191)"

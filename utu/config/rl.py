@@ -7,7 +7,7 @@ and the paper or project its default comes from).
 from pathlib import Path
 from typing import Literal
 
-from pydantic import model_validator
+from pydantic import field_validator, model_validator
 
 from utu.config.models import AgentConfig, ExpId, ModelConfig, StrictModel, knob
 
@@ -114,13 +114,22 @@ class RLDataConfig(StrictModel):
     system: str | None = knob(
         None, f"The system message of every prompt; none: the agent's instructions, or {DEFAULT_SYSTEM_PROMPT!r}."
     )
-    user: str = knob("{question}", "The user message; {question} is replaced by the question.")
+    user: str = knob(
+        "{question}", "The user message; {question} is replaced by the question (other braces stay as written)."
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> "RLDataConfig":
         if (self.dataset is None) == (self.file_path is None):
             raise ValueError("set exactly one of data.dataset and data.file_path")
         return self
+
+    @field_validator("user")
+    @classmethod
+    def _holds_the_question(cls, user: str) -> str:
+        if "{question}" not in user:
+            raise ValueError(f"{user!r} has no {{question}}: the prompts would not hold the questions")
+        return user
 
 
 class RLConfig(StrictModel):

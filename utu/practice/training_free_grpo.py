@@ -110,7 +110,10 @@ class TrainingFreeGRPO:
         self.provider_source = provider_source
         if export_to is not None:
             check_export_target(config_root(), export_to)
-        self.export_agent = self.config.export_agent or default_export_agent(self.config.exp_id)
+        # why the enhanced agent goes to runs/<exp_id>/ only, said again at the end (None: it does not)
+        self.export_agent, self.not_exported_because = self.config.export_agent, None
+        if not self.export_agent:
+            self.export_agent, self.not_exported_because = default_export_agent(self.config.exp_id)
         if self.config.export_agent:
             practice_agent_path(config_root(), self.config.export_agent)
         ev = self.config.evaluation
@@ -260,19 +263,19 @@ class TrainingFreeGRPO:
         return outcome.files
 
 
-def default_export_agent(exp_id: str) -> str | None:
+def default_export_agent(exp_id: str) -> tuple[str | None, str | None]:
     """Where Youtu-Agent always writes the enhanced agent: configs/agents/practice/<exp_id>_agent.yaml (the
     agent its guide's next eval config names), when the user has a configs/ folder (utu never makes one
-    unasked). None, with a warning, if a file there is not practice's own."""
+    unasked), and None; or None and why not, said in a warning, if a file there is not practice's own."""
     if not config_root().is_dir():
-        return None
+        return None, None
     name = f"{exp_id}_agent"
     try:
         practice_agent_path(config_root(), name)
     except ConfigError as e:
         log.warning("the enhanced agent goes to runs/<exp_id>/ only: %s", e)
-        return None
-    return name
+        return None, str(e)
+    return name, None
 
 
 def run_practice(

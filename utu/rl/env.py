@@ -33,7 +33,7 @@ class PromptTemplate:
     agent: AgentConfig | None = None  # its instructions and library make the system message instead of `system`
 
     def messages(self, question: str) -> list[dict[str, Any]]:
-        text = self.user.format(question=question)
+        text = self.user.replace("{question}", question)  # not format: "\\boxed{}" is a natural template
         if self.agent is not None:
             return build_messages(self.agent, text)  # as evaluation and practice prompt the agent
         return [{"role": "system", "content": self.system}, {"role": "user", "content": text}]

@@ -66,6 +66,14 @@ class HuggingFaceGym:
             raise ValueError("HuggingFaceGym: give exactly one of reward_fn and verifier")
         if (conversation_template is None) == (apply_chat_template_fn is None):
             raise ValueError("HuggingFaceGym: give exactly one of conversation_template and apply_chat_template_fn")
+        for i, message in enumerate(conversation_template or []):
+            try:  # filled by str.format: refused here rather than at the first prompt
+                message["content"].format(question="", answer="")
+            except (KeyError, IndexError, ValueError) as e:
+                raise ValueError(
+                    f"HuggingFaceGym: conversation_template[{i}]: {type(e).__name__}: {e}; only {{question}} and "
+                    "{answer} are filled in, write other braces doubled ('\\boxed{{}}')"
+                ) from None
         self.tokenizer, self.reward_fn, self.verifier = tokenizer, reward_fn, verifier
         self.template, self.template_fn = conversation_template, apply_chat_template_fn
         self.batch_size, self.seed = data_batch_size_per_gpu, seed
@@ -112,7 +120,9 @@ class HuggingFaceGym:
         if len(questions) <= test_size:
             raise ValueError(f"{source}: {len(questions)} questions leave none for training after test_size")
         rows = [{"question": q, "answer": a or ""} for _, q, a in questions]
-        template = [{"role": "system", "content": system}, {"role": "user", "content": "{question}"}]
+        # the system message is text, not a template: its braces ("\\boxed{}") are doubled for str.format
+        literal = system.replace("{", "{{").replace("}", "}}")
+        template = [{"role": "system", "content": literal}, {"role": "user", "content": "{question}"}]
         verifier = Verifier(load_verifier(verify), timeout=10)
         return cls(
             rows[:-test_size], rows[-test_size:], tokenizer, conversation_template=template, verifier=verifier, **kwargs

@@ -6,6 +6,7 @@ into generation, scoring and the update, because on a CPU generation dominates.
 
 import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,9 +25,13 @@ log = logging.getLogger(__name__)
 class MetricsLog:
     """Appends one JSON object per step to a JSONL file and mirrors scalars to TensorBoard if available."""
 
-    def __init__(self, path: Path, tensorboard: bool = True):
+    def __init__(self, path: Path, tensorboard: bool = True, resumed_at: int | None = None):
+        """`resumed_at`: the step the checkpoint holds (0: none); records of later steps, made by a run stopped
+        before it saved them, are dropped (the resumed run makes those steps again). None: append to all."""
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
+        if resumed_at is not None:
+            self._keep_up_to(resumed_at)
         self.writer = None
         if tensorboard:
             try:
@@ -34,7 +39,18 @@ class MetricsLog:
             except ImportError:  # tensorboard is optional
                 log.debug("tensorboard not installed: metrics go to %s only", path)
             else:
-                self.writer = SummaryWriter(str(path.parent / "tensorboard"))
+                purge = None if resumed_at is None else resumed_at + 1
+                self.writer = SummaryWriter(str(path.parent / "tensorboard"), purge_step=purge)
+
+    def _keep_up_to(self, step: int) -> None:
+        if not self.path.is_file():
+            return
+        lines = self.path.read_text().splitlines(keepends=True)
+        kept = [line for line in lines if _step_of(line) <= step]
+        if len(kept) < len(lines):
+            partial = self.path.with_suffix(".partial")
+            partial.write_text("".join(kept))
+            os.replace(partial, self.path)
 
     def write(self, record: dict[str, Any]) -> None:
         with self.path.open("a") as f:
@@ -49,6 +65,14 @@ class MetricsLog:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+
+
+def _step_of(line: str) -> float:
+    """A record's step; a line cut short by a kill, or blank, is past any step (dropped)."""
+    try:
+        return json.loads(line)["step"]
+    except (ValueError, KeyError, TypeError):
+        return float("inf")
 
 
 async def train_step(agent: LocalGRPO, env: GRPOEnv) -> dict[str, Any]:

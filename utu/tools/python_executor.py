@@ -12,6 +12,7 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import shutil
 import signal
 import sys
@@ -38,7 +39,7 @@ _BOOTSTRAP = """
 import resource, runpy, sys
 path, mem, cpu, fsize, nproc = sys.argv[1], *(int(x) for x in sys.argv[2:6])
 resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # SIGXCPU first: a SIGKILL is then something else
 resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
 resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))  # each descriptor can pin kernel memory (socket buffers)
 try:
@@ -49,6 +50,9 @@ sys.argv = ["main.py"]
 runpy.run_path(path, run_name="__main__")
 """
 
+# Isolated (no user site, no PYTHON* variables), and unbuffered: what a program printed before it was killed at
+# its timeout reaches the pipe (a block-buffered stdout would lose it).
+PYTHON_FLAGS = ["-I", "-u", "-c"]
 SAFE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ")
 MAX_FILE_BYTES = 16 * 1024 * 1024
 MAX_CAPTURE_BYTES = 1024 * 1024  # more output than this is drained and dropped, never held in memory
@@ -86,7 +90,7 @@ async def run_python(
     limits = [str(memory_mb * 1024 * 1024), str(max(1, int(timeout) + 1)), str(MAX_FILE_BYTES), str(max_processes)]
     memory_cap = (memory_mb + 3 * disk_mb + 256) * 1024 * 1024  # the code plus its three tmpfs
     if sandbox == "bwrap":
-        command = [box_python(), "-I", "-c", _BOOTSTRAP, CODE_PATH_IN_BOX, *limits]
+        command = [box_python(), *PYTHON_FLAGS, _BOOTSTRAP, CODE_PATH_IN_BOX, *limits]
         with open_box(code, command, disk_mb=disk_mb, max_processes=max_processes, memory_bytes=memory_cap) as box:
             return await _run(box.argv, "/", {}, timeout, max_output_chars, box)  # cwd /: the box sees no host path
     workdir = tempfile.mkdtemp(prefix="utu-py-")
@@ -96,7 +100,7 @@ async def run_python(
             f.write(code)
         with call_cgroup(max_processes, memory_cap) as groups:
             box = Box(launcher([g / "cgroup.procs" for g in groups], []), cgroups=groups)
-            argv = [*box.argv, sys.executable, "-I", "-c", _BOOTSTRAP, code_path, *limits]
+            argv = [*box.argv, sys.executable, *PYTHON_FLAGS, _BOOTSTRAP, code_path, *limits]
             return await _run(argv, workdir, sandbox_env(workdir), timeout, max_output_chars, box)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -140,9 +144,12 @@ async def _run(argv: list[str], cwd, env, timeout: float, max_output_chars: int,
     assert code is not None  # waited for above
     if box.bwrap and code > 128:
         code = -(code - 128)
+    out_of_memory = box.out_of_memory()
     if code == 0:
+        if out_of_memory:  # the program survived a child of it that did not: the model should know
+            text += "\n[a process it started was killed by the out-of-memory killer: the memory limit]"
         return {"success": True, "output": text, "error": None}
-    return {"success": False, "output": text, "error": _describe_exit(code, text, box.out_of_memory())}
+    return {"success": False, "output": text, "error": _describe_exit(code, text, out_of_memory)}
 
 
 async def _read_capped(stream: asyncio.StreamReader, kept: bytearray, dropped: list[int]) -> None:
@@ -165,11 +172,11 @@ def _describe_exit(code: int, output: str, out_of_memory: bool) -> str:
             sig = signal.Signals(-code).name
         except ValueError:
             sig = f"signal {-code}"
-        hint = " (CPU time limit)" if sig in ("SIGXCPU", "SIGKILL") else ""
+        hint = " (CPU time limit)" if sig == "SIGXCPU" else ""
         return f"killed by {sig}{hint}"
-    if "MemoryError" in output:
-        return "memory limit exceeded (MemoryError)"
     last = output.strip().splitlines()[-1] if output.strip() else ""
+    if re.fullmatch(r"MemoryError(: .*)?", last):  # its traceback's last line
+        return "memory limit exceeded (MemoryError)"
     return f"exit code {code}: {last}"
 
 
