@@ -177,6 +177,26 @@ async def test_a_knob_added_later_at_its_default_does_not_block_a_resume(tmp_pat
     await db.dispose()
 
 
+async def test_keys_no_longer_recorded_do_not_block_a_resume_and_are_not_stored(tmp_path):
+    """An MCP toolkit's env and headers may hold keys: no longer part of the fingerprint, so never stored; a run
+    recorded with them empty resumes."""
+    from utu.config import AgentConfig, ToolkitConfig
+    from utu.config.models import shaping_dump
+    from utu.db.experiments import register_experiment
+
+    db = Database(f"sqlite:///{tmp_path / 'k.db'}")
+    await db.create_tables()
+    old = {"toolkits": [{"name": "mcp", "env": {}, "headers": {}, "timeout": 30.0}]}
+    assert await register_experiment(db, "e", "eval", old) is False
+    async with db.transaction() as s:
+        s.add(EvaluationSample(exp_id="e", owner="e", dataset="d", dataset_index=0, raw_question="q", stage="judged"))
+    assert await register_experiment(db, "e", "eval", {"toolkits": [{"name": "mcp", "timeout": 30.0}]}) is True
+    secret = ToolkitConfig(name="mcp", url="http://x/mcp", headers={"Authorization": "Bearer sk-secret"})
+    kept = shaping_dump(AgentConfig(toolkits=[secret], instructions="hi"))
+    assert "sk-secret" not in str(kept) and "headers" not in kept["toolkits"][0]
+    await db.dispose()
+
+
 async def test_a_changed_config_is_taken_while_nothing_was_computed(tmp_path):
     from utu.db.experiments import register_experiment
 

@@ -29,6 +29,7 @@ from utu.app import open_client
 from utu.cli import refuse_unknown_flags
 from utu.config.flags import add_flags, add_place_flags, given
 from utu.config.loader import load_config, load_model_config, validate
+from utu.config.models import shaping_dump
 from utu.config.rl import RLConfig
 from utu.db.experiments import changed_fields
 from utu.errors import ConfigError
@@ -164,12 +165,11 @@ RUN_FILE = "run.json"
 
 
 def shaping(config: RLConfig) -> dict[str, Any]:
-    """What a resumed run must share with the run it resumes: all but how long it trains, where, and how often
-    it saves (the trainer's own knobs are checked against the checkpoint too). No endpoint or key is kept."""
-    kept = config.model_dump(mode="json", exclude={"exp_id", "steps", "save_every", "judge_model"})
-    kept["model"].pop("device")
+    """What a resumed run must share with the run it resumes: its shaping knobs (not how long it trains, where,
+    how often it saves; no endpoint or key). The trainer's are checked against the checkpoint too."""
+    kept = json.loads(json.dumps(shaping_dump(config), default=str))
     if kept["agent"] is not None:
-        kept["agent"].pop("model")  # the trained model answers; the agent's endpoint is not used
+        kept["agent"].pop("model")  # the trained model answers: the agent's model is not used
     return kept
 
 

@@ -190,9 +190,16 @@ class ToolkitConfig(StrictModel):
         "HOME and the like, plus `env`, never your API keys.",
     )
     url: str | None = knob(None, "With name mcp: a streamable-HTTP server's endpoint, e.g. http://127.0.0.1:8000/mcp.")
-    env: dict[str, str] = knob(dict, "mcp command: extra environment variables for the server.")
+    env: dict[str, str] = knob(
+        dict,
+        "mcp command: extra environment variables for the server (never stored: they may hold keys).",
+        shapes=False,
+    )
     headers: dict[str, str] = knob(
-        dict, "mcp url: HTTP headers, e.g. {Authorization: 'Bearer ${oc.env:MCP_TOKEN}'} (the key from your env)."
+        dict,
+        "mcp url: HTTP headers, e.g. {Authorization: 'Bearer ${oc.env:MCP_TOKEN}'} (the key from your env; never "
+        "stored).",
+        shapes=False,
     )
     include: list[str] | None = knob(None, "mcp: offer only these of the server's tools (a missing one is an error).")
     exclude: list[str] = knob(list, "mcp: never offer these of the server's tools.")

@@ -100,7 +100,7 @@ class RLModelConfig(StrictModel):
         "qwen2.5-coder-1.5b: `make install-local`), a local model folder or a hub id.",
     )
     gguf_file: str | None = knob(None, "A GGUF file inside `path`, dequantised by transformers.")
-    device: str = knob("cpu", "cpu or cuda; multi-GPU runs go through `accelerate launch`.")
+    device: str = knob("cpu", "cpu or cuda; multi-GPU runs go through `accelerate launch`.", shapes=False)
 
 
 DEFAULT_SYSTEM_PROMPT = "Solve the problem. Put the final answer in \\boxed{}."
@@ -133,7 +133,7 @@ class RLDataConfig(StrictModel):
 
 
 class RLConfig(StrictModel):
-    exp_id: ExpId = knob("grpo", "The experiment id: results go to runs/<exp_id>/grpo/.")
+    exp_id: ExpId = knob("grpo", "The experiment id: results go to runs/<exp_id>/grpo/.", shapes=False)
     model: RLModelConfig = knob(RLModelConfig, "The model to train.")
     data: RLDataConfig = knob(description="The prompts: a data set or a JSONL file, and the prompt template.")
     verify_filename: str = knob("math.py", "The reward's verify function: as in eval configs.")
@@ -152,9 +152,9 @@ class RLConfig(StrictModel):
     )
     trainer: GRPOSettings = knob(GRPOSettings, "The GRPO trainer's knobs.")
     prompts_per_step: int = knob(4, "Prompts per step; each gets trainer.group_size completions.", ge=1)
-    steps: int = knob(10, "Training steps (one update each).", ge=0)
+    steps: int = knob(10, "Training steps (one update each).", shapes=False, ge=0)
     test_k: int = knob(4, "Completions per held-out question in the before/after test.", ge=1)
-    save_every: int = knob(0, "Checkpoint every N steps (0: only at the end).", ge=0)
+    save_every: int = knob(0, "Checkpoint every N steps (0: only at the end).", shapes=False, ge=0)
 
     @model_validator(mode="after")
     def _one_system_message(self) -> "RLConfig":

@@ -18,15 +18,22 @@ def fingerprint(config: dict[str, Any]) -> str:
 def changed_fields(old: Any, new: Any, prefix: str = "") -> list[str]:
     """Dotted paths where two nested dicts differ. A key the old one lacks and the new one leaves off or empty
     (None, False, {}, []) is no change: a knob added by a later version of utu, set as that version behaved
-    (a knob added later is off when it is False or None)."""
+    (a knob added later is off when it is False or None); so is a key the new one lacks that the old one left
+    empty (a knob a later version no longer records, such as an MCP toolkit's env and headers)."""
     if isinstance(old, dict) and isinstance(new, dict):
         out: list[str] = []
         for key in sorted(set(old) | set(new), key=str):
-            if key not in old and (new[key] is False or new[key] in (None, {}, [])):  # (0 == False: `is`)
+            if key not in old and _empty(new[key]) or key not in new and _empty(old[key]):
                 continue
             out += changed_fields(old.get(key), new.get(key), f"{prefix}{key}.")
         return out
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):  # e.g. toolkits, one by one
+        return [f for i, (a, b) in enumerate(zip(old, new, strict=True)) for f in changed_fields(a, b, f"{prefix}{i}.")]
     return [] if old == new else [prefix.rstrip(".")]
+
+
+def _empty(value: Any) -> bool:
+    return value is False or value in (None, {}, [])  # (0 == False: `is`)
 
 
 # What a later version records of the same config (digests of its data): a run recorded without them resumes,
