@@ -78,3 +78,12 @@ def exit_now(code: int) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def step_argument(text: str) -> str | int:
+    """A practice step as the command line names it (argparse type): a number, best or last."""
+    if text.isascii() and text.isdigit():
+        return int(text)
+    if text in ("best", "last"):
+        return text
+    raise argparse.ArgumentTypeError(f"expected a step number, best or last, got {text!r}")

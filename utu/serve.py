@@ -18,6 +18,7 @@ import hmac
 import json
 import logging
 import os
+import re
 import signal
 import time
 import uuid
@@ -40,6 +41,7 @@ from utu.tracing.spans import AGENT, set_io, span
 
 log = logging.getLogger("serve")
 SETTINGS = ("temperature", "top_p", "max_tokens", "seed")  # request fields passed on to the agent's model
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_.:-]+")  # a served model's name in --agent_config NAME=PATH
 
 
 class Message(BaseModel):
@@ -49,14 +51,22 @@ class Message(BaseModel):
 
 
 class ChatRequest(BaseModel):
-    model_config = ConfigDict(extra="allow")  # OpenAI clients send more fields (user, n=1, ...)
+    model_config = ConfigDict(extra="allow")  # OpenAI clients send more fields (user, metadata, ...)
     model: str
     messages: list[Message] = Field(min_length=1)
     stream: bool = False
+    stream_options: dict[str, Any] | None = None
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, gt=0, le=1)
     max_tokens: int | None = Field(None, gt=0)
+    max_completion_tokens: int | None = Field(None, gt=0)  # the newer name of max_tokens
     seed: int | None = None
+    # What a served agent cannot honour, refused rather than ignored: one answer, its own tools, plain text.
+    n: int = Field(1, ge=1, le=1)
+    tools: list[Any] | None = Field(None, max_length=0)
+    response_format: dict[str, Literal["text"]] | None = None
+    stop: str | list[str] | None = Field(None, max_length=0)
+    logprobs: Literal[False] | None = None
 
 
 @dataclass
@@ -77,7 +87,8 @@ def make_app(agents: dict[str, Served], api_key: str | None = None) -> web.Appli
     async def guard(request: web.Request, handler):
         if api_key and request.path != "/health":
             given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-            if not hmac.compare_digest(given.encode(), api_key.encode()):
+            # (a header's bytes that are not UTF-8 compare as replaced, never as an error)
+            if not hmac.compare_digest(given.encode(errors="replace"), api_key.encode()):
                 return openai_error(401, "invalid API key", "invalid_request_error", "invalid_api_key")
         try:
             return await handler(request)
@@ -110,10 +121,16 @@ def make_app(agents: dict[str, Served], api_key: str | None = None) -> web.Appli
                 param="model",
             )
         conversation = [m.model_dump(exclude_none=True) for m in body.messages]
-        for m in conversation:
+        for i, m in enumerate(conversation):
             if m["role"] == "developer":
                 m["role"] = "system"
+            if m["role"] == "system" and isinstance(m.get("content"), list):  # text parts, as OpenAI allows
+                if any(not isinstance(p, dict) or p.get("type") != "text" for p in m["content"]):
+                    return openai_error(400, "a system message's parts must be text", param=f"messages.{i}.content")
+                m["content"] = "".join(str(p.get("text", "")) for p in m["content"])
         settings = {k: getattr(body, k) for k in SETTINGS if getattr(body, k) is not None}
+        if body.max_completion_tokens is not None:
+            settings["max_tokens"] = body.max_completion_tokens
         messages = place_library(served.agent.config, conversation)
         try:
             with span(
@@ -122,11 +139,15 @@ def make_app(agents: dict[str, Served], api_key: str | None = None) -> web.Appli
                 result = await served.agent.run_messages(messages, tag="serve", **settings)
                 set_io(s, "output", result.response)
         except (LLMError, EndpointError) as e:
-            return openai_error(502, f"the agent's model failed: {e}", "server_error", "upstream_error")
+            # the details (the endpoint, hints, what it said back, which can quote a key) are the operator's
+            log.warning("serving %s: the agent's model failed: %s", served.name, e)
+            failed = f"the agent's model failed ({type(e).__name__}; see the server log)"
+            return openai_error(502, failed, "server_error", "upstream_error")
         reply = completion(body.model, result)
         if not body.stream:
             return web.json_response(reply)
-        return await stream(request, reply)
+        include_usage = bool((body.stream_options or {}).get("include_usage"))
+        return await stream(request, reply, include_usage)
 
     app = web.Application(middlewares=[guard], client_max_size=16 * 2**20)
     app.router.add_get("/health", health)
@@ -157,10 +178,10 @@ def completion(model: str, result) -> dict[str, Any]:
     }
 
 
-async def stream(request: web.Request, reply: dict[str, Any]) -> web.StreamResponse:
-    """The finished reply as server-sent chunks (the agent's tool loop runs before its final message exists)."""
+async def stream(request: web.Request, reply: dict[str, Any], include_usage: bool) -> web.StreamResponse:
+    """The finished reply as server-sent chunks (the agent's tool loop runs before its final message exists); the
+    usage chunk only when `stream_options.include_usage` asks for it, as OpenAI sends it."""
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-    await response.prepare(request)
     choice = reply["choices"][0]
     base = {k: reply[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
     deltas = [
@@ -168,19 +189,26 @@ async def stream(request: web.Request, reply: dict[str, Any]) -> web.StreamRespo
         ({"content": choice["message"]["content"]}, None),
         ({}, choice["finish_reason"]),
     ]
-    for delta, finish in deltas:
-        chunk = base | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-        await response.write(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode())
-    usage = base | {"choices": [], "usage": reply["usage"]}
-    await response.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
-    await response.write_eof()
+    events = [base | {"choices": [{"index": 0, "delta": delta, "finish_reason": end}]} for delta, end in deltas]
+    if include_usage:
+        events.append(base | {"choices": [], "usage": reply["usage"]})
+    try:
+        await response.prepare(request)
+        for event in events:
+            await response.write(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+    except ConnectionResetError:  # the client left: nothing to tell it, nothing wrong here
+        log.debug("serving %s: the client closed the stream", reply["model"])
     return response
 
 
 async def load_agents(args, stack: contextlib.AsyncExitStack) -> dict[str, Served]:
     configs: list[tuple[str | None, AgentConfig]] = []
     for spec in args.agent_config or []:
-        name, _, path = spec.rpartition("=") if "=" in spec else (None, "", spec)
+        name, named, path = spec.partition("=")
+        if not (named and PLAIN_NAME.fullmatch(name)):  # "runs/lr=0.1/agent.yaml" is a path
+            name, path = "", spec
         configs.append((name or None, load_agent_config(path)))
     if args.exp_id:
         configs.append((None, await experiment_agent(args)))
@@ -206,8 +234,7 @@ async def experiment_agent(args) -> AgentConfig:
         raise ConfigError(f"{path}: no enhanced agent there; run the practice first (or give --agent_config)")
     config = load_agent_config(str(path))
     async with Database(args.db_url) as db:
-        step = int(args.step) if args.step.isdigit() else args.step
-        library, step = await library_at(db, args.exp_id, step, f"--exp_id {args.exp_id} --step {args.step}")
+        library, step = await library_at(db, args.exp_id, args.step, f"--exp_id {args.exp_id} --step {args.step}")
     log.info("%s: the library of step %d (%d experiences)", args.exp_id, step, len(library.experiences))
     return config.model_copy(update={"experiences": dict(library.experiences), "name": args.exp_id})
 
@@ -216,7 +243,9 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m utu.serve", description=__doc__.split("\n\n")[0])
     parser.add_argument("--agent_config", action="append", metavar="[NAME=]PATH", help="an agent (repeatable)")
     parser.add_argument("--exp_id", help="serve this practice's enhanced agent")
-    parser.add_argument("--step", default="last", help="with --exp_id: the library of step N, best or last")
+    parser.add_argument(
+        "--step", default="last", type=cli.step_argument, help="with --exp_id: the library of step N, best or last"
+    )
     add_place_flags(parser, "the enhanced agent --exp_id serves")
     parser.add_argument("--host", default="127.0.0.1", help="127.0.0.1 (default): this machine only")
     parser.add_argument("--port", type=int, default=8000, help="0 picks a free port")
@@ -231,13 +260,15 @@ async def run() -> int:
         log.warning("serving on %s without UTU_SERVE_API_KEY: anyone who reaches it can use your model", args.host)
     async with contextlib.AsyncExitStack() as stack:
         agents = await load_agents(args, stack)
-        runner = web.AppRunner(make_app(agents, api_key), access_log=None)
+        # a client that leaves cancels its request: its agent stops calling the model and the tools
+        runner = web.AppRunner(make_app(agents, api_key), access_log=None, handler_cancellation=True)
         await runner.setup()
         stack.push_async_callback(runner.cleanup)
         site = web.TCPSite(runner, args.host, args.port)
         await site.start()
         port = runner.addresses[0][1]  # the chosen one, with --port 0
-        print(f"serving {', '.join(agents)} at http://{args.host}:{port}/v1", flush=True)
+        host = f"[{args.host}]" if ":" in args.host else args.host or "0.0.0.0"  # an IPv6 address in a URL
+        print(f"serving {', '.join(agents)} at http://{host}:{port}/v1", flush=True)
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             asyncio.get_running_loop().add_signal_handler(sig, stop.set)

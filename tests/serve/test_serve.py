@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import httpx
 import openai
@@ -131,14 +132,75 @@ def test_keys_and_bad_requests_get_openais_errors(tmp_path, serve):
 
 
 def test_a_failing_model_is_a_502_not_a_traceback(tmp_path, serve):
-    script = StubScript(reply_fn=model_reply, fault_fn=lambda body: "http400" if "fail" in str(body) else None)
-    url, _, proc = serve("--agent_config", str(agent_file(tmp_path, "math")), script=script)
+    script = StubScript(reply_fn=model_reply, fault_fn=lambda body: "http401" if "fail" in str(body) else None)
+    key = {
+        "model_provider": {
+            "base_url": "${oc.env:UTU_LLM_BASE_URL}",
+            "model": "stub",
+            "api_key": "sk-upstream-secret-12345678",
+        }
+    }
+    url, _, proc = serve("--agent_config", str(agent_file(tmp_path, "math", model=key)), script=script)
     with pytest.raises(openai.APIStatusError) as raised:
         openai.OpenAI(base_url=url, api_key="x", max_retries=0).chat.completions.create(
             model="math", messages=[{"role": "user", "content": "please fail"}]
         )
     assert raised.value.status_code == 502 and "the agent's model failed" in raised.value.message
+    assert "upstream-secret" not in str(raised.value.body) and "base_url" not in str(
+        raised.value.body
+    )  # the operator's
     assert proc.poll() is None  # still serving
+    proc.terminate()
+    log = proc.stderr.read()
+    assert "the agent's model failed" in log and "upstream-secret" not in log  # said to the operator, redacted
+
+
+def test_what_a_served_agent_cannot_honour_is_refused_and_the_rest_is_taken(tmp_path, serve):
+    (tmp_path / "lr=0.1").mkdir()
+    url, model, _ = serve("--agent_config", str(agent_file(tmp_path / "lr=0.1", "math")))  # a path, not NAME=PATH
+    client = openai.OpenAI(base_url=url, api_key="x", max_retries=0)
+    user = [{"role": "user", "content": "2+2?"}]
+    for extra, param in (
+        ({"n": 2}, "n"),
+        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+        ({"stop": ["\n"]}, "stop"),
+        ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"logprobs": True}, "logprobs"),
+    ):
+        with pytest.raises(openai.BadRequestError, match=param):
+            client.chat.completions.create(model="math", messages=user, **extra)
+    system = {"role": "system", "content": [{"type": "text", "text": "SYS_PARTS"}]}
+    client.chat.completions.create(model="math", messages=[system, *user], max_completion_tokens=5, n=1, stop=None)
+    sent = model.requests[-1]
+    assert sent["max_tokens"] == 5 and sent["messages"][0]["content"].endswith("SYS_PARTS")
+    chunks = list(client.chat.completions.create(model="math", messages=user, stream=True))
+    assert all(c.choices for c in chunks)  # no usage chunk unless stream_options asks for it
+
+
+def test_a_client_that_leaves_stops_its_agent(tmp_path, serve):
+    slow = {"id": "c1", "type": "function", "function": {"name": "execute_python_code", "arguments": ""}}
+    slow["function"]["arguments"] = json.dumps({"code": "import time\ntime.sleep(4)\nprint(4)"})
+
+    def reply(body):
+        return "done" if body["messages"][-1]["role"] == "tool" else {"tool_calls": [slow]}
+
+    path = agent_file(tmp_path, "coder", toolkits=[{"name": "python_executor", "timeout": 20}])
+    url, model, _ = serve("--agent_config", str(path), script=StubScript(reply_fn=reply))
+    with pytest.raises(httpx.TimeoutException):
+        httpx.post(
+            f"{url}/chat/completions",
+            json={"model": "coder", "messages": [{"role": "user", "content": "go"}]},
+            timeout=1.5,
+        )
+    time.sleep(5)  # past the tool: an agent left running would ask its model again
+    assert len(model.requests) == 1
+
+
+def test_a_key_header_that_is_not_utf8_is_a_401(tmp_path, serve):
+    url, _, proc = serve("--agent_config", str(agent_file(tmp_path, "math")), key="s3cret")
+    bad = httpx.get(f"{url}/models", headers=[(b"Authorization", b"Bearer \xff\xfe")])
+    assert bad.status_code == 401 and bad.json()["error"]["code"] == "invalid_api_key"
+    assert proc.poll() is None
 
 
 def test_bad_setups_are_one_line(tmp_path):
@@ -146,6 +208,7 @@ def test_bad_setups_are_one_line(tmp_path):
         (["--agent_config", "missing.yaml"], "no such file"),
         ([], "give --agent_config"),
         (["--exp_id", "p"], "no enhanced agent there"),
+        (["--exp_id", "p", "--step", "foo"], "--step: expected a step number, best or last, got 'foo'"),
     ):
         result = subprocess.run(
             [sys.executable, "-m", "utu.serve", *args],

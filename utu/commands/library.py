@@ -15,7 +15,6 @@ import argparse
 import contextlib
 import dataclasses
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -44,17 +43,17 @@ def parse_args() -> argparse.Namespace:
     commands = parser.add_subparsers(dest="command", required=True)
     show = commands.add_parser("show", help="the library with each experience's provenance")
     show.add_argument("--exp_id", required=True)
-    show.add_argument("--step", default="last", type=_step, help="a step number, best or last (default)")
+    show.add_argument("--step", default="last", type=cli.step_argument, help="a step number, best or last (default)")
     show.add_argument("--json", action="store_true", help="machine-readable output")
     compare = commands.add_parser("diff", help="what changed between two libraries")
     compare.add_argument("refs", nargs="*", metavar="EXP@STEP", help="two libraries, e.g. P@0 P@last")
     compare.add_argument("--exp_id")
-    compare.add_argument("--from", dest="from_step", type=_step)
-    compare.add_argument("--to", dest="to_step", default="last", type=_step)
+    compare.add_argument("--from", dest="from_step", type=cli.step_argument)
+    compare.add_argument("--to", dest="to_step", default="last", type=cli.step_argument)
     compare.add_argument("--json", action="store_true", help="machine-readable output")
     export = commands.add_parser("export", help="write a library to a YAML, JSON or Markdown file")
     export.add_argument("--exp_id", required=True)
-    export.add_argument("--step", default="last", type=_step, help="a step number, best or last (default)")
+    export.add_argument("--step", default="last", type=cli.step_argument, help="a step number, best or last (default)")
     export.add_argument("--to", required=True, type=Path, help="file.yaml, file.json or file.md")
     export.add_argument("--force", action="store_true", help="replace the file --to names if it exists")
     combine = commands.add_parser("merge", help="combine libraries into a new experiment (near duplicates merged)")
@@ -77,20 +76,11 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def _step(text: str) -> str | int:
-    """A step as the command line names it: a number, best or last."""
-    if re.fullmatch(r"\d+", text):
-        return int(text)
-    if text in ("best", "last"):
-        return text
-    raise argparse.ArgumentTypeError(f"expected a step number, best or last, got {text!r}")
-
-
 def _ref(text: str) -> tuple[str, str | int]:
     match = REFERENCE.match(text)
     if not match:
         raise ConfigError(f"{text!r}: expected EXP_ID@STEP, e.g. my_practice@last or my_practice@3")
-    return match["exp_id"], _step(match["step"])
+    return match["exp_id"], cli.step_argument(match["step"])
 
 
 async def show(db: Database, args) -> None:

@@ -5,7 +5,7 @@ question it was learned from, and whether it says what to do. A proposal is refu
 - is too short or too long, or more sentences than an experience takes, or cut off (a parenthesis left open);
 - holds a JSON or template fragment (`{name}`, `"content":`, our prompts' `<condition>`, a library id `[G3]`);
 - copies a run of its question's words, gives its question's answer, or retells the object its question
-  counts ("the initial number of peaches ... the final number of peaches");
+  counts ("the initial number of peaches ... the final number of peaches", within its condition or its strategy);
 - carries more than `max_particulars` of its question's particulars: its names ("Mary", "Seattle"; twice for
   one who acts in it) and its numbers (one of two or more digits, or several small ones: a worked example;
   twice with the word the question gives it, "56 passengers");
