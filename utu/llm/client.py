@@ -150,6 +150,10 @@ class LLMClient:
             error = EndpointError if e.status_code in FATAL_STATUSES else LLMError
             raise error(self._explain(e, attempts)) from e
         except _UNREADABLE as e:
+            refused = _refused(e)  # the transport reports a refused connection as a connect timeout
+            if refused is not None:
+                why = f"cannot connect after {attempts} attempt(s) ({type(refused).__name__}: {refused})"
+                raise LLMError(f"{self.base_url}: {why}; is the server running?") from e
             why = f"no reply within {self.config.timeout:g}s" if _timed_out(e) else str(e)
             raise LLMError(f"{self.base_url}: {type(e).__name__} after {attempts} attempt(s): {why}") from e
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
@@ -343,6 +347,14 @@ _UNREADABLE = (
 
 def _timed_out(e: BaseException) -> bool:
     return isinstance(e, openai.APITimeoutError | TimeoutError)
+
+
+def _refused(e: BaseException) -> ConnectionError | None:
+    """The system's refused (reset, aborted) connection down the chain of causes, if that is what happened."""
+    cause: BaseException | None = e
+    while cause is not None and not isinstance(cause, ConnectionError):
+        cause = cause.__cause__ or cause.__context__
+    return cause
 
 
 def _detail(e: openai.APIStatusError) -> str:
