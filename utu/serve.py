@@ -82,7 +82,13 @@ def openai_error(
     return web.json_response(body, status=status)
 
 
+IN_FLIGHT = web.AppKey("in_flight", list)  # [the number of requests being answered]
+SHUTDOWN_SECONDS = 60.0  # what requests in flight get to finish once the server is told to stop
+
+
 def make_app(agents: dict[str, Served], api_key: str | None = None) -> web.Application:
+    in_flight = [0]
+
     @web.middleware
     async def guard(request: web.Request, handler):
         if api_key and request.path != "/health":
@@ -90,6 +96,7 @@ def make_app(agents: dict[str, Served], api_key: str | None = None) -> web.Appli
             # (a header's bytes that are not UTF-8 compare as replaced, never as an error)
             if not hmac.compare_digest(given.encode(errors="replace"), api_key.encode()):
                 return openai_error(401, "invalid API key", "invalid_request_error", "invalid_api_key")
+        in_flight[0] += 1
         try:
             return await handler(request)
         except web.HTTPException as e:
@@ -97,6 +104,8 @@ def make_app(agents: dict[str, Served], api_key: str | None = None) -> web.Appli
         except Exception:  # never a traceback to the client
             log.exception("serving %s failed", request.path)
             return openai_error(500, "internal error (see the server log)", "server_error")
+        finally:
+            in_flight[0] -= 1
 
     async def health(request: web.Request) -> web.Response:
         return web.json_response({"status": "ok", "models": sorted(agents)})
@@ -150,6 +159,7 @@ def make_app(agents: dict[str, Served], api_key: str | None = None) -> web.Appli
         return await stream(request, reply, include_usage)
 
     app = web.Application(middlewares=[guard], client_max_size=16 * 2**20)
+    app[IN_FLIGHT] = in_flight
     app.router.add_get("/health", health)
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/chat/completions", chat)
@@ -260,8 +270,9 @@ async def run() -> int:
         log.warning("serving on %s without UTU_SERVE_API_KEY: anyone who reaches it can use your model", args.host)
     async with contextlib.AsyncExitStack() as stack:
         agents = await load_agents(args, stack)
-        # a client that leaves cancels its request: its agent stops calling the model and the tools
-        runner = web.AppRunner(make_app(agents, api_key), access_log=None, handler_cancellation=True)
+        app = make_app(agents, api_key)
+        # handler_cancellation: a client that leaves cancels its request, whose agent stops calling its model
+        runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=SHUTDOWN_SECONDS)
         await runner.setup()
         stack.push_async_callback(runner.cleanup)
         site = web.TCPSite(runner, args.host, args.port)
@@ -269,11 +280,33 @@ async def run() -> int:
         port = runner.addresses[0][1]  # the chosen one, with --port 0
         host = f"[{args.host}]" if ":" in args.host else args.host or "0.0.0.0"  # an IPv6 address in a URL
         print(f"serving {', '.join(agents)} at http://{host}:{port}/v1", flush=True)
-        stop = asyncio.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
-        await stop.wait()
+        await until_told_to_stop()
+        for sig in (signal.SIGINT, signal.SIGTERM):  # a second time: stop at once
+            asyncio.get_running_loop().add_signal_handler(sig, cancel_now, asyncio.current_task())
+        if app[IN_FLIGHT][0]:
+            log.warning(
+                "stopping: %d request(s) in flight get up to %g s to finish; Ctrl-C again stops at once",
+                app[IN_FLIGHT][0],
+                SHUTDOWN_SECONDS,
+            )
+        try:
+            await stack.aclose()  # the server first (its requests end), then the agents' clients and tools
+        except asyncio.CancelledError:
+            log.warning("stopped at once: the requests in flight were cut off")
+            return 130
     return 0
+
+
+async def until_told_to_stop() -> None:
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+def cancel_now(task: asyncio.Task | None) -> None:
+    if task is not None:
+        task.cancel()
 
 
 def main() -> None:

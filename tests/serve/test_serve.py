@@ -1,10 +1,13 @@
 """python -m utu.serve as a user runs it, with the openai SDK as the client and the stub as the agents' model:
 the library placed as in practice, streaming, a tool-using agent, several agents, keys and errors."""
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 import httpx
@@ -194,6 +197,34 @@ def test_a_client_that_leaves_stops_its_agent(tmp_path, serve):
         )
     time.sleep(5)  # past the tool: an agent left running would ask its model again
     assert len(model.requests) == 1
+
+
+def test_stopping_waits_for_requests_in_flight_and_a_second_ctrl_c_stops_at_once(tmp_path, serve):
+    slow = {"id": "c1", "type": "function", "function": {"name": "execute_python_code", "arguments": ""}}
+    slow["function"]["arguments"] = json.dumps({"code": "import time\ntime.sleep(8)\nprint(4)"})
+
+    def reply(body):
+        return "done" if body["messages"][-1]["role"] == "tool" else {"tool_calls": [slow]}
+
+    path = agent_file(tmp_path, "coder", toolkits=[{"name": "python_executor", "timeout": 20}])
+    url, _, proc = serve("--agent_config", str(path), script=StubScript(reply_fn=reply))
+    body = {"model": "coder", "messages": [{"role": "user", "content": "go"}]}
+    def ask():
+        with contextlib.suppress(httpx.HTTPError):  # cut off by the second Ctrl-C
+            httpx.post(f"{url}/chat/completions", json=body, timeout=30)
+
+    pending = threading.Thread(target=ask)
+    pending.start()
+    time.sleep(2)  # the tool is running
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1)
+    assert proc.poll() is None  # waiting for the request
+    start = time.perf_counter()
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=10) == 130 and time.perf_counter() - start < 5
+    said = " ".join(proc.stderr.read().split())
+    assert "1 request(s) in flight" in said and "stopped at once" in said and "Traceback" not in said
+    pending.join()
 
 
 def test_a_key_header_that_is_not_utf8_is_a_401(tmp_path, serve):
