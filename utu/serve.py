@@ -92,7 +92,8 @@ def make_app(agents: dict[str, Served], api_key: str | None = None) -> web.Appli
     @web.middleware
     async def guard(request: web.Request, handler):
         if api_key and request.path != "/health":
-            given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+            scheme, _, token = request.headers.get("Authorization", "").strip().partition(" ")
+            given = token.strip() if scheme.lower() == "bearer" else ""  # the scheme's case does not matter
             # (a header's bytes that are not UTF-8 compare as replaced, never as an error)
             if not hmac.compare_digest(given.encode(errors="replace"), api_key.encode()):
                 return openai_error(401, "invalid API key", "invalid_request_error", "invalid_api_key")
@@ -108,7 +109,8 @@ def make_app(agents: dict[str, Served], api_key: str | None = None) -> web.Appli
             in_flight[0] -= 1
 
     async def health(request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok", "models": sorted(agents)})
+        # open to all (liveness probes carry no key): the models' names only where no key is asked
+        return web.json_response({"status": "ok"} | ({} if api_key else {"models": sorted(agents)}))
 
     async def models(request: web.Request) -> web.Response:
         data = [{"id": name, "object": "model", "created": 0, "owned_by": "utu"} for name in agents]

@@ -131,7 +131,12 @@ def test_keys_and_bad_requests_get_openais_errors(tmp_path, serve):
         client.chat.completions.create(model="math", messages=[])
     garbage = httpx.post(f"{url}/chat/completions", content=b"{not json", headers={"Authorization": "Bearer s3cret"})
     assert garbage.status_code == 400 and garbage.json()["error"]["type"] == "invalid_request_error"
-    assert httpx.get(url.removesuffix("/v1") + "/health").status_code == 200  # no key needed to check liveness
+    health = httpx.get(url.removesuffix("/v1") + "/health")
+    assert health.json() == {"status": "ok"}  # no key needed to check liveness, and no model named without one
+    lower = httpx.get(f"{url}/models", headers={"Authorization": "bearer s3cret"})
+    assert lower.status_code == 200  # the scheme's case does not matter
+    bare = httpx.get(f"{url}/models", headers={"Authorization": "s3cret"})
+    assert bare.status_code == 401  # the key without its scheme is not taken
 
 
 def test_a_failing_model_is_a_502_not_a_traceback(tmp_path, serve):
@@ -209,6 +214,7 @@ def test_stopping_waits_for_requests_in_flight_and_a_second_ctrl_c_stops_at_once
     path = agent_file(tmp_path, "coder", toolkits=[{"name": "python_executor", "timeout": 20}])
     url, _, proc = serve("--agent_config", str(path), script=StubScript(reply_fn=reply))
     body = {"model": "coder", "messages": [{"role": "user", "content": "go"}]}
+
     def ask():
         with contextlib.suppress(httpx.HTTPError):  # cut off by the second Ctrl-C
             httpx.post(f"{url}/chat/completions", json=body, timeout=30)
