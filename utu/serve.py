@@ -51,7 +51,8 @@ class Message(BaseModel):
 
 
 class ChatRequest(BaseModel):
-    model_config = ConfigDict(extra="allow")  # OpenAI clients send more fields (user, metadata, ...)
+    # strict: JSON's own types ("stream": "yes" is no boolean); OpenAI clients send more fields (user, metadata)
+    model_config = ConfigDict(extra="allow", strict=True)
     model: str
     messages: list[Message] = Field(min_length=1)
     stream: bool = False

@@ -131,6 +131,9 @@ def test_keys_and_bad_requests_get_openais_errors(tmp_path, serve):
         client.chat.completions.create(model="math", messages=[])
     garbage = httpx.post(f"{url}/chat/completions", content=b"{not json", headers={"Authorization": "Bearer s3cret"})
     assert garbage.status_code == 400 and garbage.json()["error"]["type"] == "invalid_request_error"
+    loose = {"model": "math", "messages": [{"role": "user", "content": "hi"}], "stream": "yes"}
+    typed = httpx.post(f"{url}/chat/completions", json=loose, headers={"Authorization": "Bearer s3cret"})
+    assert typed.status_code == 400 and typed.json()["error"]["param"] == "stream"  # JSON's own types only
     health = httpx.get(url.removesuffix("/v1") + "/health")
     assert health.json() == {"status": "ok"}  # no key needed to check liveness, and no model named without one
     lower = httpx.get(f"{url}/models", headers={"Authorization": "bearer s3cret"})
