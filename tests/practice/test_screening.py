@@ -259,6 +259,8 @@ def test_the_screen_command_reports_each_row_and_explains_refusals(tmp_path):
     command = [sys.executable, "-m", "utu.commands.library", "screen", "--file", str(rows)]
     out = subprocess.run([*command, "--json"], capture_output=True, text=True, check=True)
     first, second = map(json.loads, out.stdout.splitlines())
+    piped = subprocess.run([*command[:-1], "-", "--json"], input=rows.read_text(), capture_output=True, text=True)
+    assert piped.returncode == 0 and piped.stdout == out.stdout  # the rows from standard input
     assert "particulars of its question (70 seashells" in first["refused"]
     assert first["experience"].startswith("When Joan")
     assert second == {"refused": None, "experience": "Unit checks: Convert every quantity to one unit first."}

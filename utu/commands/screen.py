@@ -7,6 +7,7 @@ are flags of the same name (--max_particulars 2, --require_directive false).
 """
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -37,20 +38,22 @@ SHOWN_CHARS = 300  # of an experience, in the plain verdict line
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("screen", help="the screening's verdict on each experience of a JSONL file")
-    parser.add_argument("--file", required=True, type=Path, help='JSONL rows {"question": ..., "experience": ...}')
+    parser.add_argument(
+        "--file", required=True, type=Path, help='JSONL rows {"question": ..., "experience": ...} (-: standard input)'
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per row")
     parser.set_defaults(screening_flags=add_flags(parser, ScreeningConfig, over_a_config=False))
 
 
 def read_rows(path: Path) -> list[Row]:
     """The file's rows; a bad file or line is a `ConfigError` naming the file, the line and the field."""
-    hint = "give --file a JSONL file of {question, experience} rows"
+    hint = "give --file a JSONL file of {question, experience} rows, or - for standard input"
     if path.is_dir():
         raise ConfigError(f"{path}: a directory ({hint})")
-    if not path.is_file():
+    if str(path) != "-" and not path.exists():
         raise ConfigError(f"{path}: no such file ({hint})")
     rows = []
-    with path.open("rb") as f:
+    with contextlib.nullcontext(sys.stdin.buffer) if str(path) == "-" else path.open("rb") as f:
         for number, raw in enumerate(f, 1):
             if number == 1:
                 raw = raw.removeprefix(b"\xef\xbb\xbf")  # a byte-order mark is no part of the first row
