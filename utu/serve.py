@@ -18,11 +18,11 @@ import hmac
 import json
 import logging
 import os
-import re
 import signal
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from aiohttp import web
@@ -41,7 +41,6 @@ from utu.tracing.spans import AGENT, set_io, span
 
 log = logging.getLogger("serve")
 SETTINGS = ("temperature", "top_p", "max_tokens", "seed")  # request fields passed on to the agent's model
-PLAIN_NAME = re.compile(r"[A-Za-z0-9_.:-]+")  # a served model's name in --agent_config NAME=PATH
 
 
 class Message(BaseModel):
@@ -63,8 +62,9 @@ class ChatRequest(BaseModel):
     max_completion_tokens: int | None = Field(None, gt=0)  # the newer name of max_tokens
     seed: int | None = None
     # What a served agent cannot honour, refused rather than ignored: one answer, its own tools, plain text.
-    n: int = Field(1, ge=1, le=1)
+    n: int | None = Field(None, ge=1, le=1)
     tools: list[Any] | None = Field(None, max_length=0)
+    functions: list[Any] | None = Field(None, max_length=0)  # the older name of tools
     response_format: dict[str, Literal["text"]] | None = None
     stop: str | list[str] | None = Field(None, max_length=0)
     logprobs: Literal[False] | None = None
@@ -84,7 +84,9 @@ def openai_error(
 
 
 IN_FLIGHT = web.AppKey("in_flight", list)  # [the number of requests being answered]
-SHUTDOWN_SECONDS = 60.0  # what requests in flight get to finish once the server is told to stop
+# What requests in flight get to finish once the server is told to stop; then aiohttp cancels them (and gives
+# them as long again to unwind).
+SHUTDOWN_SECONDS = 30.0
 
 
 def make_app(agents: dict[str, Served], api_key: str | None = None) -> web.Application:
@@ -220,7 +222,7 @@ async def load_agents(args, stack: contextlib.AsyncExitStack) -> dict[str, Serve
     configs: list[tuple[str | None, AgentConfig]] = []
     for spec in args.agent_config or []:
         name, named, path = spec.partition("=")
-        if not (named and PLAIN_NAME.fullmatch(name)):  # "runs/lr=0.1/agent.yaml" is a path
+        if not named or Path(spec).is_file():  # "runs/lr=0.1/agent.yaml" is a file: a path
             name, path = "", spec
         configs.append((name or None, load_agent_config(path)))
     if args.exp_id:
@@ -288,7 +290,7 @@ async def run() -> int:
             asyncio.get_running_loop().add_signal_handler(sig, cancel_now, asyncio.current_task())
         if app[IN_FLIGHT][0]:
             log.warning(
-                "stopping: %d request(s) in flight get up to %g s to finish; Ctrl-C again stops at once",
+                "stopping: %d request(s) in flight get %g s to finish, then are cancelled; Ctrl-C again stops at once",
                 app[IN_FLIGHT][0],
                 SHUTDOWN_SECONDS,
             )

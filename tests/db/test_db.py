@@ -7,6 +7,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from utu.db import Database, DatasetSample, EvaluationSample, database_url
+from utu.db.models import Experiment
 from utu.errors import ConfigError
 
 
@@ -191,6 +192,18 @@ async def test_keys_no_longer_recorded_do_not_block_a_resume_and_are_not_stored(
     async with db.transaction() as s:
         s.add(EvaluationSample(exp_id="e", owner="e", dataset="d", dataset_index=0, raw_question="q", stage="judged"))
     assert await register_experiment(db, "e", "eval", {"toolkits": [{"name": "mcp", "timeout": 30.0}]}) is True
+    # recorded with a key in them by an older version: resumed, and the record rewritten without it
+    older = {"toolkits": [{"name": "mcp", "headers": {"Authorization": "Bearer sk-abc"}, "timeout": 30.0}]}
+    assert await register_experiment(db, "h", "eval", older) is False
+    async with db.transaction() as s:
+        s.add(EvaluationSample(exp_id="h", owner="h", dataset="d", dataset_index=0, raw_question="q", stage="judged"))
+    assert await register_experiment(db, "h", "eval", {"toolkits": [{"name": "mcp", "timeout": 30.0}]}) is True
+    async with db.sessions() as s:
+        assert "sk-abc" not in str((await s.get(Experiment, "h")).config)
+    # a change inside a list is named, and not taken for a knob added later
+    with pytest.raises(ConfigError, match=r"changed: toolkits.0.timeout\); pass --fresh") as refused:
+        await register_experiment(db, "h", "eval", {"toolkits": [{"name": "mcp", "timeout": 60.0}]})
+    assert "came after" not in str(refused.value)
     secret = ToolkitConfig(name="mcp", url="http://x/mcp", headers={"Authorization": "Bearer sk-secret"})
     kept = shaping_dump(AgentConfig(toolkits=[secret], instructions="hi"))
     assert "sk-secret" not in str(kept) and "headers" not in kept["toolkits"][0]

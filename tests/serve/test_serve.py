@@ -168,7 +168,8 @@ def test_a_failing_model_is_a_502_not_a_traceback(tmp_path, serve):
 
 def test_what_a_served_agent_cannot_honour_is_refused_and_the_rest_is_taken(tmp_path, serve):
     (tmp_path / "lr=0.1").mkdir()
-    url, model, _ = serve("--agent_config", str(agent_file(tmp_path / "lr=0.1", "math")))  # a path, not NAME=PATH
+    agent_file(tmp_path / "lr=0.1", "math")
+    url, model, _ = serve("--agent_config", "lr=0.1/math.yaml")  # a file there: a path, not NAME=PATH
     client = openai.OpenAI(base_url=url, api_key="x", max_retries=0)
     user = [{"role": "user", "content": "2+2?"}]
     for extra, param in (
@@ -177,11 +178,14 @@ def test_what_a_served_agent_cannot_honour_is_refused_and_the_rest_is_taken(tmp_
         ({"stop": ["\n"]}, "stop"),
         ({"response_format": {"type": "json_object"}}, "response_format"),
         ({"logprobs": True}, "logprobs"),
+        ({"extra_body": {"functions": [{"name": "f"}]}}, "functions"),
     ):
         with pytest.raises(openai.BadRequestError, match=param):
             client.chat.completions.create(model="math", messages=user, **extra)
     system = {"role": "system", "content": [{"type": "text", "text": "SYS_PARTS"}]}
-    client.chat.completions.create(model="math", messages=[system, *user], max_completion_tokens=5, n=1, stop=None)
+    client.chat.completions.create(
+        model="math", messages=[system, *user], max_completion_tokens=5, n=1, stop=None, extra_body={"n": None}
+    )
     sent = model.requests[-1]
     assert sent["max_tokens"] == 5 and sent["messages"][0]["content"].endswith("SYS_PARTS")
     chunks = list(client.chat.completions.create(model="math", messages=user, stream=True))

@@ -65,6 +65,10 @@ async def test_a_failing_program_reports_its_error():
         ("import os, signal\nos.kill(os.getpid(), signal.SIGXCPU)", "killed by SIGXCPU (CPU time limit)"),
         ("print('MemoryError is what I fear')\nraise SystemExit(1)", "exit code 1: MemoryError is what I fear"),
         ("print('x')\nraise MemoryError", "memory limit exceeded (MemoryError)"),  # its traceback's last line
+        (  # numpy's, named by its module
+            "class _ArrayMemoryError(MemoryError): pass\nraise _ArrayMemoryError('Unable to allocate')",
+            "memory limit exceeded (MemoryError)",
+        ),
     ],
 )
 async def test_an_exit_is_told_by_what_ended_it(code, error):

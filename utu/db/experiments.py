@@ -1,5 +1,6 @@
 """Experiment records and config fingerprints: resume only under the config that made the results."""
 
+import fnmatch
 import hashlib
 import json
 from typing import Any, cast
@@ -19,11 +20,13 @@ def changed_fields(old: Any, new: Any, prefix: str = "") -> list[str]:
     """Dotted paths where two nested dicts differ. A key the old one lacks and the new one leaves off or empty
     (None, False, {}, []) is no change: a knob added by a later version of utu, set as that version behaved
     (a knob added later is off when it is False or None); so is a key the new one lacks that the old one left
-    empty (a knob a later version no longer records, such as an MCP toolkit's env and headers)."""
+    empty, and one a later version no longer records whatever its value (`NO_LONGER_RECORDED`)."""
     if isinstance(old, dict) and isinstance(new, dict):
         out: list[str] = []
         for key in sorted(set(old) | set(new), key=str):
-            if key not in old and _empty(new[key]) or key not in new and _empty(old[key]):
+            if key not in old and _empty(new[key]):
+                continue
+            if key not in new and (_empty(old[key]) or _no_longer_recorded(f"{prefix}{key}")):
                 continue
             out += changed_fields(old.get(key), new.get(key), f"{prefix}{key}.")
         return out
@@ -34,6 +37,15 @@ def changed_fields(old: Any, new: Any, prefix: str = "") -> list[str]:
 
 def _empty(value: Any) -> bool:
     return value is False or value in (None, {}, [])  # (0 == False: `is`)
+
+
+# Fields older versions recorded and this one leaves out of the fingerprint (they may hold keys): a run recorded
+# with them resumes, and its record is rewritten without them.
+NO_LONGER_RECORDED = ("*toolkits.*.env", "*toolkits.*.headers")
+
+
+def _no_longer_recorded(path: str) -> bool:
+    return any(fnmatch.fnmatchcase(path, pattern) for pattern in NO_LONGER_RECORDED)
 
 
 # What a later version records of the same config (digests of its data): a run recorded without them resumes,
@@ -48,9 +60,12 @@ BESIDE_THE_FINGERPRINT = {"verify_file_sha256"}
 
 def _has_path(config: Any, dotted: str) -> bool:
     for key in dotted.split("."):
-        if not isinstance(config, dict) or key not in config:
+        if isinstance(config, list) and key.isdigit() and int(key) < len(config):  # toolkits.0.timeout
+            config = config[int(key)]
+        elif isinstance(config, dict) and key in config:
+            config = config[key]
+        else:
             return False
-        config = config[key]
     return True
 
 

@@ -349,12 +349,17 @@ def _timed_out(e: BaseException) -> bool:
     return isinstance(e, openai.APITimeoutError | TimeoutError)
 
 
-def _refused(e: BaseException) -> ConnectionError | None:
-    """The system's refused (reset, aborted) connection down the chain of causes, if that is what happened."""
+def _refused(e: BaseException) -> ConnectionRefusedError | None:
+    """The system's refusal to connect, down the chain of causes, if that is what happened (a reset or a broken
+    pipe mid-reply is not: the server was reached)."""
+    seen: set[int] = set()
     cause: BaseException | None = e
-    while cause is not None and not isinstance(cause, ConnectionError):
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, ConnectionRefusedError):
+            return cause
+        seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__
-    return cause
+    return None
 
 
 def _detail(e: openai.APIStatusError) -> str:

@@ -175,7 +175,7 @@ def _describe_exit(code: int, output: str, out_of_memory: bool) -> str:
         hint = " (CPU time limit)" if sig == "SIGXCPU" else ""
         return f"killed by {sig}{hint}"
     last = output.strip().splitlines()[-1] if output.strip() else ""
-    if re.fullmatch(r"MemoryError(: .*)?", last):  # its traceback's last line
+    if re.fullmatch(r"(?:[\w.]+\.)?_?\w*MemoryError(: .*)?", last):  # its traceback's last line (numpy's too)
         return "memory limit exceeded (MemoryError)"
     return f"exit code {code}: {last}"
 
