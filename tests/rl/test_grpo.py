@@ -188,6 +188,28 @@ def test_a_resumed_log_drops_the_steps_made_after_the_checkpoint(tmp_path):
     assert path.read_text().count("step") == 2
 
 
+def test_tensorboard_shows_each_step_once_after_a_resume(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    log = MetricsLog(tmp_path / "metrics.jsonl")
+    for step in range(1, 6):
+        log.write({"step": step, "reward": 0.1})
+    log.close()
+    log = MetricsLog(tmp_path / "metrics.jsonl", resumed_at=3)  # steps 4 and 5 made again
+    for step in (4, 5):
+        log.write({"step": step, "reward": 0.9})
+    log.close()
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    assert [(e.step, round(e.value, 1)) for e in events.Scalars("reward")] == [
+        (1, 0.1),
+        (2, 0.1),
+        (3, 0.1),
+        (4, 0.9),
+        (5, 0.9),
+    ]
+
+
 @pytest.mark.parametrize("lora", [None, {"r": 4, "alpha": 8}], ids=["full", "lora"])
 async def test_resumed_run_continues_exactly(model, tokenizer, tmp_path, lora):
     knobs = dict(group_size=4, batch_size=4, update_epochs=2, lr=0.03, max_new_tokens=6, beta=0.05, lora=lora)
