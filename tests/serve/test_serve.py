@@ -192,15 +192,21 @@ def test_what_a_served_agent_cannot_honour_is_refused_and_the_rest_is_taken(tmp_
     assert all(c.choices for c in chunks)  # no usage chunk unless stream_options asks for it
 
 
-def test_a_client_that_leaves_stops_its_agent(tmp_path, serve):
-    slow = {"id": "c1", "type": "function", "function": {"name": "execute_python_code", "arguments": ""}}
-    slow["function"]["arguments"] = json.dumps({"code": "import time\ntime.sleep(4)\nprint(4)"})
+def slow_coder(tmp_path, serve, seconds: float):
+    """A served agent whose model asks for a tool that sleeps `seconds`, then answers."""
+    code = f"import time\ntime.sleep({seconds})\nprint(4)"
+    call = {"id": "c1", "type": "function", "function": {"name": "execute_python_code", "arguments": ""}}
+    call["function"]["arguments"] = json.dumps({"code": code})
 
     def reply(body):
-        return "done" if body["messages"][-1]["role"] == "tool" else {"tool_calls": [slow]}
+        return "done" if body["messages"][-1]["role"] == "tool" else {"tool_calls": [call]}
 
     path = agent_file(tmp_path, "coder", toolkits=[{"name": "python_executor", "timeout": 20}])
-    url, model, _ = serve("--agent_config", str(path), script=StubScript(reply_fn=reply))
+    return serve("--agent_config", str(path), script=StubScript(reply_fn=reply))
+
+
+def test_a_client_that_leaves_stops_its_agent(tmp_path, serve):
+    url, model, _ = slow_coder(tmp_path, serve, 4)
     with pytest.raises(httpx.TimeoutException):
         httpx.post(
             f"{url}/chat/completions",
@@ -212,14 +218,7 @@ def test_a_client_that_leaves_stops_its_agent(tmp_path, serve):
 
 
 def test_stopping_waits_for_requests_in_flight_and_a_second_ctrl_c_stops_at_once(tmp_path, serve):
-    slow = {"id": "c1", "type": "function", "function": {"name": "execute_python_code", "arguments": ""}}
-    slow["function"]["arguments"] = json.dumps({"code": "import time\ntime.sleep(8)\nprint(4)"})
-
-    def reply(body):
-        return "done" if body["messages"][-1]["role"] == "tool" else {"tool_calls": [slow]}
-
-    path = agent_file(tmp_path, "coder", toolkits=[{"name": "python_executor", "timeout": 20}])
-    url, _, proc = serve("--agent_config", str(path), script=StubScript(reply_fn=reply))
+    url, _, proc = slow_coder(tmp_path, serve, 8)
     body = {"model": "coder", "messages": [{"role": "user", "content": "go"}]}
 
     def ask():
