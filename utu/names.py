@@ -57,3 +57,10 @@ def inside(base: Path, *parts: str) -> Path:
     if path != root and root not in path.parents:
         raise ConfigError(f"{path}: outside {root}; refusing to write there")
     return path
+
+
+def replace_text(path: Path, text: str) -> None:
+    """Write `path` whole or not at all: a kill mid-write leaves the file as it was."""
+    partial = path.with_suffix(path.suffix + ".partial")
+    partial.write_text(text)
+    os.replace(partial, path)

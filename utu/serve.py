@@ -138,10 +138,9 @@ def make_app(agents: dict[str, Served], api_key: str | None = None) -> web.Appli
         for i, m in enumerate(conversation):
             if m["role"] == "developer":
                 m["role"] = "system"
-            if m["role"] == "system" and isinstance(m.get("content"), list):  # text parts, as OpenAI allows
-                if any(not isinstance(p, dict) or p.get("type") != "text" for p in m["content"]):
-                    return openai_error(400, "a system message's parts must be text", param=f"messages.{i}.content")
-                m["content"] = "".join(str(p.get("text", "")) for p in m["content"])
+            parts = m.get("content") if m["role"] == "system" else None  # text parts place_library joins
+            if isinstance(parts, list) and any(not isinstance(p, dict) or p.get("type") != "text" for p in parts):
+                return openai_error(400, "a system message's parts must be text", param=f"messages.{i}.content")
         settings = {k: getattr(body, k) for k in SETTINGS if getattr(body, k) is not None}
         if body.max_completion_tokens is not None:
             settings["max_tokens"] = body.max_completion_tokens

@@ -34,7 +34,11 @@ def place_library(
     library = config.experiences if experiences is None else experiences
     system = config.instructions.rstrip()
     rest = [m for m in conversation if m.get("role") != "system"]
-    own = [m["content"] for m in conversation if m.get("role") == "system" and isinstance(m.get("content"), str)]
+    own = [
+        _text(m["content"])
+        for m in conversation
+        if m.get("role") == "system" and isinstance(m.get("content"), str | list)
+    ]
     if library:
         block = f"{EXPERIENCE_HEADER}\n{format_experiences(library)}"
         last_user = max((i for i, m in enumerate(rest) if m.get("role") == "user"), default=None)
@@ -48,3 +52,10 @@ def place_library(
                 rest[last_user] = {**question, "content": f"{content or ''}\n\n{block}"}
     system = "\n\n".join([system, *own])
     return [{"role": "system", "content": system}, *rest]
+
+
+def _text(content: str | list) -> str:
+    """A message's text: its string, or its text parts joined (OpenAI's content-part form)."""
+    if isinstance(content, str):
+        return content
+    return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")

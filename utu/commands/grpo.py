@@ -33,7 +33,7 @@ from utu.config.models import shaping_dump
 from utu.config.rl import RLConfig
 from utu.db.experiments import changed_fields
 from utu.errors import ConfigError
-from utu.names import inside
+from utu.names import inside, replace_text
 from utu.verify import Verifier, load_verifier
 
 log = logging.getLogger("run_grpo")
@@ -185,9 +185,7 @@ def check_same_run(out: Path, config: RLConfig, write: bool) -> None:
             "use --fresh to start over, or a new --exp_id"
         )
     if write and (changed or not path.is_file()):  # a run refused before it computed anything is remade
-        partial = path.with_suffix(".partial")
-        partial.write_text(json.dumps(now, indent=2))
-        os.replace(partial, path)
+        replace_text(path, json.dumps(now, indent=2))
 
 
 async def open_judge_for(config: RLConfig, stack: contextlib.AsyncExitStack):

@@ -6,7 +6,6 @@ into generation, scoring and the update, because on a CPU generation dominates.
 
 import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 import torch
 
 from utu.eval.metrics import ScoredAttempt, tool_stats
+from utu.names import replace_text
 from utu.rl.batch import sum_across_processes
 from utu.rl.env import GRPOEnv, Prompt
 from utu.rl.grpo import LocalGRPO, Rollout
@@ -48,9 +48,7 @@ class MetricsLog:
         lines = self.path.read_text().splitlines(keepends=True)
         kept = [line for line in lines if _step_of(line) <= step]
         if len(kept) < len(lines):
-            partial = self.path.with_suffix(".partial")
-            partial.write_text("".join(kept))
-            os.replace(partial, self.path)
+            replace_text(self.path, "".join(kept))
 
     def write(self, record: dict[str, Any]) -> None:
         with self.path.open("a") as f:
