@@ -87,3 +87,14 @@ def step_argument(text: str) -> str | int:
     if text in ("best", "last"):
         return text
     raise argparse.ArgumentTypeError(f"expected a step number, best or last, got {text!r}")
+
+
+def seconds_argument(text: str) -> float:
+    """A duration in seconds (argparse type): a finite number, not below 0."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected seconds (a number, 0 or more), got {text!r}")
+    return seconds

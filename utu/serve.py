@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import openai
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -41,6 +42,9 @@ from utu.tracing.spans import AGENT, set_io, span
 
 log = logging.getLogger("serve")
 SETTINGS = ("temperature", "top_p", "max_tokens", "seed")  # request fields passed on to the agent's model
+# What the agent's model says when the request, not the server, is at fault: a conversation longer than its
+# context, a setting out of its range. The client can fix that; a 502 would tell it to retry.
+REQUEST_FAULTS = (400, 413, 422)
 
 
 class Message(BaseModel):
@@ -89,7 +93,7 @@ IN_FLIGHT = web.AppKey("in_flight", list)  # [the number of requests being answe
 SHUTDOWN_SECONDS = 30.0
 
 
-def make_app(agents: dict[str, Served], api_key: str | None = None) -> web.Application:
+def make_app(agents: dict[str, Served], api_key: str | None = None, deadline: float | None = None) -> web.Application:
     in_flight = [0]
 
     @web.middleware
@@ -145,15 +149,26 @@ def make_app(agents: dict[str, Served], api_key: str | None = None) -> web.Appli
         if body.max_completion_tokens is not None:
             settings["max_tokens"] = body.max_completion_tokens
         messages = place_library(served.agent.config, conversation)
+        limit = asyncio.timeout(deadline)
         try:
             with span(
                 f"serve {served.name}", AGENT, input=conversation[-1].get("content"), **{"model": body.model}
             ) as s:
-                result = await served.agent.run_messages(messages, tag="serve", **settings)
+                async with limit:
+                    result = await served.agent.run_messages(messages, tag="serve", **settings)
                 set_io(s, "output", result.response)
+        except TimeoutError:
+            if not limit.expired():  # a timeout of its own making, not ours
+                raise
+            log.warning("serving %s: the agent did not finish within %g s (--request_timeout)", served.name, deadline)
+            return openai_error(504, f"the agent did not finish within {deadline:g} s", "server_error", "timeout")
         except (LLMError, EndpointError) as e:
             # the details (the endpoint, hints, what it said back, which can quote a key) are the operator's
             log.warning("serving %s: the agent's model failed: %s", served.name, e)
+            cause = e.__cause__
+            if isinstance(cause, openai.APIStatusError) and cause.status_code in REQUEST_FAULTS:
+                refused = f"the agent's model refused this request (HTTP {cause.status_code}; longer than its context?)"
+                return openai_error(400, refused, code="upstream_refused")
             failed = f"the agent's model failed ({type(e).__name__}; see the server log)"
             return openai_error(502, failed, "server_error", "upstream_error")
         reply = completion(body.model, result)
@@ -263,6 +278,12 @@ def parse_args() -> argparse.Namespace:
     add_place_flags(parser, "the enhanced agent --exp_id serves")
     parser.add_argument("--host", default="127.0.0.1", help="127.0.0.1 (default): this machine only")
     parser.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    parser.add_argument(
+        "--request_timeout",
+        type=cli.seconds_argument,
+        default=600.0,
+        help="seconds an agent gets to answer one request (its turns and tools), else a 504; 0: no limit",
+    )
     return parser.parse_args()
 
 
@@ -274,7 +295,7 @@ async def run() -> int:
         log.warning("serving on %s without UTU_SERVE_API_KEY: anyone who reaches it can use your model", args.host)
     async with contextlib.AsyncExitStack() as stack:
         agents = await load_agents(args, stack)
-        app = make_app(agents, api_key)
+        app = make_app(agents, api_key, args.request_timeout or None)
         # handler_cancellation: a client that leaves cancels its request, whose agent stops calling its model
         runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=SHUTDOWN_SECONDS)
         await runner.setup()

@@ -166,6 +166,40 @@ def test_a_failing_model_is_a_502_not_a_traceback(tmp_path, serve):
     assert "the agent's model failed" in log and "upstream-secret" not in log  # said to the operator, redacted
 
 
+def test_a_request_the_model_refuses_is_the_clients_400_and_a_slow_agent_a_504(tmp_path, serve):
+    def fault(body):
+        text = str(body["messages"][-1].get("content"))
+        return "http400" if "too long" in text else "hang" if "slowly" in text else None
+
+    script = StubScript(reply_fn=model_reply, fault_fn=fault, hang_seconds=30)
+    path = agent_file(tmp_path, "math")
+    url, _, proc = serve("--agent_config", str(path), "--request_timeout", "1.5", script=script)
+    client = openai.OpenAI(base_url=url, api_key="x", max_retries=0)
+    with pytest.raises(openai.BadRequestError, match="refused this request") as refused:
+        client.chat.completions.create(model="math", messages=[{"role": "user", "content": "too long"}])
+    assert refused.value.code == "upstream_refused"  # the client can fix it; a 502 would say retry
+    start = time.monotonic()
+    with pytest.raises(openai.APIStatusError) as late:
+        client.chat.completions.create(model="math", messages=[{"role": "user", "content": "answer slowly"}])
+    assert late.value.status_code == 504 and "within 1.5 s" in late.value.message
+    assert time.monotonic() - start < 20  # the deadline, not the model's hang
+    reply = client.chat.completions.create(model="math", messages=[{"role": "user", "content": "2+2?"}])
+    assert reply.choices[0].message.content == "The answer is \\boxed{4}."  # still serving
+    proc.terminate()
+    assert "--request_timeout" in proc.stderr.read()  # the operator learns which limit cut it off
+
+
+def test_a_bad_request_timeout_is_refused_at_the_command_line(tmp_path):
+    for bad in ("-1", "soon", "inf"):
+        done = subprocess.run(
+            [sys.executable, "-m", "utu.serve", "--agent_config", "x.yaml", "--request_timeout", bad],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 2 and "expected seconds" in done.stderr
+
+
 def test_what_a_served_agent_cannot_honour_is_refused_and_the_rest_is_taken(tmp_path, serve):
     (tmp_path / "lr=0.1").mkdir()
     agent_file(tmp_path / "lr=0.1", "math")
