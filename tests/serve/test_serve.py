@@ -120,6 +120,15 @@ def test_a_tool_using_agent_runs_its_tools_in_the_sandbox(tmp_path, serve):
     assert model.requests[-1]["messages"][-1]["role"] == "tool" and model.requests[0]["tools"]
 
 
+def test_an_agent_out_of_turns_says_length(tmp_path, serve):
+    path = agent_file(tmp_path, "coder", toolkits=[{"name": "python_executor", "timeout": 20}], max_turns=1)
+    url, _, _ = serve("--agent_config", str(path))
+    reply = openai.OpenAI(base_url=url, api_key="x").chat.completions.create(
+        model="coder", messages=[{"role": "user", "content": "Please use the tool."}]
+    )
+    assert reply.choices[0].finish_reason == "length" and not reply.choices[0].message.content
+
+
 def test_keys_and_bad_requests_get_openais_errors(tmp_path, serve):
     url, _, _ = serve("--agent_config", str(agent_file(tmp_path, "math")), key="s3cret")
     with pytest.raises(openai.AuthenticationError):
