@@ -6,6 +6,7 @@ import atexit
 import gc
 import logging
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable, Coroutine
@@ -80,9 +81,12 @@ def exit_now(code: int) -> NoReturn:
     os._exit(code)
 
 
+MAX_STEP = 2**31 - 1  # what a database's integer column holds everywhere
+
+
 def step_argument(text: str) -> str | int:
     """A practice step as the command line names it (argparse type): a number, best or last."""
-    if text.isascii() and text.isdigit():
+    if text.isascii() and text.isdigit() and int(text) <= MAX_STEP:
         return int(text)
     if text in ("best", "last"):
         return text
@@ -98,3 +102,13 @@ def seconds_argument(text: str) -> float:
     if not 0 <= seconds < float("inf"):
         raise argparse.ArgumentTypeError(f"expected seconds (a number, 0 or more), got {text!r}")
     return seconds
+
+
+# Control characters (an escape sequence can clear the screen, retitle the window or hide the text after it)
+# and the marks that reverse the order text is shown in.
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` as a terminal may show it: what is not printable written as its escape (an ESC as \\x1b)."""
+    return _UNPRINTABLE.sub(lambda m: m[0].encode("unicode_escape").decode(), text)

@@ -62,5 +62,9 @@ def inside(base: Path, *parts: str) -> Path:
 def replace_text(path: Path, text: str) -> None:
     """Write `path` whole or not at all: a kill mid-write leaves the file as it was."""
     partial = path.with_suffix(path.suffix + ".partial")
-    partial.write_text(text)
-    os.replace(partial, path)
+    try:
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)  # (a disk too full for the file: nothing of it left behind)
+        raise

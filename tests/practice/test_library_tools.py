@@ -26,6 +26,38 @@ def library(db_url, *args):
     return run_script("-m", "utu.commands.library", "--db_url", db_url, *args)
 
 
+def stored(db_url: str, exp_id: str, experiences: dict[str, str]) -> None:
+    """A library stored as step 0 of `exp_id`, as a merge stores one (no practice needed)."""
+    import asyncio
+
+    from utu.db import Database
+    from utu.practice.initial import library_of
+    from utu.practice.store import PracticeStore
+    from utu.practice.types import StepStats
+
+    counts = dict.fromkeys(("step", "epoch", "batch", "group_size", "questions", "attempts", "attempts_failed"), 0)
+    stats = StepStats(
+        **counts,
+        mean_at_g=0.0,
+        pass_at_g=0.0,
+        groups_used=0,
+        groups_skipped=0,
+        library_size=len(experiences),
+        operations={"ADD": len(experiences), "UPDATE": 0, "DELETE": 0},
+        operations_refused=0,
+        learner_errors=0,
+        usage={},
+        wall_time=0.0,
+    )
+
+    async def save():
+        async with Database(db_url) as db:
+            await db.create_tables()
+            await PracticeStore(db, exp_id).save_step(0, 0, 0, library_of(experiences), [], [], stats)
+
+    asyncio.run(save())
+
+
 def test_show_gives_each_experience_its_provenance(practised):
     _, db_url = practised
     result = library(db_url, "show", "--exp_id", "t", "--json")
@@ -84,7 +116,10 @@ def test_export_writes_what_init_library_reads(practised):
     ("args", "message"),
     [
         (["show", "--exp_id", "nobody"], "no practice step has been recorded"),
-        (["show", "--exp_id", "t", "--step", "9"], "has no library at step 9"),
+        (["show", "--exp_id", "t", "--step", "9"], "no step 9; the steps recorded are 0 to 3"),
+        (["show", "--exp_id", "t", "--step", "99999999999999999999"], "expected a step number, best or last"),
+        (["diff", "t@0", "t@99999999999999999999"], "expected a step number, best or last"),
+        (["--db_url", "sqlite:///{tmp}/typo.db", "show", "--exp_id", "t"], "typo.db; pass the --db_url practice used"),
         (["diff", "t@0"], "expected two EXP@STEP references"),
         (["diff", "t@0", "t/../x@1"], "expected EXP_ID@STEP"),
         (["diff", "t@0", "t@1", "--from", "0"], "give either two EXP@STEP references or --exp_id"),
@@ -104,6 +139,7 @@ def test_bad_requests_get_one_line(practised, args, message):
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and message in result.stderr.strip().splitlines()[-1]
     assert (tmp_path / "kept.yaml").read_text() == "mine\n"
+    assert not (tmp_path / "typo.db").exists()  # reading made no database
 
 
 def test_export_replaces_a_file_only_when_told(practised):
@@ -210,3 +246,53 @@ def test_the_operation_log_reads_back_in_order_and_by_step_or_status(practised):
     assert [(o.step, o.new_text) for o in refused] == [(3, "ghost")]
     record = as_record(log[0])
     assert (record.kind, record.new_text, record.status) == (log[0].kind, log[0].new_text, log[0].status)
+
+
+def test_a_library_is_shown_as_it_is_written(practised):
+    _, db_url = practised
+    odd = {"G0": "Use [a, b] and x[i]; [/INST] ends.", "G1": "Go\x1b[2J\x1b]0;pwned\x07 on."}
+    stored(db_url, "odd", odd)
+    stored(db_url, "odd_swapped", {"G0": odd["G1"], "G1": odd["G0"]})
+    merge = ("merge", "odd", "t", "--to", "om", "--no_llm")
+    for args in (("show", "--exp_id", "odd"), ("diff", "odd@0", "t@0"), merge):
+        result = library(db_url, *args)
+        assert result.returncode == 0, result.stderr
+        assert "\x1b" not in result.stdout + result.stderr  # an escape sequence is shown, never obeyed
+    shown = library(db_url, "show", "--exp_id", "odd").stdout
+    assert "Use [a, b] and x[i]; [/INST] ends." in shown and "Go\\x1b[2J\\x1b]0;pwned\\x07 on." in shown  # no markup
+    same = library(db_url, "diff", "odd@0", "odd_swapped@0")  # two experiments: their ids say nothing
+    assert same.returncode == 0 and "hold the same experiences" in same.stdout
+    changes = json.loads(library(db_url, "diff", "odd@0", "t@0", "--json").stdout)
+    assert changes["updated"] == {} and set(changes["deleted"]) == {"G0", "G1"}
+
+
+def test_a_merge_whose_learner_fails_stores_nothing(practised, stub):
+    import os
+
+    from utu.llm.stub import StubScript
+
+    tmp_path, db_url = practised
+    learner = stub(StubScript(replies=["not json at all"]))
+    env = {**os.environ, "UTU_LLM_BASE_URL": learner.base_url, "UTU_LLM_MODEL": "learner", "UTU_LLM_API_KEY": "k"}
+    result = run_script("-m", "utu.commands.library", "--db_url", db_url, "merge", "t@3", "t@1", "--to", "tf", env=env)
+    assert result.returncode == 2 and "the learner could not consolidate" in result.stderr, result.stderr
+    assert "--no_llm" in result.stderr.strip().splitlines()[-1]
+    missing = library(db_url, "show", "--exp_id", "tf")
+    assert missing.returncode == 2 and "no practice step has been recorded" in missing.stderr
+
+
+def test_a_failed_write_leaves_the_old_file(tmp_path, monkeypatch):
+    import os
+
+    from utu.names import replace_text
+
+    target = tmp_path / "lib.yaml"
+    target.write_text("experiences: {G0: kept}\n")
+
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    with pytest.raises(OSError):
+        replace_text(target, "experiences: {G0: new, G1: cut")
+    assert target.read_text() == "experiences: {G0: kept}\n" and [f.name for f in tmp_path.iterdir()] == ["lib.yaml"]

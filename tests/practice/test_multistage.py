@@ -3,6 +3,9 @@ second practice starts from the first one's library, whether given as its enhanc
 practice.init_library, rolls out with it, records it as the state before step 0, and never drops it."""
 
 import json
+import re
+
+import pytest
 
 from tests.practice.helpers import agent_script, evolving_learner, query, run_practice, setup_workspace
 
@@ -102,7 +105,8 @@ def test_two_starting_libraries_or_a_missing_one_are_refused(tmp_path, stub):
     for spec, message in (
         ("nowhere@last", "no practice step has been recorded"),
         ("missing.yaml", "no such file"),
-        ("t@7", "has no library at step 7"),
+        ("t@7", "no step 7; the steps recorded are 0 to"),
+        ("t@99999999999999999999", "no step 99999999999999999999"),
     ):
         result = run_practice(
             tmp_path,
@@ -136,3 +140,54 @@ def test_a_second_stage_that_learns_nothing_fails(tmp_path, stub):
         "runs/t/enhanced_agent.yaml",
     )
     assert result.returncode != 0 and "still the 1 it started from" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("twice.yaml", "G0: first\nG1: other\nG0: second\n", "line 3: the key 'G0' is given twice"),
+        ("twice.json", '{"experiences": {"G0": "first", "G0": "second"}}', "the key 'G0' is given twice"),
+        ("lib.md", "# Experiences of t, step 3\n\n- **[G0]** a rule\n", "a Markdown export is for reading"),
+        ("empty.yaml", "experiences: {}\n", "it holds no experience"),
+        ("list.yaml", "- one\n- two\n", "expected a mapping id -> experience text"),
+        ("number.yaml", "G0: 1\n", "experience G0: expected its text, got int 1"),
+        ("blank.yaml", 'G0: "   "\n', "experience G0: expected its text"),
+        ("none.yaml", "null: a rule\n", "None is no experience id"),
+        ("spaced.yaml", '" G0": a rule\n', "' G0' is no experience id"),
+        ("huge.yaml", "G99999999999999999999: a rule\n", "too large a number; renumber the library from G0"),
+        ("deep.json", "[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ("folder.yaml", None, "that is a folder"),
+    ],
+)
+def test_a_library_file_that_would_lose_or_garble_an_experience_is_refused(tmp_path, name, text, message):
+    import asyncio
+
+    from utu.db import Database
+    from utu.errors import ConfigError
+    from utu.practice.initial import initial_library
+
+    path = tmp_path / name
+    path.mkdir() if text is None else path.write_text(text)
+
+    async def start():
+        async with Database(f"sqlite:///{tmp_path}/t.db") as db:
+            return await initial_library(db, str(path), {})
+
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        asyncio.run(start())
+
+
+def test_a_library_file_with_a_byte_order_mark_reads(tmp_path):
+    import asyncio
+
+    from utu.db import Database
+    from utu.practice.initial import initial_library
+
+    path = tmp_path / "bom.json"
+    path.write_text('\ufeff{"G0": "Check the units."}', encoding="utf-8")
+
+    async def start():
+        async with Database(f"sqlite:///{tmp_path}/t.db") as db:
+            return await initial_library(db, str(path), {})
+
+    assert asyncio.run(start()).experiences == {"G0": "Check the units."}

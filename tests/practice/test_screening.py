@@ -267,6 +267,9 @@ def test_the_screen_command_reports_each_row_and_explains_refusals(tmp_path):
     assert "1 of 2 refused" in out.stderr
     plain = subprocess.run([*command, "--max_particulars", "5"], capture_output=True, text=True, check=True)
     assert plain.stdout.splitlines()[0].startswith("KEPT: When Joan")
+    rows.write_text(json.dumps({"experience": "Convert the units first.\x1b[2J\x1b]0;pwned\x07"}) + "\n")
+    shown = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    assert "\x1b" not in shown and "first.\\x1b[2J\\x1b]0;pwned\\x07" in shown  # shown, never obeyed
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from utu import cli
 from utu.app import open_client
@@ -29,12 +30,17 @@ from utu.config.flags import add_db_flag
 from utu.config.loader import load_model_config
 from utu.db import Database
 from utu.errors import ConfigError
-from utu.names import check_name
+from utu.names import check_name, replace_text
 from utu.practice.history import applied_operations, diff, provenance
 from utu.practice.initial import REFERENCE, library_at
 from utu.practice.merge import merge
 
 console = Console(width=max(Console().width, 120))
+
+
+def cell(text: str) -> Text:
+    """A table cell that shows `text` as it is: "[a, b]" is no markup, an escape sequence no command."""
+    return Text(cli.printable(text))
 
 
 def parse_args() -> argparse.Namespace:
@@ -80,7 +86,10 @@ def _ref(text: str) -> tuple[str, str | int]:
     match = REFERENCE.match(text)
     if not match:
         raise ConfigError(f"{text!r}: expected EXP_ID@STEP, e.g. my_practice@last or my_practice@3")
-    return match["exp_id"], cli.step_argument(match["step"])
+    try:
+        return match["exp_id"], cli.step_argument(match["step"])
+    except argparse.ArgumentTypeError as e:
+        raise ConfigError(f"{text!r}: {e}") from None
 
 
 async def show(db: Database, args) -> None:
@@ -101,11 +110,11 @@ async def show(db: Database, args) -> None:
     for e in entries:
         origin = e.origin
         table.add_row(
-            e.id,
-            e.text,
+            cell(e.id),
+            cell(e.text),
             f"step {origin.step}" if origin else "before step 0",
             ", ".join(map(str, origin.source_questions)) if origin else "",
-            (origin.rationale or "") if origin else "",
+            cell((origin.rationale or "") if origin else ""),
             ", ".join(str(u.step) for u in e.updates),
         )
     console.print(table)
@@ -119,7 +128,7 @@ async def compare(db: Database, args) -> None:
     before, first = await library_at(db, a, a_step, f"diff {a}@{a_step}")
     after, last = await library_at(db, b, b_step, f"diff {b}@{b_step}")
     operations = await applied_operations(db, b) if a == b else []
-    result = diff(before, after, operations, range(first + 1, last + 1))
+    result = diff(before, after, operations, range(first + 1, last + 1), same_ids=a == b)
     if args.json:
         print(
             json.dumps(
@@ -133,11 +142,11 @@ async def compare(db: Database, args) -> None:
     for column in ("id", "change", "text", "why (the operation log)"):
         table.add_column(column)
     for key, text in result.added.items():
-        table.add_row(key, "added", text, _why(result, key))
+        table.add_row(cell(key), "added", cell(text), cell(_why(result, key)))
     for key, (old, new) in result.updated.items():
-        table.add_row(key, "updated", f"{old}\n-> {new}", _why(result, key))
+        table.add_row(cell(key), "updated", cell(f"{old}\n-> {new}"), cell(_why(result, key)))
     for key, text in result.deleted.items():
-        table.add_row(key, "deleted", text, _why(result, key))
+        table.add_row(cell(key), "deleted", cell(text), cell(_why(result, key)))
     console.print(table if table.row_count else f"{a}@{first} and {b}@{last} hold the same experiences")
 
 
@@ -159,13 +168,14 @@ async def export(db: Database, args) -> None:
         text = json.dumps(data, ensure_ascii=False, indent=2) + "\n"
     elif args.to.suffix == ".md":
         lines = [f"# Experiences of {args.exp_id}, step {step}", ""]
-        lines += [f"- **[{key}]** {value}" for key, value in library.experiences.items()]
+        # one line each, as it is shown: a line break or an escape sequence in a text makes no entry of its own
+        lines += [f"- **[{key}]** {cli.printable(' '.join(text.split()))}" for key, text in library.experiences.items()]
         text = "\n".join(lines) + "\n"
     else:
         text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
     try:
         args.to.parent.mkdir(parents=True, exist_ok=True)
-        args.to.write_text(text)
+        replace_text(args.to, text)  # a full disk leaves the old file as it was, never a part of the new one
     except OSError as e:
         raise ConfigError(f"export --to {args.to}: cannot write it: {e.strerror}") from e
     print(f"{len(library.experiences)} experiences of {args.exp_id}@{step} written to {args.to}", file=sys.stderr)
@@ -191,6 +201,8 @@ async def run() -> int:
     if args.command == "screen":  # no database: the file holds all it needs
         return screen_command.run(args)
     async with Database(args.db_url) as db:
+        if not db.exists():  # every command reads libraries: a mistyped --db_url makes no database
+            raise ConfigError(f"{args.command}: no database at {db.describe()}; pass the --db_url practice used")
         await db.create_tables()
         await {"show": show, "diff": compare, "export": export, "merge": combine}[args.command](db, args)
     return 0

@@ -117,7 +117,7 @@ def print_summary(config: TrainingFreeGRPOConfig, result: PracticeOutcome) -> No
     console.print(table)
     console.print(f"library ({len(result.library.experiences)} experiences):")
     for key, text in result.library.experiences.items():
-        console.print(f"  [{key}] {text}", markup=False)
+        console.print(cli.printable(f"  [{key}] {text}"), markup=False)
 
 
 def main() -> None:

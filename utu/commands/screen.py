@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from utu import cli
 from utu.config.flags import add_flags, given
 from utu.config.models import ScreeningConfig
 from utu.errors import ConfigError
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps({"refused": refused, "experience": row.experience}, ensure_ascii=False))
         else:
             shown = row.experience if len(row.experience) <= SHOWN_CHARS else row.experience[:SHOWN_CHARS] + "..."
-            print(f"REFUSED ({refused}): {shown}" if refused else f"KEPT: {shown}")
+            print(cli.printable(f"REFUSED ({refused}): {shown}" if refused else f"KEPT: {shown}"))
     refused_count = sum(r is not None for r in results)
     print(f"{args.file}: {refused_count} of {len(rows)} refused", file=sys.stderr)
     return 0

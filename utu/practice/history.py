@@ -95,11 +95,18 @@ def provenance(library: Library, operations: list[ExperienceOperation]) -> list[
     return list(by_id.values())
 
 
-def diff(before: Library, after: Library, operations: list[ExperienceOperation], steps: range) -> Diff:
+def diff(
+    before: Library, after: Library, operations: list[ExperienceOperation], steps: range, same_ids: bool = True
+) -> Diff:
     """What `after` adds, updates and deletes relative to `before`; with the operations of `steps` (the log
-    of one experiment between the two) as the reasons."""
+    of one experiment between the two) as the reasons. `same_ids=False` (two experiments, whose ids say
+    nothing of each other): experiences are matched by their text, and nothing is an update."""
     out = Diff()
     old, new = before.experiences, after.experiences
+    if not same_ids:
+        out.added = {key: text for key, text in new.items() if text not in old.values()}
+        out.deleted = {key: text for key, text in old.items() if text not in new.values()}
+        return out
     for key, text in new.items():
         if key not in old:
             out.added[key] = text

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from utu.cli import MAX_STEP
 from utu.db import Database
 from utu.errors import ConfigError
 from utu.practice.library import Library
@@ -41,6 +42,8 @@ async def initial_library(db: Database, spec: str | None, agent_experiences: dic
 def library_of(experiences: dict[str, str]) -> Library:
     """A library holding these experiences; new ids continue after the highest "G<n>"."""
     numbers = [int(m[1]) for key in experiences if (m := re.fullmatch(r"G(\d+)", key))]
+    if max(numbers, default=0) >= MAX_STEP:  # the ids that follow would not fit the database's integers
+        raise ConfigError(f"experience id G{max(numbers)}: too large a number; renumber the library from G0")
     return Library(experiences, max(numbers, default=-1) + 1)
 
 
@@ -55,6 +58,9 @@ def pick_step(steps: list[StepStats], which: str | int, what: str) -> int:
         if not scored:
             raise ConfigError(f"{what} best: no step was scored; set practice.validation (or do_eval)")
         return -max(scored)[1]
+    if int(which) not in {s.step for s in steps}:
+        recorded = sorted(s.step for s in steps)
+        raise ConfigError(f"{what}: no step {which}; the steps recorded are {recorded[0]} to {recorded[-1]}")
     return int(which)
 
 
@@ -74,14 +80,54 @@ async def library_at(db: Database, exp_id: str, which: str | int, what: str) -> 
 
 def _from_file(path: Path) -> dict[str, str]:
     where = f"practice.init_library {path}"
+    if path.is_dir():
+        raise ConfigError(f"{where}: that is a folder; name a YAML/JSON file (or EXP_ID@STEP)")
     if not path.is_file():
         raise ConfigError(f"{where}: no such file (expected EXP_ID@STEP, or a YAML/JSON file)")
+    if path.suffix.lower() == ".md":
+        raise ConfigError(f"{where}: a Markdown export is for reading; export the library as .yaml or .json")
     try:
-        data = json.loads(path.read_text()) if path.suffix == ".json" else yaml.safe_load(path.read_text())
-    except (OSError, ValueError, yaml.YAMLError) as e:
-        raise ConfigError(f"{where}: cannot read it: {' '.join(str(e).split())[:200]}") from e
+        text = path.read_text(encoding="utf-8-sig")  # (a byte-order mark is no part of the text)
+        if path.suffix.lower() == ".json":
+            data = json.loads(text, object_pairs_hook=_each_key_once)
+        else:
+            data = yaml.load(text, Loader=_EachKeyOnce)  # a SafeLoader
+    except (OSError, ValueError, yaml.YAMLError, RecursionError) as e:
+        why = "nested too deeply" if isinstance(e, RecursionError) else " ".join(str(e).split())[:200]
+        raise ConfigError(f"{where}: cannot read it: {why}") from e
     if isinstance(data, dict) and isinstance(data.get("experiences"), dict):
         data = data["experiences"]  # an (enhanced) agent config
-    if not isinstance(data, dict) or not all(isinstance(v, str) and v.strip() for v in data.values()):
+    if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a mapping id -> experience text, or an agent with `experiences`")
+    if not data:
+        raise ConfigError(f"{where}: it holds no experience; to start from an empty library, leave init_library out")
+    for key, text in data.items():
+        if isinstance(key, bool) or not isinstance(key, str | int) or not re.fullmatch(r"[\w.-]+", str(key)):
+            raise ConfigError(f"{where}: {key!r} is no experience id (letters, digits, '.', '-', '_': G0, G1, ...)")
+        if not isinstance(text, str) or not text.strip():
+            raise ConfigError(f"{where}: experience {key}: expected its text, got {type(text).__name__} {text!r:.40}")
     return {str(key): text.strip() for key, text in data.items()}
+
+
+def _each_key_once(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    keys = [key for key, _ in pairs]
+    twice = next((key for key in keys if keys.count(key) > 1), None)
+    if twice is not None:  # json keeps the last, and the first experience would be lost
+        raise ValueError(f"the key {twice!r} is given twice")
+    return dict(pairs)
+
+
+class _EachKeyOnce(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping that gives a key twice (it keeps the last, silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        self.flatten_mapping(node)  # "<<: *base" merges are no repeats
+        seen: set[str | int] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, str | int):
+                continue  # (refused as no id later, or by the loader itself if it cannot be a key)
+            if key in seen:
+                raise ValueError(f"line {key_node.start_mark.line + 1}: the key {key!r} is given twice")
+            seen.add(key)
+        return super().construct_mapping(node, deep)

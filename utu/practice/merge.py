@@ -13,7 +13,7 @@ import time
 from utu.app import claim_experiment
 from utu.config.models import PracticeArguments
 from utu.db import Database
-from utu.errors import ConfigError
+from utu.errors import ConfigError, RunFailed
 from utu.llm.client import LLMClient
 from utu.practice.experience_updater import ExperienceUpdater
 from utu.practice.initial import library_at
@@ -44,11 +44,16 @@ async def merge(
             op = Operation(operation="ADD", content=text, rationale=f"from {origins[-1]}")
             proposed.append(ProposedOp(op, [len(origins) - 1]))  # the index of its origin
     start = time.perf_counter()
-    failures: list[LearnerFailure] = []  # learner failures: the sources' ADDs are then applied unmerged
+    failures: list[LearnerFailure] = []
     if learner is not None and len(proposed) > 1:
         updater = ExperienceUpdater(learner, MERGE_OBJECTIVES)
         groups = [GroupOutcome(dataset_index=i, used=True, proposed=[p]) for i, p in enumerate(proposed)]
         proposed = await updater.consolidate(Library(), groups, failures)
+        if failures:  # not the merge that was asked for: store nothing rather than the sources unmerged
+            raise RunFailed(
+                f"merge --to {name}: the learner could not consolidate ({failures[0].error[:200]}); nothing was "
+                "stored: run it again, or pass --no_llm to drop exact and near duplicates by rule only"
+            )
     for p in proposed:  # provenance from the origins each (possibly merged) ADD came from
         p.op.rationale = "from " + " + ".join(origins[i] for i in p.source_questions if 0 <= i < len(origins))
         p.source_questions = []
