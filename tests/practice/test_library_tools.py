@@ -97,6 +97,8 @@ def test_export_writes_what_init_library_reads(practised):
         "G2": "When done, box it.",
     }
     assert json.loads((tmp_path / "lib.json").read_text())["step"] == 3
+    upper = library(db_url, "export", "--exp_id", "t", "--to", str(tmp_path / "LIB.JSON"))
+    assert upper.returncode == 0 and json.loads((tmp_path / "LIB.JSON").read_text())["step"] == 3
     assert "- **[G2]** When done, box it." in (tmp_path / "lib.md").read_text()
 
     import asyncio

@@ -106,7 +106,7 @@ def test_two_starting_libraries_or_a_missing_one_are_refused(tmp_path, stub):
         ("nowhere@last", "no practice step has been recorded"),
         ("missing.yaml", "no such file"),
         ("t@7", "no step 7; the steps recorded are 0 to"),
-        ("t@99999999999999999999", "no step 99999999999999999999"),
+        ("t@99999999999999999999", "practice.init_library t@99999999999999999999: expected a step number"),
     ):
         result = run_practice(
             tmp_path,

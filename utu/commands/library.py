@@ -32,7 +32,7 @@ from utu.db import Database
 from utu.errors import ConfigError
 from utu.names import check_name, replace_text
 from utu.practice.history import applied_operations, diff, provenance
-from utu.practice.initial import REFERENCE, library_at
+from utu.practice.initial import library_at, reference
 from utu.practice.merge import merge
 
 console = Console(width=max(Console().width, 120))
@@ -60,7 +60,9 @@ def parse_args() -> argparse.Namespace:
     export = commands.add_parser("export", help="write a library to a YAML, JSON or Markdown file")
     export.add_argument("--exp_id", required=True)
     export.add_argument("--step", default="last", type=cli.step_argument, help="a step number, best or last (default)")
-    export.add_argument("--to", required=True, type=Path, help="file.yaml, file.json or file.md")
+    export.add_argument(
+        "--to", required=True, type=lambda text: Path(text).expanduser(), help="file.yaml, file.json or file.md"
+    )
     export.add_argument("--force", action="store_true", help="replace the file --to names if it exists")
     combine = commands.add_parser("merge", help="combine libraries into a new experiment (near duplicates merged)")
     combine.add_argument("refs", nargs="+", metavar="EXP[@STEP]", help="libraries to combine (default step: last)")
@@ -77,19 +79,16 @@ def parse_args() -> argparse.Namespace:
             parser.error("diff: give two EXP@STEP references, or --exp_id P --from N [--to M]")
         if args.refs and len(args.refs) != 2:
             parser.error(f"diff: expected two EXP@STEP references, got {len(args.refs)}")
-    if args.command == "export" and args.to.suffix not in (".yaml", ".yml", ".json", ".md"):
+    if args.command == "export" and args.to.suffix.lower() not in (".yaml", ".yml", ".json", ".md"):
         parser.error(f"export --to {args.to}: the file must end in .yaml, .json or .md")
     return args
 
 
 def _ref(text: str) -> tuple[str, str | int]:
-    match = REFERENCE.match(text)
-    if not match:
+    named = reference(text)
+    if named is None:
         raise ConfigError(f"{text!r}: expected EXP_ID@STEP, e.g. my_practice@last or my_practice@3")
-    try:
-        return match["exp_id"], cli.step_argument(match["step"])
-    except argparse.ArgumentTypeError as e:
-        raise ConfigError(f"{text!r}: {e}") from None
+    return named
 
 
 async def show(db: Database, args) -> None:
@@ -164,9 +163,9 @@ async def export(db: Database, args) -> None:
         raise ConfigError(f"export --to {args.to}: the file exists; pass --force to replace it, or name another")
     library, step = await library_at(db, args.exp_id, args.step, f"export --exp_id {args.exp_id}")
     data = {"exp_id": args.exp_id, "step": step, "experiences": dict(library.experiences)}
-    if args.to.suffix == ".json":
+    if args.to.suffix.lower() == ".json":
         text = json.dumps(data, ensure_ascii=False, indent=2) + "\n"
-    elif args.to.suffix == ".md":
+    elif args.to.suffix.lower() == ".md":
         lines = [f"# Experiences of {args.exp_id}, step {step}", ""]
         # one line each, as it is shown: a line break or an escape sequence in a text makes no entry of its own
         lines += [f"- **[{key}]** {cli.printable(' '.join(text.split()))}" for key, text in library.experiences.items()]

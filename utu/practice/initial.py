@@ -8,20 +8,20 @@ under `experiences`) or from `practice.init_library`:
     init_library: runs/P/enhanced_agent.yaml   # a YAML/JSON file: an agent with `experiences`, or id -> text
 """
 
+import argparse
 import json
 import re
 from pathlib import Path
 
 import yaml
 
-from utu.cli import MAX_STEP
+from utu.cli import MAX_STEP, step_argument
 from utu.db import Database
 from utu.errors import ConfigError
+from utu.names import is_plain_name
 from utu.practice.library import Library
 from utu.practice.store import PracticeStore
 from utu.practice.types import StepStats
-
-REFERENCE = re.compile(r"^(?P<exp_id>[\w.\-]+)@(?P<step>best|last|\d+)$")
 
 
 async def initial_library(db: Database, spec: str | None, agent_experiences: dict[str, str]) -> Library:
@@ -33,10 +33,22 @@ async def initial_library(db: Database, spec: str | None, agent_experiences: dic
         )
     if not spec:
         return library_of(dict(agent_experiences))
-    match = REFERENCE.match(spec)
-    if match and not Path(spec).exists():
-        return await _from_experiment(db, match["exp_id"], match["step"])
+    named = None if Path(spec).exists() else reference(spec, "practice.init_library ")  # (a file may have an @)
+    if named:
+        return await _from_experiment(db, *named)
     return library_of(_from_file(Path(spec)))
+
+
+def reference(text: str, where: str = "") -> tuple[str, str | int] | None:
+    """EXP_ID@STEP as (the experiment, its step: a number, best or last); None if `text` names no experiment,
+    a `ConfigError` (`where` before its text) if it names an experiment and no step."""
+    exp_id, at, step = text.rpartition("@")
+    if not at or not is_plain_name(exp_id):
+        return None
+    try:
+        return exp_id, step_argument(step)
+    except argparse.ArgumentTypeError as e:
+        raise ConfigError(f"{where}{text}: {e}") from None
 
 
 def library_of(experiences: dict[str, str]) -> Library:
@@ -56,7 +68,7 @@ def pick_step(steps: list[StepStats], which: str | int, what: str) -> int:
     if which == "best":
         scored = [(s.score, -s.step) for s in steps if s.score is not None]
         if not scored:
-            raise ConfigError(f"{what} best: no step was scored; set practice.validation (or do_eval)")
+            raise ConfigError(f"{what}: 'best' needs a scored step and none was; set practice.validation (or do_eval)")
         return -max(scored)[1]
     if int(which) not in {s.step for s in steps}:
         recorded = sorted(s.step for s in steps)
@@ -64,7 +76,7 @@ def pick_step(steps: list[StepStats], which: str | int, what: str) -> int:
     return int(which)
 
 
-async def _from_experiment(db: Database, exp_id: str, which: str) -> Library:
+async def _from_experiment(db: Database, exp_id: str, which: str | int) -> Library:
     return (await library_at(db, exp_id, which, f"practice.init_library {exp_id}@{which}"))[0]
 
 
