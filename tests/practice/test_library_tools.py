@@ -69,6 +69,8 @@ def test_show_gives_each_experience_its_provenance(practised):
     early = json.loads(library(db_url, "show", "--exp_id", "t", "--step", "1", "--json").stdout)
     (g0,) = early["experiences"]
     assert g0["text"] == "When adding, line up digits and carry." and [u["step"] for u in g0["updates"]] == [1]
+    after = run_script("-m", "utu.commands.library", "show", "--exp_id", "t", "--db_url", db_url, "--json")
+    assert after.returncode == 0 and json.loads(after.stdout) == shown  # --db_url after the subcommand too
     table = library(db_url, "show", "--exp_id", "t")
     assert table.returncode == 0 and "When unsure, recompute." in table.stdout and "step 2" in table.stdout
 

@@ -68,6 +68,8 @@ def parse_args() -> argparse.Namespace:
     combine.add_argument("refs", nargs="+", metavar="EXP[@STEP]", help="libraries to combine (default step: last)")
     combine.add_argument("--to", required=True, dest="name", help="the new experiment's id")
     combine.add_argument("--no_llm", action="store_true", help="no learner: drop near-duplicates by rule only")
+    for command in (show, compare, export, combine):  # --db_url after the subcommand too (not there: the one before)
+        command.add_argument("--db_url", default=argparse.SUPPRESS, help="SQLAlchemy URL, as before the subcommand")
     screen_command.add_parser(commands)
     args = parser.parse_args()
     if args.command == "merge" and len(args.refs) < 2:
