@@ -149,6 +149,7 @@ def test_a_second_stage_that_learns_nothing_fails(tmp_path, stub):
         ("twice.json", '{"experiences": {"G0": "first", "G0": "second"}}', "the key 'G0' is given twice"),
         ("lib.md", "# Experiences of t, step 3\n\n- **[G0]** a rule\n", "a Markdown export is for reading"),
         ("empty.yaml", "experiences: {}\n", "it holds no experience"),
+        ("agent.yaml", "name: a\ninstructions: Be brief.\nmodel: {}\n", "an agent config without `experiences`"),
         ("list.yaml", "- one\n- two\n", "expected a mapping id -> experience text"),
         ("number.yaml", "G0: 1\n", "experience G0: expected its text, got int 1"),
         ("blank.yaml", 'G0: "   "\n', "experience G0: expected its text"),

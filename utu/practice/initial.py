@@ -107,8 +107,10 @@ def _from_file(path: Path) -> dict[str, str]:
     except (OSError, ValueError, yaml.YAMLError, RecursionError) as e:
         why = "nested too deeply" if isinstance(e, RecursionError) else " ".join(str(e).split())[:200]
         raise ConfigError(f"{where}: cannot read it: {why}") from e
-    if isinstance(data, dict) and isinstance(data.get("experiences"), dict):
-        data = data["experiences"]  # an (enhanced) agent config
+    if isinstance(data, dict) and "experiences" in data:
+        data = data["experiences"]  # an (enhanced) agent config, or an export
+    elif isinstance(data, dict) and "instructions" in data:
+        raise ConfigError(f"{where}: an agent config without `experiences`: it holds no library to start from")
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a mapping id -> experience text, or an agent with `experiences`")
     if not data:
@@ -122,10 +124,11 @@ def _from_file(path: Path) -> dict[str, str]:
 
 
 def _each_key_once(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    keys = [key for key, _ in pairs]
-    twice = next((key for key in keys if keys.count(key) > 1), None)
-    if twice is not None:  # json keeps the last, and the first experience would be lost
-        raise ValueError(f"the key {twice!r} is given twice")
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:  # json keeps the last, and the first experience would be lost
+            raise ValueError(f"the key {key!r} is given twice")
+        seen.add(key)
     return dict(pairs)
 
 
