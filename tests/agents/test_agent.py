@@ -126,8 +126,26 @@ def test_tool_calls_written_as_text_are_read_only_when_unambiguous():
         call.replace("convert_units", "rm"),
         '{"name": "convert_units", "arguments": "2 km"}',
         '```json\n{"value": 2}\n```',
+        '{"name": ["convert_units"], "arguments": {}}',  # a name that is no name: no call, no TypeError
+        '{"name": {"a": 1}, "arguments": {}}',
+        "[" * 100_000 + "]" * 100_000,  # nested too deeply to be a call
+        "<tool_call>\n" + "[" * 100_000 + "\n</tool_call>",
     ):
-        assert text_tool_calls(answer, tools) == [], answer
+        assert text_tool_calls(answer, tools) == [], answer[:80]
+
+
+def test_a_reply_of_whitespace_runs_is_read_at_once():
+    """A regex with `\\s*(.*?)\\s*` took minutes over such a reply (a small model's degenerate output), holding
+    the event loop; a child process with a deadline, so a regression fails instead of hanging the suite."""
+    import subprocess
+    import sys
+
+    script = (
+        "from utu.agents.text_tool_calls import text_tool_calls as t\n"
+        "for head in ('```', '<tool_call>', '```json', '<tool_call>' * 2000):\n"
+        "    assert t(head + '\\n' * 50_000 + 'x', {'a'}) == []\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
 
 
 async def test_an_agent_runs_a_tool_call_its_model_wrote_as_text(stub, tmp_path, monkeypatch):

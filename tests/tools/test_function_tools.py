@@ -131,3 +131,22 @@ async def test_each_tool_call_is_logged_with_its_duration_and_error(my_tools, st
     assert log["convert_units"]["error"] is None and log["convert_units"]["arguments_chars"] == len('{"value": 2}')
     assert "the database is down" in log["broken"]["error"] and log["nope"]["error"].startswith("unknown tool")
     assert all(0 <= entry["seconds"] < 10 for entry in result.tool_log)
+
+
+async def test_a_call_of_any_shape_is_the_models_error_to_read_not_a_crash(my_tools):
+    from utu.tools.runner import ToolRunner
+
+    runner = ToolRunner([toolkit(f"{my_tools}:convert_units")])
+    fine = {"id": "c0", "function": {"name": "convert_units", "arguments": {"value": 2, "unit": "km"}}}
+    message, entry = await runner.run(fine)  # an object, as some servers send it, is taken as it is
+    assert json.loads(message["content"]) == {"metres": 2000.0} and entry["error"] is None
+    for call, error in (
+        ({"function": {"name": ["convert_units"], "arguments": "{}"}}, "unknown tool ''"),
+        ({"function": {"name": "convert_units", "arguments": "[" * 100_000}}, "nested too deeply"),
+        ({"function": {"name": "convert_units", "arguments": 7}}, "arguments must be a JSON object"),
+        ({"function": "convert_units"}, "unknown tool ''"),
+        ("convert_units", "unknown tool ''"),
+    ):
+        message, entry = await runner.run(call)
+        assert error in json.loads(message["content"])["error"] and entry["error"], call
+        assert message["role"] == "tool" and message["tool_call_id"] == ""

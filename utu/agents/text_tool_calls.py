@@ -9,28 +9,26 @@ blocks (Qwen's own format), each such an object. Anything else is an ordinary an
 """
 
 import json
-import re
 from typing import Any
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.S)
-_TAG = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
+# Found by string search: a regex with `\s*(.*?)\s*` backtracks for minutes over a long run of whitespace (a
+# small model's degenerate reply), and would hold the event loop all that time.
+FENCE = "```"
+OPEN, CLOSE = "<tool_call>", "</tool_call>"
 
 
 def text_tool_calls(content: str, tools: set[str], bare: bool = True) -> list[dict[str, Any]]:
     """The calls `content` makes, as API-style tool calls (ids text_call_0, ...), or [] when it makes none.
     `bare=False` reads <tool_call> blocks only (the chat template's format), not a reply that is only JSON."""
     text = content.strip()
-    fenced = _FENCE.fullmatch(text)
-    blocks = _TAG.findall(text) or ([fenced.group(1) if fenced else text] if bare else [])
+    blocks = _tagged(text) or ([_unfenced(text)] if bare else [])
     calls: list[dict[str, Any]] = []
     for block in blocks:
         value = _loads(block)
         if value is None:
             return []
         for item in value if isinstance(value, list) else [value]:
-            if not (
-                isinstance(item, dict) and item.get("name") in tools and isinstance(item.get("arguments", {}), dict)
-            ):
+            if not _is_call(item, tools):
                 return []
             arguments = json.dumps(item.get("arguments", {}), ensure_ascii=False)
             calls.append(
@@ -43,8 +41,30 @@ def text_tool_calls(content: str, tools: set[str], bare: bool = True) -> list[di
     return calls
 
 
+def _tagged(text: str) -> list[str]:
+    """What each <tool_call>...</tool_call> block of `text` holds, in order."""
+    blocks = []
+    start = text.find(OPEN)
+    while start != -1:
+        end = text.find(CLOSE, start + len(OPEN))
+        if end == -1:
+            break
+        blocks.append(text[start + len(OPEN) : end].strip())
+        start = text.find(OPEN, end + len(CLOSE))
+    return blocks
+
+
+def _unfenced(text: str) -> str:
+    """`text` without the ```json fence around the whole of it, if it has one."""
+    if len(text) < 2 * len(FENCE) or not (text.startswith(FENCE) and text.endswith(FENCE)):
+        return text
+    inner = text[len(FENCE) : -len(FENCE)]
+    return inner.removeprefix("json").strip()
+
+
 def _is_call(item: Any, tools: set[str]) -> bool:
-    return isinstance(item, dict) and item.get("name") in tools and isinstance(item.get("arguments", {}), dict)
+    name = item.get("name") if isinstance(item, dict) else None
+    return isinstance(name, str) and name in tools and isinstance(item.get("arguments", {}), dict)
 
 
 def _loads(block: str) -> Any:
@@ -54,6 +74,6 @@ def _loads(block: str) -> Any:
     for text in (block, block + "}", block + "}}", *([block[1:-1]] if doubled else [])):
         try:
             return json.loads(text)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # (nested too deeply is no call either)
             continue
     return None

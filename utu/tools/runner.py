@@ -34,15 +34,20 @@ class ToolRunner:
 
     async def run(self, call: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """The `tool` message for one API-style call, and its tool-log entry."""
-        function = call.get("function", {})
-        name = function.get("name", "")
+        function = call.get("function") if isinstance(call, dict) else None
+        function = function if isinstance(function, dict) else {}  # (a model's reply: any shape at all)
+        named = function.get("name")
+        name = named if isinstance(named, str) else ""
+        given = function.get("arguments") or "{}"
         start = time.perf_counter()
         try:
-            arguments = json.loads(function.get("arguments") or "{}")
+            # an object as such, as some servers send it; else the JSON text of one
+            arguments = given if isinstance(given, dict) else json.loads(given) if isinstance(given, str) else None
             if not isinstance(arguments, dict):
                 raise ValueError("arguments must be a JSON object")
-        except (json.JSONDecodeError, ValueError) as e:
-            content = json.dumps({"error": f"invalid arguments for {name}: {e}"})
+        except (json.JSONDecodeError, ValueError, RecursionError) as e:
+            why = "nested too deeply" if isinstance(e, RecursionError) else e
+            content = json.dumps({"error": f"invalid arguments for {name or repr(named)}: {why}"})
         else:
             toolkit = self.owner.get(name)
             if toolkit is None:
@@ -58,11 +63,12 @@ class ToolRunner:
                     set_io(current, "output", content)
         entry = {
             "tool": name,
-            "arguments_chars": len(function.get("arguments") or ""),
+            "arguments_chars": len(given) if isinstance(given, str) else len(str(given)),
             "seconds": round(time.perf_counter() - start, 4),
             "error": error_of(content),
         }
-        return {"role": "tool", "tool_call_id": call.get("id", ""), "content": content}, entry
+        call_id = call.get("id") if isinstance(call, dict) else None
+        return {"role": "tool", "tool_call_id": call_id if isinstance(call_id, str) else "", "content": content}, entry
 
 
 def error_of(content: str) -> str | None:
@@ -71,6 +77,6 @@ def error_of(content: str) -> str | None:
         return None
     try:
         error = json.loads(content).get("error")
-    except (json.JSONDecodeError, AttributeError):
+    except (json.JSONDecodeError, AttributeError, RecursionError):
         return None
     return str(error)[:300] if error else None
