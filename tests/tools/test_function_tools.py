@@ -150,3 +150,16 @@ async def test_a_call_of_any_shape_is_the_models_error_to_read_not_a_crash(my_to
         message, entry = await runner.run(call)
         assert error in json.loads(message["content"])["error"] and entry["error"], call
         assert message["role"] == "tool" and message["tool_call_id"] == ""
+
+
+async def test_a_turn_runs_at_most_its_share_of_calls_and_answers_every_one(my_tools):
+    from utu.tools.runner import MAX_CALLS_PER_TURN, ToolRunner
+
+    runner = ToolRunner([toolkit(f"{my_tools}:convert_units")])
+    arguments = json.dumps({"value": 1, "unit": "km"})
+    calls = [{"id": f"c{i}", "function": {"name": "convert_units", "arguments": arguments}} for i in range(20)]
+    done = await runner.run_turn(calls)
+    assert [message["tool_call_id"] for message, _ in done] == [f"c{i}" for i in range(20)]  # each answered, in order
+    ran = [json.loads(message["content"]) == {"metres": 1000.0} for message, _ in done]
+    assert ran == [True] * MAX_CALLS_PER_TURN + [False] * (20 - MAX_CALLS_PER_TURN)
+    assert "tool calls in one turn: not run" in done[-1][1]["error"] and done[-1][1]["tool"] == "convert_units"

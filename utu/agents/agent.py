@@ -10,7 +10,6 @@ offers the LLM only the tools the router chose for the question; the decision ri
 reward to reach the router.
 """
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -94,7 +93,7 @@ class Agent:
             if not calls:
                 stop: StopReason = "max_tokens" if reply.finish_reason == "length" else "final"
                 return AgentResult(response, messages, turn, len(tool_log), stop, usage, tool_log, route)
-            results = await asyncio.gather(*(tools.run(call) for call in calls))
+            results = await tools.run_turn(calls)
             messages.extend(message for message, _ in results)
             tool_log.extend(entry for _, entry in results)  # in call order, not in order of completion
         turns = self.config.max_turns

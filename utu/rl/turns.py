@@ -160,7 +160,7 @@ async def sample_turns(
 
 async def _run_calls(chat: ToolChat, calls: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
     """One turn's calls, concurrently: their results' texts and tool-log entries, in call order."""
-    done = await asyncio.gather(*(chat.runner.run(call) for call in calls))
+    done = await chat.runner.run_turn(calls)
     return [message["content"] for message, _ in done], [entry for _, entry in done]
 
 

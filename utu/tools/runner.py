@@ -6,12 +6,17 @@ an {"error": ...} object the model reads, never an exception: a tool's failure i
 toolkit applies its own timeout.
 """
 
+import asyncio
 import json
 import time
 from typing import Any
 
 from utu.tools.base import Toolkit
 from utu.tracing.spans import TOOL, set_io, span
+
+# Calls of one turn run at once, up to this many; the rest are answered with an error, not run: a model (or an
+# instruction injected through a tool's output) asking for thousands would start as many sandboxes.
+MAX_CALLS_PER_TURN = 16
 
 
 class ToolRunner:
@@ -32,13 +37,18 @@ class ToolRunner:
         narrowed.schemas = [s for s in self.schemas or [] if s["function"]["name"] in names] or None
         return narrowed
 
+    async def run_turn(self, calls: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """One turn's calls, concurrently, each answered in call order (`run`); beyond `MAX_CALLS_PER_TURN`
+        answered with an error and not run."""
+        done = await asyncio.gather(*(self.run(call) for call in calls[:MAX_CALLS_PER_TURN]))
+        too_many = {"error": f"more than {MAX_CALLS_PER_TURN} tool calls in one turn: not run; call it again"}
+        return done + [self._answer(call, json.dumps(too_many), time.perf_counter()) for call in calls[len(done) :]]
+
     async def run(self, call: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """The `tool` message for one API-style call, and its tool-log entry."""
-        function = call.get("function") if isinstance(call, dict) else None
-        function = function if isinstance(function, dict) else {}  # (a model's reply: any shape at all)
-        named = function.get("name")
+        named, given, _ = _parts(call)
         name = named if isinstance(named, str) else ""
-        given = function.get("arguments") or "{}"
+        given = given or "{}"
         start = time.perf_counter()
         try:
             # an object as such, as some servers send it; else the JSON text of one
@@ -61,14 +71,26 @@ class ToolRunner:
                     except Exception as e:  # noqa: BLE001 - a toolkit's bug is the call's result, not a crash
                         content = json.dumps({"error": f"{name} failed: {type(e).__name__}: {e}"})
                     set_io(current, "output", content)
+        return self._answer(call, content, start)
+
+    @staticmethod
+    def _answer(call: Any, content: str, start: float) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The `tool` message answering `call` with `content`, and its tool-log entry."""
+        name, given, call_id = _parts(call)
         entry = {
-            "tool": name,
-            "arguments_chars": len(given) if isinstance(given, str) else len(str(given)),
+            "tool": name if isinstance(name, str) else "",
+            "arguments_chars": len(given) if isinstance(given, str) else len(str(given or "")),
             "seconds": round(time.perf_counter() - start, 4),
             "error": error_of(content),
         }
-        call_id = call.get("id") if isinstance(call, dict) else None
         return {"role": "tool", "tool_call_id": call_id if isinstance(call_id, str) else "", "content": content}, entry
+
+
+def _parts(call: Any) -> tuple[Any, Any, Any]:
+    """A call's tool name, arguments and id as the model gave them: a model's reply can have any shape at all."""
+    function = call.get("function") if isinstance(call, dict) else None
+    function = function if isinstance(function, dict) else {}
+    return function.get("name"), function.get("arguments"), call.get("id") if isinstance(call, dict) else None
 
 
 def error_of(content: str) -> str | None:
