@@ -14,6 +14,24 @@ def test_long_keys_and_bearer_headers_are_masked(monkeypatch):
     assert redact("token: bearer sk-proj-abc123def456ghi789") == f"token: bearer {MASK}"
 
 
+def test_secrets_are_masked_inside_json_held_in_a_string(monkeypatch):
+    """A tool's JSON output inside a message inside a stored row: its quotes and backslashes are escaped there."""
+    import json
+
+    monkeypatch.setenv("DB_PASSWORD", 'pa"ss\\word-1234567890')
+    tool = json.dumps({"headers": {"Authorization": "Bearer abcdefghijklmnopqrstuvwxyz0123456789"}})
+    said = json.dumps({"said": 'the password is pa"ss\\word-1234567890'})
+    stored = Redactor().value([{"role": "tool", "content": tool}, {"role": "tool", "content": said}])
+    text = json.dumps(stored)
+    assert "abcdefghijklmnop" not in text and "word-1234567890" not in text and text.count(MASK) == 2
+    assert json.loads(stored[0]["content"])["headers"]["Authorization"] == f"Bearer {MASK}"  # still JSON
+    span = Redactor()(json.dumps([{"role": "tool", "content": said}]))  # a span's input.value: the messages' JSON
+    assert "word-1234567890" not in span
+    ends_in_a_quote = Redactor(['abcdefghijklmnop"'])
+    assert ends_in_a_quote.value(["x abcdefghijklmnop", "y"]) == ["x abcdefghijklmnop", "y"]  # no broken JSON
+    assert ends_in_a_quote.value(['x abcdefghijklmnop" y']) == [f"x {MASK} y"]
+
+
 def test_ordinary_words_after_bearer_are_data():
     for text in (
         "A ring bearer delivered 15 rings to 3 tables.",

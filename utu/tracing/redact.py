@@ -23,10 +23,11 @@ from typing import Any, TypeGuard
 MASK = "[REDACTED]"
 _SECRET_NAME = re.compile(r"(_API_KEY|_TOKEN|_SECRET|PASSWORD)$|^(OPENAI_API_KEY|PHOENIX_API_KEY)$", re.IGNORECASE)
 _TOKEN = r"[A-Za-z0-9._\-~+/=]"
-# Keys in the shape their issuers give them, and a token in an Authorization header; never a word after "bearer"
-# in prose ("a ring bearer delivered") nor any text that merely looks random.
+# Keys in the shape their issuers give them, and a token in an Authorization header (its quotes escaped too, as in
+# JSON held in a JSON string: a tool's output in a stored trajectory); never a word after "bearer" in prose ("a ring
+# bearer delivered") nor any text that merely looks random.
 KEY_FORMATS = re.compile(
-    rf"(?i:(authorization[\"']?\s*[:=]\s*[\"']?bearer\s+)){_TOKEN}{{8,}}"
+    rf"(?i:(authorization\\*[\"']?\s*[:=]\s*\\*[\"']?bearer\s+)){_TOKEN}{{8,}}"
     r"|(?<![A-Za-z0-9])(?:"
     r"sk-[A-Za-z0-9_-]{20,}"  # OpenAI, Anthropic (sk-ant-), DeepSeek and others: with a digit (`_masked_key`)
     r"|gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,}"  # GitHub
@@ -71,7 +72,8 @@ class Redactor:
 
     def __init__(self, known: list[str] | None = None):
         known = secrets() if known is None else known
-        self._secrets = re.compile("|".join(re.escape(s) for s in known)) if known else None
+        forms = sorted({form for secret in known for form in _written_forms(secret)}, key=len, reverse=True)
+        self._secrets = re.compile("|".join(re.escape(s) for s in forms)) if forms else None
 
     def __call__(self, text: str) -> str:
         return KEY_FORMATS.sub(_masked_key, self.secrets_only(text))
@@ -86,10 +88,25 @@ class Redactor:
         if isinstance(value, str):
             return mask(value)
         if isinstance(value, dict | list):
+            # masked as the JSON text, where a header's name and its value are side by side
             text = json.dumps(value, ensure_ascii=False)
             cleaned = mask(text)
-            return value if cleaned == text else json.loads(cleaned)
+            try:
+                return value if cleaned == text else json.loads(cleaned)
+            except json.JSONDecodeError:  # a secret across two strings' quotes: each string masked alone
+                if isinstance(value, dict):
+                    return {key: self.value(item, formats=formats) for key, item in value.items()}
+                return [self.value(item, formats=formats) for item in value]
         return value
+
+
+def _written_forms(secret: str) -> set[str]:
+    """`secret` as written in text, and as JSON writes it inside a string once and twice (a tool's JSON output
+    inside a message inside a stored row): a quote or backslash in it is escaped there, and matched as such."""
+    forms = {secret}
+    for _ in range(2):
+        forms |= {json.dumps(form, ensure_ascii=ascii)[1:-1] for form in forms for ascii in (False, True)}
+    return forms
 
 
 def redact(text: str) -> str:
