@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 from dotenv import find_dotenv, load_dotenv
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.text import Text
 
 from utu.errors import UtuError
 from utu.tracing.redact import RedactingFilter, redact
@@ -61,7 +62,7 @@ def run(main: Callable[[], Coroutine[Any, Any, int | None]]) -> None:
         shutdown_tracing()  # flush the last spans (bounded wait) before the exit message
     except UtuError as e:
         for line in redact(str(e)).splitlines() or [type(e).__name__]:
-            print(f"error: {line}", file=sys.stderr)
+            print(f"error: {printable(line)}", file=sys.stderr)  # (it can quote a data set's text)
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         print("interrupted: finished work is saved; run the same command again to resume", file=sys.stderr)
@@ -112,3 +113,8 @@ _UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u20
 def printable(text: str) -> str:
     """`text` as a terminal may show it: what is not printable written as its escape (an ESC as \\x1b)."""
     return _UNPRINTABLE.sub(lambda m: m[0].encode("unicode_escape").decode(), text)
+
+
+def as_text(text: str) -> Text:
+    """`text` for a rich table as written: "[hard]" is no markup, a control character shown as its escape."""
+    return Text(printable(text))

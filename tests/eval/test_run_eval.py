@@ -635,3 +635,23 @@ def test_compare_without_a_database_creates_none(tmp_path):
     result = run_script(RUN_EVAL, "--compare", "a", "b", cwd=tmp_path)
     assert result.returncode == 2 and "--compare: no database at" in result.stderr, result.stderr
     assert not (tmp_path / "utu.db").exists()
+
+
+def test_a_level_is_shown_as_written_and_a_replaced_data_set_is_not_compared(stub, tmp_path, db):
+    levels = ["[/bold]", "[hard]", "easy\x1b]0;pwned\x07\x1b[2J"]
+    questions = [
+        {"question": f"What is {i} plus {i}?", "answer": str(2 * i), "level": lv} for i, lv in enumerate(levels)
+    ]
+    upload(tmp_path, db[1], questions)
+    server = stub(StubScript(reply_fn=lambda body: "\\boxed{0}"))
+    args = [RUN_EVAL, "--config_name", "local/mawps", "--dataset", "Custom", "--db_url", db[1]]
+    first = run_script(*args, "--exp_id", "lv1", env=env_for(server), cwd=tmp_path)
+    assert first.returncode == 0, first.stderr  # "[/bold]" was markup that crashed the table after all the work
+    shown = " ".join(first.stdout.split())
+    assert "level [/bold]" in shown and "level [hard]" in shown and "\x1b" not in first.stdout
+    assert "easy\\x1b]0;pwned\\x07\\x1b[2J" in shown
+    upload(tmp_path, db[1], [{**q, "question": q["question"].replace("plus", "times")} for q in questions], "--replace")
+    second = run_script(*args, "--exp_id", "lv2", env=env_for(server), cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    compared = run_script(RUN_EVAL, "--compare", "lv1", "lv2", "--db_url", db[1], cwd=tmp_path)
+    assert compared.returncode == 2 and "Custom#0 is another question (or answer)" in compared.stderr, compared.stderr

@@ -150,18 +150,19 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
                 "wall_time": time.perf_counter() - start,
             }
         )
-        print_metrics(metrics)
         async with db.transaction() as s:  # one result per exp_id: a judge step or a resume replaces the last
             await s.execute(delete(EvalResult).where(EvalResult.exp_id == config.exp_id))
             s.add(EvalResult(exp_id=config.exp_id, metrics=metrics.model_dump(mode="json")))
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(metrics.model_dump_json(indent=2) + "\n")
+        print_metrics(metrics)  # after the result is kept, whatever its names hold
         console.print(f"metrics written to {out}")
     return 0
 
 
 def print_metrics(m: EvalMetrics) -> None:
-    table = Table(title=f"{m.exp_id} on {m.dataset} ({m.model})")
+    # names from data and configs (a level, a tool, the model) shown as written: "[hard]" is no markup
+    table = Table(title=cli.as_text(f"{m.exp_id} on {m.dataset} ({m.model})"))
     table.add_column("metric")
     table.add_column("value", justify="right")
     k = m.k
@@ -171,7 +172,7 @@ def print_metrics(m: EvalMetrics) -> None:
     for n, value in m.unbiased_pass_at.items():
         table.add_row(f"pass@{n}", f"{value:.3f}")
     for level, v in m.by_level.items():
-        table.add_row(f"Mean@{k} level {level}", f"{v.mean_at_k:.3f} ({v.questions} q)")
+        table.add_row(cli.as_text(f"Mean@{k} level {level}"), f"{v.mean_at_k:.3f} ({v.questions} q)")
     for key in (
         "questions",
         "attempts",
@@ -187,13 +188,26 @@ def print_metrics(m: EvalMetrics) -> None:
         with_, without = t.rewards_text()
         usage = f"{t.calls} calls, {t.errors} errors, {t.mean_seconds:.2f}s avg"
         rewards = f"reward {with_} with it ({t.attempts_using} attempts), {without} without"
-        table.add_row(f"tool {tool}", f"{usage}; {rewards}")
+        table.add_row(cli.as_text(f"tool {tool}"), f"{usage}; {rewards}")
     for choice, r in m.routes.items():
-        table.add_row(f"router chose {choice}", f"{r.attempts} attempts, reward {r.mean_reward:.3f}")
+        table.add_row(cli.as_text(f"router chose {choice}"), f"{r.attempts} attempts, reward {r.mean_reward:.3f}")
     table.add_row("tokens (total / avg per attempt)", f"{m.total_tokens} / {m.avg_tokens:.0f}")
     table.add_row("cost", f"${m.total_cost:.4f}")
     table.add_row("wall time", f"{m.wall_time:.1f}s")
     console.print(table)
+
+
+def check_same_questions(a: list[EvaluationSample], b: list[EvaluationSample]) -> None:
+    """Questions are paired by data set and index: a data set replaced between two runs would pair different
+    questions, and the comparison would measure nothing."""
+    asked = {(r.dataset, r.dataset_index): (r.raw_question, r.correct_answer) for r in a}
+    for r in b:
+        key = (r.dataset, r.dataset_index)
+        if key in asked and asked[key] != (r.raw_question, r.correct_answer):
+            raise ConfigError(
+                f"--compare: {r.dataset}#{r.dataset_index} is another question (or answer) in {a[0].exp_id!r} than in"
+                f" {r.exp_id!r}: the data set changed between them (upload --replace); compare runs on the same data"
+            )
 
 
 async def compare_runs(exp_a: str, exp_b: str, db: Database) -> int:
@@ -206,13 +220,11 @@ async def compare_runs(exp_a: str, exp_b: str, db: Database) -> int:
                 " eval; evaluate the enhanced agent with run_eval.py --agent_config runs/<exp_id>/enhanced_agent.yaml"
             )
     async with db.sessions() as s:
-        rows = {
-            exp: [
-                ScoredAttempt.from_row(r)
-                for r in await s.scalars(select(EvaluationSample).where(EvaluationSample.exp_id == exp))
-            ]
+        stored = {
+            exp: list(await s.scalars(select(EvaluationSample).where(EvaluationSample.exp_id == exp)))
             for exp in (exp_a, exp_b)
         }
+        rows = {exp: [ScoredAttempt.from_row(r) for r in samples] for exp, samples in stored.items()}
         unfinished = set(  # evals that stored no result: they failed, or stopped part-way
             await s.scalars(
                 select(Experiment.exp_id).where(
@@ -227,6 +239,7 @@ async def compare_runs(exp_a: str, exp_b: str, db: Database) -> int:
             raise ConfigError(f"--compare: no attempts stored for exp_id {exp!r}")
         if exp in unfinished or not any(a.stage == "judged" for a in attempts):
             raise ConfigError(f"--compare: run {exp!r} has no result (it failed or did not finish); rerun it first")
+    check_same_questions(stored[exp_a], stored[exp_b])
     result = compare(rows[exp_a], rows[exp_b])
     if not result.rows:
         raise ConfigError(f"--compare: {exp_a!r} and {exp_b!r} judged no question in common")

@@ -21,7 +21,6 @@ from pathlib import Path
 import yaml
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
 from utu import cli
 from utu.app import open_client
@@ -36,11 +35,6 @@ from utu.practice.initial import library_at, reference
 from utu.practice.merge import merge
 
 console = Console(width=max(Console().width, 120))
-
-
-def cell(text: str) -> Text:
-    """A table cell that shows `text` as it is: "[a, b]" is no markup, an escape sequence no command."""
-    return Text(cli.printable(text))
 
 
 def parse_args() -> argparse.Namespace:
@@ -111,11 +105,11 @@ async def show(db: Database, args) -> None:
     for e in entries:
         origin = e.origin
         table.add_row(
-            cell(e.id),
-            cell(e.text),
+            cli.as_text(e.id),
+            cli.as_text(e.text),
             f"step {origin.step}" if origin else "before step 0",
             ", ".join(map(str, origin.source_questions)) if origin else "",
-            cell((origin.rationale or "") if origin else ""),
+            cli.as_text((origin.rationale or "") if origin else ""),
             ", ".join(str(u.step) for u in e.updates),
         )
     console.print(table)
@@ -143,11 +137,11 @@ async def compare(db: Database, args) -> None:
     for column in ("id", "change", "text", "why (the operation log)"):
         table.add_column(column)
     for key, text in result.added.items():
-        table.add_row(cell(key), "added", cell(text), cell(_why(result, key)))
+        table.add_row(cli.as_text(key), "added", cli.as_text(text), cli.as_text(_why(result, key)))
     for key, (old, new) in result.updated.items():
-        table.add_row(cell(key), "updated", cell(f"{old}\n-> {new}"), cell(_why(result, key)))
+        table.add_row(cli.as_text(key), "updated", cli.as_text(f"{old}\n-> {new}"), cli.as_text(_why(result, key)))
     for key, text in result.deleted.items():
-        table.add_row(cell(key), "deleted", cell(text), cell(_why(result, key)))
+        table.add_row(cli.as_text(key), "deleted", cli.as_text(text), cli.as_text(_why(result, key)))
     console.print(table if table.row_count else f"{a}@{first} and {b}@{last} hold the same experiences")
 
 
