@@ -788,3 +788,38 @@ def test_all_lost_groups_per_step_that_cannot_work_is_refused_before_any_work(tm
     )
     assert result.returncode == 2 and said in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and agent.request_count == 0
+
+
+def test_an_mcp_servers_keys_are_exported_as_the_references_they_were_written_as(tmp_path, monkeypatch):
+    from utu.config import load_agent_config
+    from utu.config.loader import agent_source
+    from utu.practice.export import agent_yaml, enhanced_agent
+    from utu.practice.library import Library
+
+    monkeypatch.setenv("MCP_TOKEN", "tok_live_0123456789abcdefSECRET")
+    path = tmp_path / "mcp_agent.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "mcp_agent",
+                "instructions": "Use the tools.",
+                "model": {"model_provider": {"base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key": "k"}},
+                "toolkits": [
+                    {
+                        "name": "mcp",
+                        "url": "http://127.0.0.1:9/mcp?key=${oc.env:MCP_TOKEN}",
+                        "headers": {"Authorization": "Bearer ${oc.env:MCP_TOKEN}", "X-Team": "maths"},
+                    },
+                    {"name": "mcp", "command": ["srv"], "env": {"GITHUB_TOKEN": "${oc.env:MCP_TOKEN}", "LEVEL": "2"}},
+                ],
+            }
+        )
+    )
+    agent = load_agent_config(str(path))
+    assert agent.toolkits[1].env["GITHUB_TOKEN"] == "tok_live_0123456789abcdefSECRET"  # resolved to run
+    text = agent_yaml(enhanced_agent(agent, Library({"G0": "Check the units."}, 1)), agent_source(str(path)))
+    assert "SECRET" not in text  # written to runs/<exp_id>/ and configs/: the references, as the user wrote them
+    exported = yaml.safe_load(text)
+    assert exported["toolkits"][0]["headers"] == {"Authorization": "Bearer ${oc.env:MCP_TOKEN}", "X-Team": "maths"}
+    assert exported["toolkits"][0]["url"].endswith("?key=${oc.env:MCP_TOKEN}")
+    assert exported["toolkits"][1]["env"] == {"GITHUB_TOKEN": "${oc.env:MCP_TOKEN}", "LEVEL": "2"}

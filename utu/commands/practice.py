@@ -20,7 +20,6 @@ from utu.practice.training_free_grpo import (
     PracticeOutcome,
     TrainingFreeGRPO,
     agent_as_written,
-    written_provider,
 )
 
 console = Console(width=max(Console().width, 130))  # the step table is wide
@@ -40,7 +39,7 @@ async def run() -> int:
         pipeline=not args.no_pipeline,
         export_step=args.export_step,
         export_to=args.export_to,
-        provider_source=written_provider(source),
+        agent_source=source,
     )
     outcome = await practice.learn()
     print_summary(config, outcome)

@@ -21,21 +21,36 @@ def enhanced_agent(baseline: AgentConfig, library: Library, router_state: Path |
     return baseline.model_copy(update=update)
 
 
-def agent_yaml(agent: AgentConfig, provider_source: dict | None = None) -> str:
-    """The agent as YAML. Endpoint settings that came from the environment (`${oc.env:...}` in
-    `provider_source`, the provider as written) stay references, so the exported agent talks to the endpoint
-    configured when it is used, like the baseline, not to the one of the practice run."""
+def agent_yaml(agent: AgentConfig, agent_source: dict | None = None) -> str:
+    """The agent as YAML. Settings that came from the environment (`${oc.env:...}` in `agent_source`, the agent
+    as written) stay references: the exported agent talks to the endpoint configured when it is used, like the
+    baseline, not to the one of the practice run, and an MCP server's keys (its env, headers) stay where they were."""
     data = agent.model_dump()
+    source = agent_source or {}
     provider = data["model"]["model_provider"]
-    for key, written in (provider_source or {}).items():
-        if key in provider and isinstance(written, str) and "${" in written:
-            provider[key] = written
+    _keep_references(provider, (source.get("model") or {}).get("model_provider"))
+    written_toolkits = source.get("toolkits")
+    if isinstance(written_toolkits, list) and len(written_toolkits) == len(data["toolkits"]):
+        for toolkit, written in zip(data["toolkits"], written_toolkits, strict=True):
+            if isinstance(written, dict):
+                _keep_references(toolkit, written)  # its url, command, ...
+                for part in ("env", "headers"):
+                    _keep_references(toolkit.get(part), written.get(part))
     if not (isinstance(provider.get("api_key"), str) and "${" in provider["api_key"]):
         provider["api_key"] = "${oc.env:UTU_LLM_API_KEY,null}"  # never write a key to disk
     embeddings = (data.get("tool_router") or {}).get("embeddings") or {}
     if embeddings.get("api_key") and "${" not in str(embeddings["api_key"]):
         embeddings["api_key"] = "${oc.env:UTU_EMBED_API_KEY,null}"
     return "# @package _global_\n" + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
+
+
+def _keep_references(values: dict | None, written: object) -> None:
+    """Each of `values` that `written` writes as a reference (`${...}`) becomes that reference again."""
+    if not isinstance(values, dict) or not isinstance(written, dict):
+        return
+    for key, text in written.items():
+        if key in values and isinstance(text, str) and "${" in text:
+            values[key] = text
 
 
 def eval_yaml(evaluation: EvalConfig, agent_name: str, exp_id: str) -> str:
@@ -118,7 +133,7 @@ def write_outputs(
     output_dir: Path,
     export_to: str | None,
     configs: Path,
-    provider_source: dict | None = None,
+    agent_source: dict | None = None,
     export_agent: str | None = None,
 ) -> dict[str, Path]:
     """The enhanced agent under the run's folder, with `export_to` also into configs/ (never over a file), and
@@ -126,7 +141,7 @@ def write_outputs(
     router_state = output_dir / STATE_FILE
     agent = enhanced_agent(evaluation.agent, library, router_state if router_state.exists() else None)
     text = f"{WRITTEN_BY_PRACTICE} (exp_id {exp_id}); a later practice may replace it.\n" + agent_yaml(
-        agent, provider_source
+        agent, agent_source
     )
     out = {"agent": output_dir / "enhanced_agent.yaml"}
     output_dir.mkdir(parents=True, exist_ok=True)

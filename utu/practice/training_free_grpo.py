@@ -58,21 +58,16 @@ def load_practice_config(name: str, overrides: list[str] | None = None) -> Train
 
 
 def load_practice(name: str, overrides: list[str] | None = None) -> tuple[TrainingFreeGRPOConfig, dict | None]:
-    """The config, and its agent's model_provider as its files write it (`written_provider`)."""
+    """The config, and its agent as its files write it (`agent_as_written`)."""
     composed = compose_config("practice", name, overrides)
     config = validate(composed.data, TrainingFreeGRPOConfig, composed.files, composed.source)
-    return config, written_provider(agent_as_written(composed.source))
+    return config, agent_as_written(composed.source)
 
 
 def agent_as_written(practice_source: dict) -> dict:
-    """The practice config's agent (`evaluation.agent`) as its files write it, before interpolation."""
+    """The practice config's agent (`evaluation.agent`) as its files write it, before interpolation: the export
+    keeps its `${oc.env:...}` references, so the enhanced agent uses the endpoint and keys of when it is used."""
     return practice_source.get("evaluation", {}).get("agent", {})
-
-
-def written_provider(agent_as_written: dict) -> dict | None:
-    """An agent's model_provider as its file writes it, `${oc.env:...}` kept: the export keeps those references,
-    so the enhanced agent talks to the endpoint configured when it is used, not the practice run's."""
-    return agent_as_written.get("model", {}).get("model_provider")
 
 
 def planned_steps(config: TrainingFreeGRPOConfig, questions: int) -> int:
@@ -93,11 +88,11 @@ class TrainingFreeGRPO:
         pipeline: bool = True,
         export_step: str | int = "last",
         export_to: str | None = None,
-        provider_source: dict | None = None,
+        agent_source: dict | None = None,
     ):
         if isinstance(config, str):
             config, written = load_practice(config)
-            provider_source = written if provider_source is None else provider_source
+            agent_source = written if agent_source is None else agent_source
         self.config = config
         self.db_url = db_url
         self.run_dir = inside(Path(output_dir), self.config.exp_id)  # names and paths are checked before any work
@@ -106,8 +101,8 @@ class TrainingFreeGRPO:
         self.pipeline = pipeline
         self.export_step = export_step
         self.export_to = export_to
-        # the agent's model_provider as written (with ${oc.env:...}), so the export keeps the references
-        self.provider_source = provider_source
+        # the agent as written (with ${oc.env:...}), so the export keeps the references
+        self.agent_source = agent_source
         if export_to is not None:
             check_export_target(config_root(), export_to)
         # why the enhanced agent goes to runs/<exp_id>/ only, said again at the end (None: it does not)
@@ -256,7 +251,7 @@ class TrainingFreeGRPO:
             output_dir=self.run_dir,
             export_to=self.export_to,
             configs=config_root(),
-            provider_source=self.provider_source,
+            agent_source=self.agent_source,
             export_agent=self.export_agent,
         )
         outcome.agent_path = outcome.files["agent"]
@@ -284,7 +279,7 @@ def run_practice(
     """The one-call way, for scripts (not inside a running event loop): practise and export."""
     if isinstance(config, str):
         config, written = load_practice(config, overrides)
-        options.setdefault("provider_source", written)
+        options.setdefault("agent_source", written)
     elif overrides:
         raise ConfigError("overrides apply to a config name; change a config object with model_copy instead")
     if exp_id is not None:
