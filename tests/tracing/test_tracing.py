@@ -176,6 +176,35 @@ def test_unreachable_collector_the_run_completes_with_one_warning(tmp_path, stub
         assert conn.execute("SELECT count(*) FROM experience_snapshots").fetchone()[0] == 2
 
 
+@pytest.mark.parametrize(
+    ("endpoint", "why"),
+    [
+        ("127.0.0.1:6006/v1/traces", "not an http(s) URL with a host"),
+        ("ftp://127.0.0.1/v1/traces", "not an http(s) URL with a host"),
+        ("http://[::1/v1/traces", "Invalid port"),
+        ("http://127.0.0.1:6006/traces", "it must end in /v1/traces"),
+        ("http://me:hunter2pass@127.0.0.1:6006/traces", "it must end in /v1/traces"),
+    ],
+)
+def test_an_endpoint_no_collector_can_be_at_is_refused_at_start(monkeypatch, endpoint, why):
+    from utu.errors import ConfigError
+    from utu.tracing.setup import setup_tracing
+
+    monkeypatch.setenv("PHOENIX_ENDPOINT", endpoint)
+    with pytest.raises(ConfigError, match="PHOENIX_ENDPOINT=") as refused:
+        setup_tracing()
+    assert why in str(refused.value) and "hunter2pass" not in str(refused.value)
+
+
+def test_a_password_in_the_endpoint_is_never_shown_or_stored(monkeypatch):
+    from utu.tracing import setup
+
+    monkeypatch.setenv("PHOENIX_ENDPOINT", "http://me:hunter2pass@127.0.0.1:6006/v1/traces")
+    monkeypatch.setattr(setup, "_provider", object())  # as if tracing were on
+    assert setup.trace_url("abc") == "http://127.0.0.1:6006/redirects/traces/abc"
+    assert setup.shown("http://me:hunter2pass@127.0.0.1:6006/v1/traces") == "http://127.0.0.1:6006/v1/traces"
+
+
 def test_phoenix_dies_during_the_run(tmp_path, stub, tmp_path_factory):
     """A real Phoenix, killed while the run is exporting to it."""
     from utu.tracing import phoenix as ph

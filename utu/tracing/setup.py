@@ -10,6 +10,7 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
+import httpx
 from opentelemetry import trace
 
 from utu.errors import ConfigError
@@ -24,10 +25,32 @@ _provider: "TracerProvider | None" = None
 
 def trace_url(trace_id: str | None) -> str | None:
     """The trace in Phoenix's UI (its /redirects/traces route finds the project), when tracing is on."""
-    endpoint = os.environ.get("PHOENIX_ENDPOINT", "").strip().rstrip("/")
-    if _provider is None or not trace_id or not endpoint.endswith("/v1/traces"):
+    endpoint = os.environ.get("PHOENIX_ENDPOINT", "").strip()
+    if _provider is None or not trace_id:
         return None
-    return f"{endpoint.removesuffix('/v1/traces')}/redirects/traces/{trace_id}"
+    return f"{shown(endpoint).rstrip('/').removesuffix('/v1/traces')}/redirects/traces/{trace_id}"
+
+
+def shown(endpoint: str) -> str:
+    """The endpoint as logged and stored: without a user and password written into it."""
+    try:
+        return str(httpx.URL(endpoint).copy_with(userinfo=b""))
+    except httpx.InvalidURL:
+        return endpoint
+
+
+def _checked(endpoint: str) -> None:
+    """Refuse, at start, an endpoint no collector can be at (exporting to it would fail only at the run's end)."""
+    try:
+        url = httpx.URL(endpoint)
+        if url.scheme not in ("http", "https") or not url.host:
+            why = "not an http(s) URL with a host"
+        else:
+            why = "" if url.path.rstrip("/").endswith("/v1/traces") else "it must end in /v1/traces"
+    except httpx.InvalidURL as e:
+        why = str(e)
+    if why:
+        raise ConfigError(f"PHOENIX_ENDPOINT={shown(endpoint)!r}: {why}, e.g. http://127.0.0.1:6006/v1/traces")
 
 
 def setup_tracing() -> bool:
@@ -38,8 +61,7 @@ def setup_tracing() -> bool:
         return False
     if _provider is not None:
         return True
-    if not endpoint.rstrip("/").endswith("/v1/traces"):
-        raise ConfigError(f"PHOENIX_ENDPOINT={endpoint!r} must end in /v1/traces, e.g. http://127.0.0.1:6006/v1/traces")
+    _checked(endpoint)
     # here, not at the top: the SDK is 15 ms of every command's start, and most runs do not trace
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
@@ -53,11 +75,11 @@ def setup_tracing() -> bool:
     logging.getLogger("opentelemetry.sdk.trace.export").setLevel(logging.CRITICAL)
     project = os.environ.get("PHOENIX_PROJECT_NAME") or os.environ.get("PHOENIX_PROJECT") or "utu"
     _provider = TracerProvider(resource=Resource.create({"openinference.project.name": project}))
-    exporter = OneWarningExporter(RedactingExporter(OTLPSpanExporter(endpoint=endpoint, timeout=5)), endpoint)
+    exporter = OneWarningExporter(RedactingExporter(OTLPSpanExporter(endpoint=endpoint, timeout=5)), shown(endpoint))
     _provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=1000))
     trace.set_tracer_provider(_provider)
     atexit.register(shutdown_tracing)
-    log.info("tracing to Phoenix at %s (project %s)", endpoint, project)
+    log.info("tracing to Phoenix at %s (project %s)", shown(endpoint), project)
     return True
 
 
