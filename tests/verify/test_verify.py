@@ -1,6 +1,7 @@
 """Verify functions: the math truth table, timeouts, string matching, the LLM judge, loading and the contract."""
 
 import asyncio
+import re
 import time
 from types import SimpleNamespace
 
@@ -335,6 +336,25 @@ def test_a_data_set_whose_answers_are_no_fractions_is_refused_before_any_work():
     with pytest.raises(ConfigError, match=r"1 of 2 answers cannot be judged .*#1, '0.375' is not a fraction"):
         check_answers(load_verifier("fraction.py"), rows, "Shares")
     check_answers(load_verifier("fraction.py"), rows[:1], "Shares")
+
+
+@pytest.mark.parametrize(
+    ("verifier", "good", "bad", "why"),
+    [
+        ("choice.py", ["B", "(C)", "D) 21"], "42", "'42' is not an option letter"),  # scored 0 everywhere, exit 0
+        ("units.py", ["7", "-2.5", "1e3"], "1,000", "'1,000' is not a plain finite number"),  # an error each time
+        ("units.py", ["7"], "7 km", "'7 km' is not a plain finite number"),
+        ("units.py", ["7"], "nan", "'nan' is not a plain finite number"),  # float() takes it; no reply is near it
+    ],
+)
+def test_a_verifier_refuses_gold_answers_it_cannot_read_before_any_work(verifier, good, bad, why):
+    from utu.verify import check_answers
+
+    rows = [SimpleNamespace(index=i, answer=a) for i, a in enumerate([*good, bad])]
+    with pytest.raises(ConfigError, match=re.escape(f"1 of {len(rows)} answers cannot be judged")) as refused:
+        check_answers(load_verifier(verifier), rows, "Mine")
+    assert f"#{len(good)}, {why}" in str(refused.value)
+    check_answers(load_verifier(verifier), rows[:-1], "Mine")
 
 
 @pytest.mark.parametrize("exit_call", ["import os; os._exit(0)", "import sys; sys.exit(0)"])

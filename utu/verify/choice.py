@@ -4,6 +4,7 @@ A boxed number, even the right option's value, is not the letter the question's 
 """
 
 import re
+from typing import Any, cast
 
 from utu.verify import needs_answer
 from utu.verify.str_match import BOXED
@@ -31,3 +32,12 @@ async def verify_func(sample, timeout_score: float = 0, **kwargs) -> dict:
     gold = chosen_letter(f"\\boxed{{{sample.correct_answer}}}")  # a gold "(B)" or "B) 21" is the letter B
     ok = got is not None and got == gold
     return {"reward": 1.0 if ok else 0.0, "reasoning": None if ok else f"chose {got!r}"}
+
+
+def _answer_problem(answer: str) -> str | None:
+    if chosen_letter(f"\\boxed{{{answer}}}") is None:
+        return f"{answer!r} is not an option letter (A, (B), B) 21)"
+    return None
+
+
+cast(Any, verify_func).answer_problem = _answer_problem  # checked on the whole data set before any work (check_answers)

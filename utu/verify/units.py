@@ -3,7 +3,9 @@ response) within 0.2% (or 0.01) of the gold answer. Tight enough that the task's
 factors are 0.5% or more off, fails; loose enough for rounding to two decimals.
 """
 
+import math
 import re
+from typing import Any, cast
 
 from utu.verify import needs_answer
 from utu.verify.str_match import final_answer
@@ -30,3 +32,15 @@ async def verify_func(sample, timeout_score: float = 0, **kwargs) -> dict:
         "reasoning": None if ok else f"got {got:g}, gold {gold:g}",
         "extracted_final_answer": f"{got:g}",
     }
+
+
+def _answer_problem(answer: str) -> str | None:
+    try:
+        if math.isfinite(float(answer)):
+            return None
+    except ValueError:
+        pass
+    return f"{answer!r} is not a plain finite number (write 1000, not '1,000' or '7 km')"
+
+
+cast(Any, verify_func).answer_problem = _answer_problem  # checked on the whole data set before any work (check_answers)
