@@ -33,6 +33,10 @@ class BudgetExhausted(EndpointError):
     exit_code = 3
 
 
+class StorageError(UtuError):
+    """The database refused a write (a full disk, a read-only file): nothing of that write was kept."""
+
+
 class RunFailed(UtuError):
     """A run did not do its job (too many failed attempts, a learner that failed, nothing learned)."""
 

@@ -23,6 +23,10 @@ BAD_LINES = {
     "boolean answer": ('{"question": "q", "answer": true}', "field 'answer'"),
     "list answer": ('{"question": "q", "answer": [1]}', "field 'answer'"),
     "meta not an object": ('{"question": "q", "meta": 3}', "field 'meta'"),
+    # what the table's columns hold: past it SQLite raised OverflowError and Postgres refuses mid-write
+    "huge source index": ('{"question": "q", "source_index": 99999999999999999999}', "field 'source_index'"),
+    "long level": ('{"question": "q", "level": "' + "x" * 51 + '"}', "field 'level': must be at most 50 characters"),
+    "long topic": ('{"question": "q", "topic": "' + "x" * 201 + '"}', "field 'topic'"),
 }
 
 
@@ -209,6 +213,16 @@ def test_a_file_that_is_not_a_database_is_one_line_and_left_alone(tmp_path):
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "cannot open it: file is not a database" in result.stderr
     assert notes.read_text() == "my notes, not a database\n" * 100
+
+
+def test_a_database_that_refuses_the_write_is_one_line_and_keeps_what_it_held(tmp_path, db_url):
+    path = write(tmp_path / "data.jsonl", GOOD)
+    assert run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", db_url).returncode == 0
+    read_only = f"sqlite:///file:{tmp_path / 'upload.db'}?mode=ro&uri=true"
+    result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--replace", "--db_url", read_only)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "cannot write (attempt to write a readonly database); nothing of this write was kept" in result.stderr
+    assert len(rows(db_url, "T")) == len(GOOD)
 
 
 def test_a_sync_sqlite_driver_is_taken_as_its_async_twin(tmp_path):

@@ -38,13 +38,15 @@ class DatasetLine(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     dataset: StrictStr | None = None
-    source: StrictStr = DEFAULT_SOURCE
+    # lengths and bounds of the table's columns (utu/db/models.py): Postgres refuses more, mid-write
+    source: StrictStr = Field(DEFAULT_SOURCE, max_length=100)
     question: StrictStr = Field(min_length=1)
     answer: StrictStr | int | float | None = None
-    level: StrictStr | int | None = None
-    topic: StrictStr | None = None
+    level: StrictStr | int | None = None  # (at most 50 characters: _level_fits)
+    topic: StrictStr | None = Field(None, max_length=200)
     meta: dict[str, Any] | None = None
-    source_index: int | None = None  # the question's index in its original source (Youtu-Agent's column)
+    # the question's index in its original source (Youtu-Agent's column)
+    source_index: int | None = Field(None, ge=-(2**31), le=2**31 - 1)
     file_name: StrictStr | None = None  # a file the question comes with (Youtu-Agent's column)
 
     @field_validator("question")
@@ -52,6 +54,13 @@ class DatasetLine(BaseModel):
     def _not_blank(cls, v: str) -> str:
         if not v.strip():
             raise ValueError("must not be blank")
+        return v
+
+    @field_validator("level")
+    @classmethod
+    def _level_fits(cls, v: str | int | None) -> str | int | None:
+        if isinstance(v, str) and len(v) > 50:
+            raise ValueError("must be at most 50 characters")
         return v
 
     @field_validator("answer", mode="before")

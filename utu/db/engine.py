@@ -17,11 +17,18 @@ from typing import cast
 
 from sqlalchemy import Table, event, inspect, select, update
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DatabaseError, InterfaceError, InvalidRequestError, NoSuchModuleError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DatabaseError,
+    InterfaceError,
+    InvalidRequestError,
+    NoSuchModuleError,
+    OperationalError,
+)
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from utu.db.models import Base, EvaluationSample, ExperienceOperation, Experiment
-from utu.errors import ConfigError
+from utu.errors import ConfigError, StorageError
 
 DEFAULT_SQLITE_FILE = "utu.db"
 
@@ -99,8 +106,14 @@ class Database:
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
         """A session whose work commits on success and rolls back on any error: all or nothing."""
-        async with self._write_lock, self.sessions() as session, session.begin():
-            yield session
+        try:
+            async with self._write_lock, self.sessions() as session, session.begin():
+                yield session
+        except OperationalError as e:  # the environment, not a bug: one line, as any user error
+            reason = " ".join(str(getattr(e, "orig", None) or e).split())[:200]
+            raise StorageError(
+                f"database {self.describe()}: cannot write ({reason}); nothing of this write was kept"
+            ) from e
 
     async def dispose(self) -> None:
         await self.engine.dispose()
