@@ -1,6 +1,7 @@
 """The SQL store on SQLite and on a real PostgreSQL: tables, unique keys, concurrent writers."""
 
 import asyncio
+import sqlite3
 
 import pytest
 from sqlalchemy import func, select, update
@@ -125,7 +126,6 @@ async def test_two_first_runs_load_a_bundled_set_once(db):
 
 async def test_an_old_database_gets_row_owners(tmp_path):
     """Attempts stored before rows had owners: practice rows go to their practice, the rest to themselves."""
-    import sqlite3
 
     path = tmp_path / "old.db"
     with sqlite3.connect(path) as conn:
@@ -151,6 +151,28 @@ async def test_an_old_database_gets_row_owners(tmp_path):
     with sqlite3.connect(path) as conn:
         owners = dict(conn.execute("SELECT exp_id, owner FROM evaluation_data"))
     assert owners == {"P_epoch_0": "P", "P_eval_step1": "P", "E": "E", "Q_epoch_0": "Q_epoch_0"}
+
+
+async def test_an_experiments_config_is_stored_without_its_keys(tmp_path):
+    from utu.db.experiments import register_experiment
+
+    db = Database(f"sqlite:///{tmp_path / 'k.db'}")
+    await db.create_tables()
+    token = "ghp_" + "a1B2" * 10
+    config = {"agent": {"toolkits": [{"command": ["srv", "--token", token], "url": None}], "max_turns": 3}}
+    assert await register_experiment(db, "e", "eval", config) is False
+    await db.dispose()
+    with sqlite3.connect(tmp_path / "k.db") as conn:
+        (stored,) = conn.execute("SELECT config FROM experiments").fetchone()
+    assert token not in stored and "[REDACTED]" in stored
+    db = Database(f"sqlite:///{tmp_path / 'k.db'}")
+    assert await register_experiment(db, "e", "eval", config) is True  # the same experiment, resumed
+    other = {"agent": {"toolkits": [{"command": ["srv", "--token", token], "url": None}], "max_turns": 5}}
+    async with db.transaction() as s:
+        s.add(EvaluationSample(exp_id="e", owner="e", dataset="d", dataset_index=0, raw_question="q", stage="judged"))
+    with pytest.raises(ConfigError, match=r"changed: agent.max_turns\)"):  # not the masked command
+        await register_experiment(db, "e", "eval", other)
+    await db.dispose()
 
 
 async def test_a_knob_added_later_at_its_default_does_not_block_a_resume(tmp_path):

@@ -10,6 +10,7 @@ from sqlalchemy import CursorResult, delete, or_, select, update
 from utu.db.engine import Database
 from utu.db.models import EvaluationSample, Experiment, PracticeStep
 from utu.errors import ConfigError
+from utu.tracing.redact import Redactor
 
 
 def fingerprint(config: dict[str, Any]) -> str:
@@ -72,9 +73,11 @@ def _has_path(config: Any, dotted: str) -> bool:
 async def register_experiment(db: Database, exp_id: str, kind: str, shaping_config: dict[str, Any]) -> bool:
     """Record a new experiment, or check that a resumed one has the same shaping config.
 
-    Returns True if the experiment already existed. Raises `ConfigError` naming the changed fields.
+    Returns True if the experiment already existed. Raises `ConfigError` naming the changed fields. The config
+    is stored masked of keys (an MCP server's token in its command or url), its fingerprint taken unmasked.
     """
     print_ = fingerprint(shaping_config)
+    shaping_config = Redactor().value(shaping_config)
     async with db.transaction() as session:
         existing = await session.get(Experiment, exp_id)
         if existing is None:
