@@ -100,6 +100,14 @@ def test_a_good_file_gives_exactly_its_rows(tmp_path, db_url):
     assert {r.source for r in stored} == {"training_free_grpo"}
 
 
+def test_a_numeric_answer_is_stored_as_written(tmp_path, db_url):
+    answers = ["123456789012345678.0", "2.50", "1e400", "0.0000001", "4", "-0.5"]  # float() changes all but two
+    path = write(tmp_path / "data.jsonl", [f'{{"question": "q{i}", "answer": {a}}}' for i, a in enumerate(answers)])
+    result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", db_url)
+    assert result.returncode == 0, result.stderr
+    assert [r.answer for r in rows(db_url, "T")] == answers
+
+
 def test_second_upload_is_refused_unless_replace_or_append(tmp_path, db_url):
     path = write(tmp_path / "data.jsonl", GOOD)
     args = [UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", db_url]

@@ -150,15 +150,29 @@ def _lines(f: BinaryIO, max_bytes: int) -> Iterator[bytes | None]:
             yield line
 
 
+class _Written(float):
+    """A JSON number with a fraction or exponent, and the text it was written as: an answer is stored as written
+    (123456789012345678.0 as a float is 123456789012345680, and 1e400 is inf)."""
+
+    text: str
+
+    def __new__(cls, text: str) -> "_Written":
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
 def _parse_line(text: str, data_format: str = "default") -> DatasetLine:
     try:
-        obj = json.loads(text, parse_constant=_not_json)
+        obj = json.loads(text, parse_constant=_not_json, parse_float=_Written)
     except json.JSONDecodeError as e:
         raise ValueError(f"not valid JSON ({e.msg} at column {e.colno})") from None
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     if data_format == "llamafactory":
         obj = _from_alpaca(obj)
+    if isinstance(obj.get("answer"), _Written):
+        obj["answer"] = obj["answer"].text
     extra = {k: obj.pop(k) for k in list(obj) if k not in KNOWN_KEYS}
     if extra:
         meta = obj.get("meta")
