@@ -17,6 +17,8 @@ BAD_LINES = {
     "not json": ("{oops", "not valid JSON"),
     "not an object": ("[1, 2]", "expected a JSON object, got list"),
     "no question": ('{"answer": "3"}', "field 'question': field required"),
+    "question named otherwise": ('{"problem": "1+2?", "answer": "3"}', "the line has 'problem': rename it to question"),
+    "alpaca": ('{"instruction": "Add.", "output": "3"}', "rename it to question (or pass --data_format llamafactory)"),
     "empty question": ('{"question": "", "answer": "3"}', "field 'question'"),
     "blank question": ('{"question": "   ", "answer": "3"}', "field 'question': must not be blank"),
     "question not a string": ('{"question": 12, "answer": "3"}', "field 'question'"),
@@ -106,6 +108,17 @@ def test_a_numeric_answer_is_stored_as_written(tmp_path, db_url):
     result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", db_url)
     assert result.returncode == 0, result.stderr
     assert [r.answer for r in rows(db_url, "T")] == answers
+
+
+def test_answers_under_another_name_are_said_at_upload(tmp_path, db_url):
+    path = write(
+        tmp_path / "math.jsonl", ['{"question": "1+2?", "solution": "3"}', '{"question": "2+2?", "solution": "4"}']
+    )
+    result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", db_url)
+    assert result.returncode == 0, result.stderr  # stored as given: the hint is a warning, never a guess
+    said = " ".join(result.stderr.split())
+    assert "no line has an 'answer', and 2 of 2 have 'solution' (kept in meta)" in said and "--replace" in said
+    assert [r.answer for r in rows(db_url, "T")] == [None, None]
 
 
 def test_second_upload_is_refused_unless_replace_or_append(tmp_path, db_url):

@@ -12,7 +12,14 @@ from typing import Literal
 from utu import cli
 from utu.config.flags import add_db_flag
 from utu.db import Database
-from utu.db.dataset_io import FORMATS, MAX_LINE_BYTES, DatasetLine, parse_dataset_file, store_dataset
+from utu.db.dataset_io import (
+    ANSWER_NAMES,
+    FORMATS,
+    MAX_LINE_BYTES,
+    DatasetLine,
+    parse_dataset_file,
+    store_dataset,
+)
 
 log = logging.getLogger("upload_dataset")
 
@@ -54,12 +61,29 @@ async def run() -> int:
     if renamed:
         log.info("lines naming data set %s are stored as %r (--dataset_name)", ", ".join(map(repr, renamed)), name)
     warn_of_repeats(rows)
+    warn_of_answers_named_otherwise(rows)
     async with Database(args.db_url) as db:
         await db.create_tables()
         mode: Literal["new", "replace", "append"] = "replace" if args.replace else "append" if args.append else "new"
         written = await store_dataset(db, name, rows, mode)
     log.info("uploaded %d rows to data set %r in %s", written, name, db.describe())
     return 0
+
+
+def warn_of_answers_named_otherwise(rows: list[DatasetLine]) -> None:
+    """No line has an `answer`, and the lines have a key other data sets give the answer under: a verifier will
+    refuse the set at eval time, so say it now."""
+    if any(row.answer is not None for row in rows):
+        return
+    for name in ANSWER_NAMES:
+        having = sum(isinstance(row.meta, dict) and name in row.meta for row in rows)
+        if having:
+            log.warning(
+                "no line has an 'answer', and %d of %d have %r (kept in meta): if it is the answer, rename it to answer"
+                " and upload again with --replace",
+                *(having, len(rows), name),
+            )
+            return
 
 
 def warn_of_repeats(rows: list[DatasetLine]) -> None:

@@ -192,7 +192,23 @@ def _parse_line(text: str, data_format: str = "default") -> DatasetLine:
         value = repr(obj.get(field))
         value = value if len(value) <= 200 else f"{value[:200]}... ({len(value)} characters)"  # one readable line
         got = "" if err["type"] == "missing" else f" (got {value})"
+        if field == "question" and err["type"] == "missing":
+            got = _named_otherwise(obj.get("meta"), QUESTION_NAMES, "question")
         raise ValueError(f"field '{field}': {message}{got}") from None
+
+
+# What other data sets call a question and its answer (MATH, Alpaca, Hugging Face sets): a hint, never a guess.
+QUESTION_NAMES = ("problem", "Question", "prompt", "query", "input", "instruction")
+ANSWER_NAMES = ("solution", "Answer", "final_answer", "output", "target", "label", "gold")
+
+
+def _named_otherwise(extra: object, names: tuple[str, ...], field: str) -> str:
+    """ "; the line has 'problem': rename it to question", when the line has one of `names` beside the known keys."""
+    found = [name for name in names if isinstance(extra, dict) and name in extra]
+    if not found:
+        return ""
+    alpaca = " (or pass --data_format llamafactory)" if "instruction" in found else ""
+    return f"; the line has {found[0]!r}: rename it to {field}{alpaca}"
 
 
 def _not_json(constant: str) -> NoReturn:

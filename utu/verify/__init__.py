@@ -115,8 +115,8 @@ def check_answers(func: Callable[..., Any], questions: Sequence[Any], dataset: s
     if missing:
         raise ConfigError(
             f"data set {dataset!r}: {len(missing)} of {len(questions)} questions have no answer (first: #{missing[0]}),"
-            " and this verifier judges only against one: add the answers and upload again, or use a verifier"
-            " that needs none"
+            " and this verifier judges only against one: add the answers and upload again with --replace, or use a"
+            " verifier that needs none"
         )
     problem = getattr(func, "answer_problem", None)  # a verifier's own check of its gold answers' form
     bad = [(q.index, why) for q in questions if problem and (why := problem(str(q.answer)))]
