@@ -379,6 +379,24 @@ def test_validation_questions_that_are_practice_questions_too_are_said(tmp_path,
     assert "practice.validation: Arith questions 2-3 are practice questions too" in said, result.stderr
 
 
+def test_practice_questions_uploaded_again_under_another_name_are_said_as_validation(tmp_path, stub):
+    import json
+
+    from tests.conftest import run_script
+    from tests.practice.helpers import QUESTIONS
+
+    configs, db_url = setup_workspace(tmp_path)
+    copy = tmp_path / "copy.jsonl"
+    copy.write_text("".join(json.dumps({"question": q + " ", "answer": a}) + "\n" for q, a in QUESTIONS.items()))
+    upload = ["scripts/data/upload_dataset.py", "--file_path", str(copy), "--dataset_name", "ArithCopy"]
+    assert run_script(*upload, "--db_url", db_url).returncode == 0
+    agent, learner = stub(adder(needed=HELPFUL)), stub(learner_proposing(HELPFUL))
+    copied = ["--validation_dataset", "ArithCopy", "--validation_size", "3"]
+    result = run_practice(tmp_path, configs, db_url, agent, learner, *copied)
+    said = " ".join(result.stderr.split())
+    assert "practice.validation: 3 of its 3 questions (ArithCopy) are practice questions too (Arith" in said, said
+
+
 def test_a_validation_set_replaced_under_the_same_name_is_not_reused_on_resume(tmp_path, stub):
     """The gate's stored attempts were judged against the old answers: resuming on new ones is refused, as a
     replaced practice set is."""

@@ -231,6 +231,16 @@ class TrainingFreeGRPO:
                 "practice learned from; set practice.validation.offset past them (or rollout_data_truncate)",
                 *(v.dataset, v.offset, practised_last),
             )
+        elif v.dataset != data.practice_dataset_name:  # another set, maybe the same questions under another name
+            practised = await select_questions(db, data.practice_dataset_name, data.rollout_data_truncate)
+            texts = {" ".join(q.question.split()) for q in practised}
+            shared = sum(" ".join(q.question.split()) in texts for q in questions)
+            if shared:
+                log.warning(
+                    "practice.validation: %d of its %d questions (%s) are practice questions too (%s, by their text):"
+                    " the gate then judges on what practice learned from; validate on other questions",
+                    *(shared, len(questions), v.dataset, data.practice_dataset_name),
+                )
         check_answers(self.verify, questions, v.dataset)
         return questions
 
