@@ -260,8 +260,12 @@ def test_eval_during_practice_uses_the_agents_temperature_and_the_library(tmp_pa
         "steps",
         "--eval_steps",
         "1",
+        "--export_step",
+        "best",
     )
     assert result.returncode == 0, result.stderr
+    said = " ".join(result.stderr.split())  # best by the eval set's scores: judged on them again, it looks better
+    assert "--export_step best: chosen by the in-step evaluation, on the eval set's questions" in said
     evals = [r for r in agent.requests if r["temperature"] == 0.3]
     rollouts = [r for r in agent.requests if r["temperature"] == 0.7]
     assert len(evals) == 2 * 4 and len(rollouts) == 2 * 4  # 4 eval questions after each of 2 steps

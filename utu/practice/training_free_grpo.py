@@ -312,6 +312,11 @@ async def chosen_library(loop: PracticeLoop, result: PracticeResult, which: str 
     if which == "last" or not result.steps:
         return result.library
     step = pick_step(result.steps, which, "--export_step")
+    if which == "best" and loop.config.practice.validation is None:  # (pick_step found scores: the eval's)
+        log.warning(
+            "--export_step best: chosen by the in-step evaluation, on the eval set's questions: scored on them again,"
+            " the enhanced agent looks better than it is; judge it on other questions, or set practice.validation"
+        )
     library = await loop.store.snapshot(step)
     if library is None:
         done = ", ".join(str(s.step) for s in result.steps)
