@@ -102,6 +102,22 @@ def test_a_good_file_gives_exactly_its_rows(tmp_path, db_url):
     assert {r.source for r in stored} == {"training_free_grpo"}
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (__import__("gzip").compress(b'{"question": "q"}\n'), "gzip-compressed: decompress it first"),
+        ('{"question": "q"}\n'.encode("utf-16"), "UTF-16 text: save it as UTF-8"),
+        (b'[\n  {"question": "q", "answer": "1"},\n  {"question": "r", "answer": "2"}\n]\n', "a JSON array, not JSON"),
+        (b"question,answer\n1+1?,2\n2+2?,4\n", "looks like CSV or TSV, not JSON Lines"),
+    ],
+)
+def test_a_file_of_another_kind_is_named_in_one_line(tmp_path, db_url, content, message):
+    path = tmp_path / "data.jsonl"
+    path.write_bytes(content)
+    result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", db_url)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+
+
 def test_a_numeric_answer_is_stored_as_written(tmp_path, db_url):
     answers = ["123456789012345678.0", "2.50", "1e400", "0.0000001", "4", "-0.5"]  # float() changes all but two
     path = write(tmp_path / "data.jsonl", [f'{{"question": "q{i}", "answer": {a}}}' for i, a in enumerate(answers)])

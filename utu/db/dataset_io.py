@@ -95,6 +95,7 @@ def parse_dataset_file(
         raise DataError(f"{path}: not a regular file (a device or a pipe); give the JSONL file itself")
     if not path.is_file():
         raise DataError(f"{path}: no such file")
+    _check_kind(path)
     rows: list[DatasetLine] = []
     problems: list[str] = []
     with path.open("rb") as f:
@@ -130,6 +131,8 @@ def parse_dataset_file(
                 except ConfigError as e:
                     problems.append(f"{path}:{number}: {e}")
             rows.append(row)
+    if problems:  # a file that is no JSON Lines at all: say what it is instead of what each line is not
+        problems = _whole_file_problem(path) or problems
     if problems:
         more = len(problems) - MAX_PROBLEMS_SHOWN
         shown = problems[:MAX_PROBLEMS_SHOWN] + ([f"{path}: ... and {more} more bad lines"] if more > 0 else [])
@@ -148,6 +151,35 @@ def _lines(f: BinaryIO, max_bytes: int) -> Iterator[bytes | None]:
             yield None
         else:
             yield line
+
+
+# A file's first bytes that say it is no UTF-8 text, and what it is instead.
+_NOT_TEXT = {
+    b"\x1f\x8b": "gzip-compressed: decompress it first (gunzip)",
+    b"PK\x03\x04": "a zip archive: unpack it first",
+    b"\xff\xfe": "UTF-16 text: save it as UTF-8",
+    b"\xfe\xff": "UTF-16 text: save it as UTF-8",
+}
+
+
+def _check_kind(path: Path) -> None:
+    with path.open("rb") as f:
+        head = f.read(4)
+    for magic, what in _NOT_TEXT.items():
+        if head.startswith(magic):
+            raise DataError(f"{path}: {what} (one JSON object per line, UTF-8)")
+
+
+def _whole_file_problem(path: Path) -> list[str]:
+    """One line if the file is a JSON array or CSV, which JSON Lines is not (its first line is no JSON object)."""
+    with path.open("rb") as f:
+        first = f.readline(4096).decode("utf-8-sig", errors="replace").strip()
+    if first.startswith("["):
+        return [f"{path}: a JSON array, not JSON Lines: write one JSON object per line (no [ ] around them)"]
+    if not first.startswith("{") and ("," in first or "\t" in first):
+        example = '{"question": "...", "answer": "..."}'
+        return [f"{path}: looks like CSV or TSV, not JSON Lines: write one JSON object per line, e.g. {example}"]
+    return []
 
 
 class _Written(float):
