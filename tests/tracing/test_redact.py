@@ -68,3 +68,25 @@ def test_the_model_is_asked_the_question_as_given_and_stored_text_is_masked(tmp_
     assert {q for q, _, _ in stored} >= {secret_question, bearer_question}  # the question as the data set has it
     assert not [t for _, t, r in stored if secret in (t or "") + (r or "")]  # what the run wrote is masked
     assert [t for q, t, _ in stored if q == secret_question and MASK in (t or "")]
+
+
+def test_a_logged_traceback_is_masked_too(monkeypatch):
+    import io
+    import logging
+
+    from utu.tracing.redact import RedactingFilter
+
+    monkeypatch.setenv("UTU_LLM_API_KEY", "sk-live-0123456789abcdef")
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(RedactingFilter())
+    log = logging.getLogger("test_redact_traceback")
+    log.addHandler(handler)
+    try:
+        raise RuntimeError("the endpoint said: invalid key sk-live-0123456789abcdef")
+    except RuntimeError:
+        log.exception("serving failed")
+    log.removeHandler(handler)
+    text = stream.getvalue()
+    assert "0123456789abcdef" not in text and "serving failed" in text and f"invalid key {MASK}" in text
+    assert "RuntimeError" in text  # the traceback is kept, masked

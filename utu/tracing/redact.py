@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import re
+import traceback
 from typing import Any, TypeGuard
 
 MASK = "[REDACTED]"
@@ -121,4 +122,10 @@ class RedactingFilter(logging.Filter):
         cleaned = redact(message)
         if cleaned != message:
             record.msg, record.args = cleaned, None
+        if record.exc_info and record.exc_info[1] is not None:  # a traceback's messages can quote a key too
+            trace = "".join(traceback.format_exception(*record.exc_info))
+            masked = redact(trace)
+            if masked != trace:  # then as plain text, masked (the handler would render the exception unmasked)
+                record.msg, record.args = f"{record.msg}\n{masked}", None
+                record.exc_info, record.exc_text = None, None
         return True
