@@ -617,8 +617,19 @@ def test_judging_while_attempts_are_not_rolled_out_writes_no_result(stub, tmp_pa
 def test_an_offset_past_the_end_is_refused_not_scored(stub, tmp_path, db):
     server = stub(StubScript(reply_fn=scripted()))
     result = run_script(*eval_args(db[1]), "--offset", "100000", env=env_for(server), cwd=tmp_path)
-    assert result.returncode == 2 and "--offset 100000 selects no question" in result.stderr, result.stderr
+    said = " ".join(result.stderr.split())
+    assert result.returncode == 2 and "--offset 100000 selects no question (it holds " in said, result.stderr
     assert "Mean@" not in result.stdout and not (tmp_path / "runs").exists()
+
+
+def test_fewer_questions_than_the_limit_are_said(stub, tmp_path, db):
+    server = stub(StubScript(replies=["\\boxed{1}"]))
+    upload(tmp_path, db[1], [{"question": f"q{i}", "answer": "1"} for i in range(3)])
+    args = [RUN_EVAL, "--config_name", "local/mawps", "--dataset", "Custom", "--db_url", db[1], "--exp_id", "few"]
+    result = run_script(*args, "--offset", "2", "--limit", "5", env=env_for(server), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stderr.split())
+    assert "data set 'Custom' holds 1 questions from offset 2, not the 5 of --limit" in said
 
 
 def test_an_output_path_that_is_a_file_is_refused_before_any_work(stub, tmp_path, db):

@@ -26,7 +26,13 @@ from utu.config.flags import add_flags, add_place_flags, given
 from utu.config.loader import validate
 from utu.config.models import DataConfig, shaping_dump
 from utu.db import Database, EvalResult, EvaluationSample, Experiment
-from utu.db.dataset_io import check_dataset_reachable, content_digest, ensure_dataset, select_questions
+from utu.db.dataset_io import (
+    check_dataset_reachable,
+    content_digest,
+    dataset_size,
+    ensure_dataset,
+    select_questions,
+)
 from utu.db.experiments import judge_again_if_the_verifier_changed
 from utu.errors import ConfigError, RunFailed
 from utu.eval.metrics import EvalMetrics, ScoredAttempt, compare, compute_metrics
@@ -107,8 +113,17 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
         await db.create_tables()
         await ensure_dataset(db, config.data.dataset)
         questions = await select_questions(db, config.data.dataset, config.data.limit, config.data.offset)
+        data = config.data
         if not questions:  # (an offset past the end): an eval of nothing is no result
-            raise ConfigError(f"data set {config.data.dataset!r}: --offset {config.data.offset} selects no question")
+            size = await dataset_size(db, data.dataset)
+            raise ConfigError(
+                f"data set {data.dataset!r}: --offset {data.offset} selects no question (it holds {size}: 0-{size - 1})"
+            )
+        if data.limit and len(questions) < data.limit:  # a result on fewer questions than asked is said
+            log.warning(
+                "data set %r holds %d questions from offset %d, not the %d of --limit: evaluating those",
+                *(data.dataset, len(questions), data.offset, data.limit),
+            )
         check_answers(verify, questions, config.data.dataset)
         content = content_digest(questions)
         shaping = shaping_config(config, content)
