@@ -827,3 +827,11 @@ def test_an_mcp_servers_keys_are_exported_as_the_references_they_were_written_as
     assert exported["toolkits"][0]["headers"] == {"Authorization": "Bearer ${oc.env:MCP_TOKEN}", "X-Team": "maths"}
     assert exported["toolkits"][0]["url"].endswith("?key=${oc.env:MCP_TOKEN}")
     assert exported["toolkits"][1]["env"] == {"GITHUB_TOKEN": "${oc.env:MCP_TOKEN}", "LEVEL": "2"}
+
+
+def test_a_truncation_past_the_set_is_said(tmp_path, workspace, stub):
+    configs, db_url = workspace  # Arith: 4 questions
+    agent, learner = stub(agent_script()), stub(evolving_learner())
+    result = run_practice(tmp_path, configs, db_url, agent, learner, "--epochs", "1", "--rollout_data_truncate", "100")
+    said = " ".join(result.stderr.split())
+    assert "data set Arith holds 4 questions, fewer than rollout_data_truncate 100: practising on those" in said, said

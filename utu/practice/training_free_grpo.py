@@ -154,6 +154,11 @@ class TrainingFreeGRPO:
             await ensure_dataset(db, name)
         practice_set = config.data.practice_dataset_name
         questions = await select_questions(db, practice_set, config.data.rollout_data_truncate)
+        if questions and len(questions) < (config.data.rollout_data_truncate or 0):
+            log.warning(
+                "data set %s holds %d questions, fewer than rollout_data_truncate %d: practising on those",
+                *(practice_set, len(questions), config.data.rollout_data_truncate),
+            )
         check_answers(self.verify, questions, practice_set)
         initial = await initial_library(db, config.practice.init_library, ev.agent.experiences)
         if initial.experiences:
