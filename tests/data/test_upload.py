@@ -137,6 +137,15 @@ def test_answers_under_another_name_are_said_at_upload(tmp_path, db_url):
     assert [r.answer for r in rows(db_url, "T")] == [None, None]
 
 
+def test_an_upload_under_a_bundled_sets_name_is_warned(tmp_path, db_url):
+    path = write(tmp_path / "mine.jsonl", GOOD)
+    result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "AIME24", "--db_url", db_url)
+    assert result.returncode == 0, result.stderr
+    assert "'AIME24' is also a bundled data set's name" in " ".join(result.stderr.split())
+    mine = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "Mine", "--db_url", db_url)
+    assert "bundled" not in mine.stderr
+
+
 def test_second_upload_is_refused_unless_replace_or_append(tmp_path, db_url):
     path = write(tmp_path / "data.jsonl", GOOD)
     args = [UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", db_url]

@@ -17,9 +17,11 @@ from utu.db.dataset_io import (
     FORMATS,
     MAX_LINE_BYTES,
     DatasetLine,
+    bundled_datasets,
     parse_dataset_file,
     store_dataset,
 )
+from utu.db.hub_sets import HUB_SET_NAMES
 
 log = logging.getLogger("upload_dataset")
 
@@ -62,6 +64,12 @@ async def run() -> int:
         log.info("lines naming data set %s are stored as %r (--dataset_name)", ", ".join(map(repr, renamed)), name)
     warn_of_repeats(rows)
     warn_of_answers_named_otherwise(rows)
+    if name in bundled_datasets() or name in HUB_SET_NAMES:
+        log.warning(
+            "%r is also a bundled data set's name: scripts/data/process_training_free_GRPO_data.py --replace would"
+            " replace your upload with it; upload under another name",
+            name,
+        )
     async with Database(args.db_url) as db:
         await db.create_tables()
         mode: Literal["new", "replace", "append"] = "replace" if args.replace else "append" if args.append else "new"
