@@ -167,7 +167,10 @@ def make_app(agents: dict[str, Served], api_key: str | None = None, deadline: fl
             log.warning("serving %s: the agent's model failed: %s", served.name, e)
             cause = e.__cause__
             if isinstance(cause, openai.APIStatusError) and cause.status_code in REQUEST_FAULTS:
-                refused = f"the agent's model refused this request (HTTP {cause.status_code}; longer than its context?)"
+                refused = (
+                    f"the agent's model refused this request (HTTP {cause.status_code}): a conversation longer than its"
+                    " context, or a setting it does not take; the server log says which"
+                )
                 return openai_error(400, refused, code="upstream_refused")
             failed = f"the agent's model failed ({type(e).__name__}; see the server log)"
             return openai_error(502, failed, "server_error", "upstream_error")

@@ -28,6 +28,7 @@ BAD_LINES = {
     # what the table's columns hold: past it SQLite raised OverflowError and Postgres refuses mid-write
     "huge source index": ('{"question": "q", "source_index": 99999999999999999999}', "field 'source_index'"),
     "long level": ('{"question": "q", "level": "' + "x" * 51 + '"}', "field 'level': must be at most 50 characters"),
+    "long numeric level": ('{"question": "q", "level": ' + "9" * 51 + "}", "field 'level': must be at most 50"),
     "long topic": ('{"question": "q", "topic": "' + "x" * 201 + '"}', "field 'topic'"),
 }
 
@@ -118,12 +119,23 @@ def test_a_file_of_another_kind_is_named_in_one_line(tmp_path, db_url, content, 
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
 
 
-def test_a_numeric_answer_is_stored_as_written(tmp_path, db_url):
-    answers = ["123456789012345678.0", "2.50", "1e400", "0.0000001", "4", "-0.5"]  # float() changes all but two
-    path = write(tmp_path / "data.jsonl", [f'{{"question": "q{i}", "answer": {a}}}' for i, a in enumerate(answers)])
+def test_a_file_whose_lines_read_gets_its_lines_errors_not_a_guess(tmp_path, db_url):
+    path = write(tmp_path / "data.jsonl", ["# data, v2", '{"question": "q"}', '{"question": 3}'])
+    result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", db_url)
+    assert result.returncode == 2 and f"{path}:3: field 'question'" in result.stderr and "CSV" not in result.stderr
+
+
+def test_a_numeric_answer_is_stored_as_its_value(tmp_path, db_url):
+    """Its shortest text (a string-matching verifier compares texts), as written where a float cannot hold it."""
+    written = ["123456789012345678.0", "1e400", "2.50", "4.0", "4", "-0.5"]
+    stored = ["123456789012345678.0", "1e400", "2.5", "4", "4", "-0.5"]  # (through float: ...680, inf)
+    path = write(tmp_path / "data.jsonl", [f'{{"question": "q{i}", "answer": {a}}}' for i, a in enumerate(written)])
     result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--db_url", db_url)
     assert result.returncode == 0, result.stderr
-    assert [r.answer for r in rows(db_url, "T")] == answers
+    assert [r.answer for r in rows(db_url, "T")] == stored
+    meta = write(tmp_path / "meta.jsonl", ['{"question": "q", "x": 1.5}', '{"question": "r", "y": 1e400}'])
+    refused = run_script(UPLOAD, "--file_path", str(meta), "--dataset_name", "M", "--db_url", db_url)
+    assert refused.returncode == 2 and "meta.jsonl:2: 1e400 is too large a number for a float" in refused.stderr
 
 
 def test_answers_under_another_name_are_said_at_upload(tmp_path, db_url):
@@ -267,7 +279,7 @@ def test_a_database_that_refuses_the_write_is_one_line_and_keeps_what_it_held(tm
     read_only = f"sqlite:///file:{tmp_path / 'upload.db'}?mode=ro&uri=true"
     result = run_script(UPLOAD, "--file_path", str(path), "--dataset_name", "T", "--replace", "--db_url", read_only)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-    assert "cannot write (attempt to write a readonly database); nothing of this write was kept" in result.stderr
+    assert "refused (attempt to write a readonly database); nothing of this transaction was kept" in result.stderr
     assert len(rows(db_url, "T")) == len(GOOD)
 
 

@@ -133,6 +133,7 @@ def test_export_writes_what_init_library_reads(practised):
         (["export", "--exp_id", "t", "--step", "-1", "--to", "x.yaml"], "expected a step number, best or last"),
         (["export", "--exp_id", "t", "--to", "{tmp}/folder.yaml"], "that is a folder; name a file"),
         (["export", "--exp_id", "t", "--to", "{tmp}/kept.yaml"], "the file exists; pass --force to replace it"),
+        (["export", "--exp_id", "t", "--to", "~nobody_here/x.yaml"], "argument --to: Could not determine home"),
     ],
 )
 def test_bad_requests_get_one_line(practised, args, message):

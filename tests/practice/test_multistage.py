@@ -147,6 +147,8 @@ def test_a_second_stage_that_learns_nothing_fails(tmp_path, stub):
     [
         ("twice.yaml", "G0: first\nG1: other\nG0: second\n", "line 3: the key 'G0' is given twice"),
         ("twice.json", '{"experiences": {"G0": "first", "G0": "second"}}', "the key 'G0' is given twice"),
+        ("as_one_id.yaml", "1: first\n'1': second\n", "line 2: the key '1' is given twice"),  # both the id '1'
+        ("my@lib.yaml", None, "no such file"),  # an @ in a file's name is no EXP@STEP
         ("lib.md", "# Experiences of t, step 3\n\n- **[G0]** a rule\n", "a Markdown export is for reading"),
         ("empty.yaml", "experiences: {}\n", "it holds no experience"),
         ("agent.yaml", "name: a\ninstructions: Be brief.\nmodel: {}\n", "an agent config without `experiences`"),
@@ -168,7 +170,10 @@ def test_a_library_file_that_would_lose_or_garble_an_experience_is_refused(tmp_p
     from utu.practice.initial import initial_library
 
     path = tmp_path / name
-    path.mkdir() if text is None else path.write_text(text)
+    if text is None and name.endswith("folder.yaml"):
+        path.mkdir()
+    elif text is not None:
+        path.write_text(text)
 
     async def start():
         async with Database(f"sqlite:///{tmp_path}/t.db") as db:
@@ -176,6 +181,22 @@ def test_a_library_file_that_would_lose_or_garble_an_experience_is_refused(tmp_p
 
     with pytest.raises(ConfigError, match=re.escape(message)):
         asyncio.run(start())
+
+
+def test_a_yaml_merge_key_may_be_overridden(tmp_path):
+    import asyncio
+
+    from utu.db import Database
+    from utu.practice.initial import initial_library
+
+    path = tmp_path / "merged.yaml"
+    path.write_text("base: &b {G0: one, G1: kept}\nexperiences: {<<: *b, G0: two}\n")
+
+    async def start():
+        async with Database(f"sqlite:///{tmp_path}/t.db") as db:
+            return await initial_library(db, str(path), {})
+
+    assert asyncio.run(start()).experiences == {"G0": "two", "G1": "kept"}
 
 
 def test_a_library_file_with_a_byte_order_mark_reads(tmp_path):

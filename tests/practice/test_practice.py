@@ -814,7 +814,11 @@ def test_an_mcp_servers_keys_are_exported_as_the_references_they_were_written_as
                         "url": "http://127.0.0.1:9/mcp?key=${oc.env:MCP_TOKEN}",
                         "headers": {"Authorization": "Bearer ${oc.env:MCP_TOKEN}", "X-Team": "maths"},
                     },
-                    {"name": "mcp", "command": ["srv"], "env": {"GITHUB_TOKEN": "${oc.env:MCP_TOKEN}", "LEVEL": "2"}},
+                    {
+                        "name": "mcp",
+                        "command": ["srv", "--token", "${oc.env:MCP_TOKEN}"],
+                        "env": {"GITHUB_TOKEN": "${oc.env:MCP_TOKEN}", "LEVEL": "2"},
+                    },
                 ],
             }
         )
@@ -827,6 +831,7 @@ def test_an_mcp_servers_keys_are_exported_as_the_references_they_were_written_as
     assert exported["toolkits"][0]["headers"] == {"Authorization": "Bearer ${oc.env:MCP_TOKEN}", "X-Team": "maths"}
     assert exported["toolkits"][0]["url"].endswith("?key=${oc.env:MCP_TOKEN}")
     assert exported["toolkits"][1]["env"] == {"GITHUB_TOKEN": "${oc.env:MCP_TOKEN}", "LEVEL": "2"}
+    assert exported["toolkits"][1]["command"] == ["srv", "--token", "${oc.env:MCP_TOKEN}"]
 
 
 def test_a_truncation_past_the_set_is_said(tmp_path, workspace, stub):

@@ -30,6 +30,8 @@ def test_secrets_are_masked_inside_json_held_in_a_string(monkeypatch):
     ends_in_a_quote = Redactor(['abcdefghijklmnop"'])
     assert ends_in_a_quote.value(["x abcdefghijklmnop", "y"]) == ["x abcdefghijklmnop", "y"]  # no broken JSON
     assert ends_in_a_quote.value(['x abcdefghijklmnop" y']) == [f"x {MASK} y"]
+    as_a_key = ends_in_a_quote.value({"x abcdefghijklmnop": "y", 'abcdefghijklmnop" z': 1})
+    assert as_a_key == {"x abcdefghijklmnop": "y", f"{MASK} z": 1}  # a key is masked as a value is
 
 
 def test_ordinary_words_after_bearer_are_data():

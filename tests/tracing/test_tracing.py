@@ -202,6 +202,8 @@ def test_a_password_in_the_endpoint_is_never_shown_or_stored(monkeypatch):
     monkeypatch.setenv("PHOENIX_ENDPOINT", "http://me:hunter2pass@127.0.0.1:6006/v1/traces")
     monkeypatch.setattr(setup, "_provider", object())  # as if tracing were on
     assert setup.trace_url("abc") == "http://127.0.0.1:6006/redirects/traces/abc"
+    monkeypatch.setenv("PHOENIX_ENDPOINT", "http://127.0.0.1:6006/phoenix/v1/traces/?project=x")
+    assert setup.trace_url("abc") == "http://127.0.0.1:6006/phoenix/redirects/traces/abc"  # no query in the link
     assert setup.shown("http://me:hunter2pass@127.0.0.1:6006/v1/traces") == "http://127.0.0.1:6006/v1/traces"
 
 

@@ -54,9 +54,7 @@ def parse_args() -> argparse.Namespace:
     export = commands.add_parser("export", help="write a library to a YAML, JSON or Markdown file")
     export.add_argument("--exp_id", required=True)
     export.add_argument("--step", default="last", type=cli.step_argument, help="a step number, best or last (default)")
-    export.add_argument(
-        "--to", required=True, type=lambda text: Path(text).expanduser(), help="file.yaml, file.json or file.md"
-    )
+    export.add_argument("--to", required=True, type=_file_argument, help="file.yaml, file.json or file.md")
     export.add_argument("--force", action="store_true", help="replace the file --to names if it exists")
     combine = commands.add_parser("merge", help="combine libraries into a new experiment (near duplicates merged)")
     combine.add_argument("refs", nargs="+", metavar="EXP[@STEP]", help="libraries to combine (default step: last)")
@@ -78,6 +76,13 @@ def parse_args() -> argparse.Namespace:
     if args.command == "export" and args.to.suffix.lower() not in (".yaml", ".yml", ".json", ".md"):
         parser.error(f"export --to {args.to}: the file must end in .yaml, .json or .md")
     return args
+
+
+def _file_argument(text: str) -> Path:
+    try:
+        return Path(text).expanduser()  # ~/x.yaml as the shell would have it
+    except RuntimeError as e:  # ~nobody/x.yaml: no such user
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _ref(text: str) -> tuple[str, str | int]:

@@ -116,7 +116,7 @@ def print_summary(config: TrainingFreeGRPOConfig, result: PracticeOutcome) -> No
     console.print(table)
     console.print(f"library ({len(result.library.experiences)} experiences):")
     for key, text in result.library.experiences.items():
-        console.print(cli.printable(f"  [{key}] {text}"), markup=False)
+        console.print(cli.as_text(f"  [{key}] {text}"))  # as written: no markup, no emoji codes
 
 
 def main() -> None:

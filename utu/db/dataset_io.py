@@ -9,7 +9,9 @@ Only `question` is required. Other keys are kept in `meta`.
 import hashlib
 import importlib.resources
 import json
+import math
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, BinaryIO, Literal, NoReturn
 
@@ -59,7 +61,7 @@ class DatasetLine(BaseModel):
     @field_validator("level")
     @classmethod
     def _level_fits(cls, v: str | int | None) -> str | int | None:
-        if isinstance(v, str) and len(v) > 50:
+        if v is not None and len(str(v)) > 50:
             raise ValueError("must be at most 50 characters")
         return v
 
@@ -132,7 +134,7 @@ def parse_dataset_file(
                     problems.append(f"{path}:{number}: {e}")
             rows.append(row)
     if problems:  # a file that is no JSON Lines at all: say what it is instead of what each line is not
-        problems = _whole_file_problem(path) or problems
+        problems = _whole_file_problem(path, any_read=bool(rows)) or problems
     if problems:
         more = len(problems) - MAX_PROBLEMS_SHOWN
         shown = problems[:MAX_PROBLEMS_SHOWN] + ([f"{path}: ... and {more} more bad lines"] if more > 0 else [])
@@ -170,21 +172,21 @@ def _check_kind(path: Path) -> None:
             raise DataError(f"{path}: {what} (one JSON object per line, UTF-8)")
 
 
-def _whole_file_problem(path: Path) -> list[str]:
-    """One line if the file is a JSON array or CSV, which JSON Lines is not (its first line is no JSON object)."""
+def _whole_file_problem(path: Path, any_read: bool) -> list[str]:
+    """One line if the file is a JSON array (its first line opens it), or CSV (no line of it reads), which JSON
+    Lines is not."""
     with path.open("rb") as f:
         first = f.readline(4096).decode("utf-8-sig", errors="replace").strip()
     if first.startswith("["):
         return [f"{path}: a JSON array, not JSON Lines: write one JSON object per line (no [ ] around them)"]
-    if not first.startswith("{") and ("," in first or "\t" in first):
+    if not any_read and not first.startswith("{") and ("," in first or "\t" in first):
         example = '{"question": "...", "answer": "..."}'
         return [f"{path}: looks like CSV or TSV, not JSON Lines: write one JSON object per line, e.g. {example}"]
     return []
 
 
 class _Written(float):
-    """A JSON number with a fraction or exponent, and the text it was written as: an answer is stored as written
-    (123456789012345678.0 as a float is 123456789012345680, and 1e400 is inf)."""
+    """A JSON number with a fraction or exponent, and the text it was written as."""
 
     text: str
 
@@ -192,6 +194,25 @@ class _Written(float):
         number = super().__new__(cls, text)
         number.text = text
         return number
+
+    def answer(self) -> str:
+        """As an answer: its value's shortest text (4.0 as 4, 2.50 as 2.5), unless a float cannot hold the value
+        written (123456789012345678.0 is 123456789012345680 as a float, 1e400 is inf): then the text itself."""
+        shortest = str(int(self)) if self.is_integer() else str(float(self))  # (answer_text's, for a float)
+        return shortest if math.isfinite(self) and Decimal(shortest) == Decimal(self.text) else self.text
+
+
+def _plain(value: Any) -> Any:
+    """`value` with its numbers as plain floats, refused where a float cannot hold them (JSON has no inf)."""
+    if isinstance(value, _Written):
+        if not math.isfinite(value):
+            raise ValueError(f"{value.text} is too large a number for a float: write it as text, in quotes")
+        return float(value)
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value
 
 
 def _parse_line(text: str, data_format: str = "default") -> DatasetLine:
@@ -204,7 +225,7 @@ def _parse_line(text: str, data_format: str = "default") -> DatasetLine:
     if data_format == "llamafactory":
         obj = _from_alpaca(obj)
     if isinstance(obj.get("answer"), _Written):
-        obj["answer"] = obj["answer"].text
+        obj["answer"] = obj["answer"].answer()
     extra = {k: obj.pop(k) for k in list(obj) if k not in KNOWN_KEYS}
     if extra:
         meta = obj.get("meta")
@@ -212,6 +233,7 @@ def _parse_line(text: str, data_format: str = "default") -> DatasetLine:
     depth = _depth(obj.get("meta"))
     if depth > MAX_META_DEPTH:  # deeper values broke the SQL insert's JSON encoder with a RecursionError
         raise ValueError(f"field 'meta' (or a key beside the known ones) nests {depth} levels, over {MAX_META_DEPTH}")
+    obj = _plain(obj)
     try:
         return DatasetLine.model_validate(obj)
     except ValidationError as e:

@@ -112,7 +112,7 @@ class Database:
         except OperationalError as e:  # the environment, not a bug: one line, as any user error
             reason = " ".join(str(getattr(e, "orig", None) or e).split())[:200]
             raise StorageError(
-                f"database {self.describe()}: cannot write ({reason}); nothing of this write was kept"
+                f"database {self.describe()}: refused ({reason}); nothing of this transaction was kept"
             ) from e
 
     async def dispose(self) -> None:

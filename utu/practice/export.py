@@ -2,6 +2,7 @@
 plus the learned library, which `build_messages` places exactly as it did during practice."""
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -24,18 +25,9 @@ def enhanced_agent(baseline: AgentConfig, library: Library, router_state: Path |
 def agent_yaml(agent: AgentConfig, agent_source: dict | None = None) -> str:
     """The agent as YAML. Settings that came from the environment (`${oc.env:...}` in `agent_source`, the agent
     as written) stay references: the exported agent talks to the endpoint configured when it is used, like the
-    baseline, not to the one of the practice run, and an MCP server's keys (its env, headers) stay where they were."""
-    data = agent.model_dump()
-    source = agent_source or {}
+    baseline, not to the one of the practice run, and an MCP server's keys stay in the environment."""
+    data = _keep_references(agent.model_dump(), agent_source or {})
     provider = data["model"]["model_provider"]
-    _keep_references(provider, (source.get("model") or {}).get("model_provider"))
-    written_toolkits = source.get("toolkits")
-    if isinstance(written_toolkits, list) and len(written_toolkits) == len(data["toolkits"]):
-        for toolkit, written in zip(data["toolkits"], written_toolkits, strict=True):
-            if isinstance(written, dict):
-                _keep_references(toolkit, written)  # its url, command, ...
-                for part in ("env", "headers"):
-                    _keep_references(toolkit.get(part), written.get(part))
     if not (isinstance(provider.get("api_key"), str) and "${" in provider["api_key"]):
         provider["api_key"] = "${oc.env:UTU_LLM_API_KEY,null}"  # never write a key to disk
     embeddings = (data.get("tool_router") or {}).get("embeddings") or {}
@@ -44,13 +36,17 @@ def agent_yaml(agent: AgentConfig, agent_source: dict | None = None) -> str:
     return "# @package _global_\n" + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
 
 
-def _keep_references(values: dict | None, written: object) -> None:
-    """Each of `values` that `written` writes as a reference (`${...}`) becomes that reference again."""
-    if not isinstance(values, dict) or not isinstance(written, dict):
-        return
-    for key, text in written.items():
-        if key in values and isinstance(text, str) and "${" in text:
-            values[key] = text
+def _keep_references(value: Any, written: Any) -> Any:
+    """`value` with each part `written` takes from the environment (`${oc.env:...}`) that reference again, at any
+    depth: a provider's endpoint, an MCP server's env, headers, url and command (lists matched item by item).
+    Other interpolations (`${..name}`) name keys outside the agent: their values are written."""
+    if isinstance(written, str) and "${oc.env:" in written:
+        return written
+    if isinstance(value, dict) and isinstance(written, dict):
+        return {key: _keep_references(item, written.get(key)) for key, item in value.items()}
+    if isinstance(value, list) and isinstance(written, list) and len(value) == len(written):
+        return [_keep_references(item, source) for item, source in zip(value, written, strict=True)]
+    return value
 
 
 def eval_yaml(evaluation: EvalConfig, agent_name: str, exp_id: str) -> str:

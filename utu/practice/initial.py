@@ -43,7 +43,7 @@ def reference(text: str, where: str = "") -> tuple[str, str | int] | None:
     """EXP_ID@STEP as (the experiment, its step: a number, best or last); None if `text` names no experiment,
     a `ConfigError` (`where` before its text) if it names an experiment and no step."""
     exp_id, at, step = text.rpartition("@")
-    if not at or not is_plain_name(exp_id):
+    if not at or not is_plain_name(exp_id) or any(c in step for c in "./\\"):  # "my@lib.yaml": a file
         return None
     try:
         return exp_id, step_argument(step)
@@ -133,16 +133,18 @@ def _each_key_once(pairs: list[tuple[str, object]]) -> dict[str, object]:
 
 
 class _EachKeyOnce(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a mapping that gives a key twice (it keeps the last, silently)."""
+    """PyYAML's safe loader, refusing a mapping that gives a key twice (it keeps the last, silently); keys are
+    compared as the ids they become ("1" and 1 are one id)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        self.flatten_mapping(node)  # "<<: *base" merges are no repeats
-        seen: set[str | int] = set()
+        seen: set[str] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # "<<: *base" brings keys the mapping's own may override
             key = self.construct_object(key_node, deep=True)
-            if not isinstance(key, str | int):
+            if isinstance(key, bool) or not isinstance(key, str | int):
                 continue  # (refused as no id later, or by the loader itself if it cannot be a key)
-            if key in seen:
+            if str(key) in seen:
                 raise ValueError(f"line {key_node.start_mark.line + 1}: the key {key!r} is given twice")
-            seen.add(key)
+            seen.add(str(key))
         return super().construct_mapping(node, deep)

@@ -96,7 +96,7 @@ class Redactor:
                 return value if cleaned == text else json.loads(cleaned)
             except json.JSONDecodeError:  # a secret across two strings' quotes: each string masked alone
                 if isinstance(value, dict):
-                    return {key: self.value(item, formats=formats) for key, item in value.items()}
+                    return {mask(key): self.value(item, formats=formats) for key, item in value.items()}
                 return [self.value(item, formats=formats) for item in value]
         return value
 

@@ -28,7 +28,9 @@ def trace_url(trace_id: str | None) -> str | None:
     endpoint = os.environ.get("PHOENIX_ENDPOINT", "").strip()
     if _provider is None or not trace_id:
         return None
-    return f"{shown(endpoint).rstrip('/').removesuffix('/v1/traces')}/redirects/traces/{trace_id}"
+    url = httpx.URL(endpoint)  # (checked when tracing started)
+    path = url.path.rstrip("/").removesuffix("/v1/traces")
+    return str(url.copy_with(userinfo=b"", query=None, path=f"{path}/redirects/traces/{trace_id}"))
 
 
 def shown(endpoint: str) -> str:

@@ -48,4 +48,4 @@ async def verify_func(sample, timeout_score: float = 0, **kwargs) -> dict:
 
 def _inside(text: str, tag: str) -> str:
     """`text` that cannot close its tag early (a response that writes </response> then instructions of its own)."""
-    return text.replace(f"</{tag}>", f"</ {tag}>")
+    return re.sub(rf"<\s*/\s*{tag}\s*>", f"</ {tag}>", text, flags=re.IGNORECASE)
