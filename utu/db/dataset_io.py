@@ -257,7 +257,7 @@ ANSWER_NAMES = ("solution", "Answer", "final_answer", "output", "target", "label
 
 
 def _named_otherwise(extra: object, names: tuple[str, ...], field: str) -> str:
-    """ "; the line has 'problem': rename it to question", when the line has one of `names` beside the known keys."""
+    """The hint that the line has one of `names` beside the known keys ("'problem': rename it to question")."""
     found = [name for name in names if isinstance(extra, dict) and name in extra]
     if not found:
         return ""
