@@ -163,53 +163,38 @@ def test_a_second_stage_that_learns_nothing_fails(tmp_path, stub):
     ],
 )
 def test_a_library_file_that_would_lose_or_garble_an_experience_is_refused(tmp_path, name, text, message):
-    import asyncio
-
-    from utu.db import Database
     from utu.errors import ConfigError
-    from utu.practice.initial import initial_library
 
     path = tmp_path / name
     if text is None and name.endswith("folder.yaml"):
         path.mkdir()
     elif text is not None:
         path.write_text(text)
-
-    async def start():
-        async with Database(f"sqlite:///{tmp_path}/t.db") as db:
-            return await initial_library(db, str(path), {})
-
     with pytest.raises(ConfigError, match=re.escape(message)):
-        asyncio.run(start())
+        start_from(tmp_path, path)
 
 
 def test_a_yaml_merge_key_may_be_overridden(tmp_path):
-    import asyncio
-
-    from utu.db import Database
-    from utu.practice.initial import initial_library
-
     path = tmp_path / "merged.yaml"
     path.write_text("base: &b {G0: one, G1: kept}\nexperiences: {<<: *b, G0: two}\n")
-
-    async def start():
-        async with Database(f"sqlite:///{tmp_path}/t.db") as db:
-            return await initial_library(db, str(path), {})
-
-    assert asyncio.run(start()).experiences == {"G0": "two", "G1": "kept"}
+    assert start_from(tmp_path, path).experiences == {"G0": "two", "G1": "kept"}
 
 
 def test_a_library_file_with_a_byte_order_mark_reads(tmp_path):
+    path = tmp_path / "bom.json"
+    path.write_text('\ufeff{"G0": "Check the units."}', encoding="utf-8")
+    assert start_from(tmp_path, path).experiences == {"G0": "Check the units."}
+
+
+def start_from(tmp_path, path):
+    """The library a practice would start from with `--init_library path`."""
     import asyncio
 
     from utu.db import Database
     from utu.practice.initial import initial_library
 
-    path = tmp_path / "bom.json"
-    path.write_text('\ufeff{"G0": "Check the units."}', encoding="utf-8")
-
     async def start():
         async with Database(f"sqlite:///{tmp_path}/t.db") as db:
             return await initial_library(db, str(path), {})
 
-    assert asyncio.run(start()).experiences == {"G0": "Check the units."}
+    return asyncio.run(start())
