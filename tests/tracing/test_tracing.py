@@ -181,7 +181,7 @@ def test_unreachable_collector_the_run_completes_with_one_warning(tmp_path, stub
     [
         ("127.0.0.1:6006/v1/traces", "not an http(s) URL with a host"),
         ("ftp://127.0.0.1/v1/traces", "not an http(s) URL with a host"),
-        ("http://[::1/v1/traces", "Invalid port"),
+        ("http://[::1/v1/traces", "Invalid IPv6 URL"),
         ("http://127.0.0.1:6006/traces", "it must end in /v1/traces"),
         ("http://me:hunter2pass@127.0.0.1:6006/traces", "it must end in /v1/traces"),
     ],

@@ -9,8 +9,8 @@ import atexit
 import logging
 import os
 from typing import TYPE_CHECKING
+from urllib.parse import SplitResult, urlsplit
 
-import httpx
 from opentelemetry import trace
 
 from utu.errors import ConfigError
@@ -28,28 +28,33 @@ def trace_url(trace_id: str | None) -> str | None:
     endpoint = os.environ.get("PHOENIX_ENDPOINT", "").strip()
     if _provider is None or not trace_id:
         return None
-    url = httpx.URL(endpoint)  # (checked when tracing started)
+    url = _without_user(urlsplit(endpoint))  # (checked when tracing started)
     path = url.path.rstrip("/").removesuffix("/v1/traces")
-    return str(url.copy_with(userinfo=b"", query=None, path=f"{path}/redirects/traces/{trace_id}"))
+    return url._replace(path=f"{path}/redirects/traces/{trace_id}", query="", fragment="").geturl()
 
 
 def shown(endpoint: str) -> str:
     """The endpoint as logged and stored: without a user and password written into it."""
     try:
-        return str(httpx.URL(endpoint).copy_with(userinfo=b""))
-    except httpx.InvalidURL:
+        return _without_user(urlsplit(endpoint)).geturl()
+    except ValueError:
         return endpoint
+
+
+def _without_user(url: SplitResult) -> SplitResult:
+    return url._replace(netloc=url.netloc.rpartition("@")[2])
 
 
 def _checked(endpoint: str) -> None:
     """Refuse, at start, an endpoint no collector can be at (exporting to it would fail only at the run's end)."""
     try:
-        url = httpx.URL(endpoint)
-        if url.scheme not in ("http", "https") or not url.host:
+        url = urlsplit(endpoint)
+        url.port  # noqa: B018 (a port that is no number raises here)
+        if url.scheme not in ("http", "https") or not url.hostname:
             why = "not an http(s) URL with a host"
         else:
             why = "" if url.path.rstrip("/").endswith("/v1/traces") else "it must end in /v1/traces"
-    except httpx.InvalidURL as e:
+    except ValueError as e:
         why = str(e)
     if why:
         raise ConfigError(f"PHOENIX_ENDPOINT={shown(endpoint)!r}: {why}, e.g. http://127.0.0.1:6006/v1/traces")
