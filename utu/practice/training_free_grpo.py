@@ -169,7 +169,8 @@ class TrainingFreeGRPO:
         if config.practice.top_up:
             shaping["data"]["reserve"] = content_digest(await self._reserve(db, steps, config.practice.top_up))
         if config.practice.validation:
-            shaping["practice"]["validation"]["content"] = content_digest(await self._validation_questions(db))
+            validation = await self._validation_questions(db, questions)
+            shaping["practice"]["validation"]["content"] = content_digest(validation)
         if verifier := file_digest(self.verify):  # its steps learned from the rewards it gave
             shaping["evaluation"]["verify_file_sha256"] = verifier
         self._check_export_step(steps)
@@ -208,9 +209,10 @@ class TrainingFreeGRPO:
         check_answers(self.verify, reserve, name)
         return reserve
 
-    async def _validation_questions(self, db: Database) -> list[DatasetSample]:
+    async def _validation_questions(self, db: Database, practised: list[DatasetSample]) -> list[DatasetSample]:
         """The gate's questions, checked before any work: a slice that selects none would decide every update on
-        nothing, and answers the verifier cannot read would score every library alike."""
+        nothing, and answers the verifier cannot read would score every library alike. `practised`: the practice
+        questions, which the gate's should not be."""
         v = self.config.practice.validation
         assert v is not None
         questions = await select_questions(db, v.dataset, v.size, v.offset)
@@ -237,7 +239,6 @@ class TrainingFreeGRPO:
                 *(v.dataset, v.offset, practised_last),
             )
         elif v.dataset != data.practice_dataset_name:  # another set, maybe the same questions under another name
-            practised = await select_questions(db, data.practice_dataset_name, data.rollout_data_truncate)
             texts = {" ".join(q.question.split()) for q in practised}
             shared = sum(" ".join(q.question.split()) in texts for q in questions)
             if shared:
