@@ -159,6 +159,10 @@ async def test_an_agent_runs_a_tool_call_its_model_wrote_as_text(stub, tmp_path,
     sent = server.requests[-1]["messages"]
     assert sent[-2]["tool_calls"][0]["function"]["name"] == "double"
     assert sent[-1] == {"role": "tool", "tool_call_id": "text_call_0", "content": "42.0"}
+    server = stub(StubScript(replies=[fenced, fenced, "\\boxed{84}"]))  # a second turn's call has its own id
+    assert (await Agent(config, client_for(server), build_toolkits(config.toolkits)).run("Twice.")).tool_calls == 2
+    ids = [m["tool_call_id"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+    assert ids == ["text_call_0", "text_call_1"]
     off = config.model_copy(update={"text_tool_calls": False})
     server = stub(StubScript(replies=[fenced]))
     assert (await Agent(off, client_for(server), build_toolkits(off.toolkits)).run("Double 21.")).tool_calls == 0

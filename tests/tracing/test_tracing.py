@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -205,6 +206,8 @@ def test_a_password_in_the_endpoint_is_never_shown_or_stored(monkeypatch):
     monkeypatch.setenv("PHOENIX_ENDPOINT", "http://127.0.0.1:6006/phoenix/v1/traces/?project=x")
     assert setup.trace_url("abc") == "http://127.0.0.1:6006/phoenix/redirects/traces/abc"  # no query in the link
     assert setup.shown("http://me:hunter2pass@127.0.0.1:6006/v1/traces") == "http://127.0.0.1:6006/v1/traces"
+    monkeypatch.setattr(setup, "_exporter", SimpleNamespace(failed=True))  # Phoenix failed: its spans were dropped
+    assert setup.trace_url("abc") is None
 
 
 def test_phoenix_dies_during_the_run(tmp_path, stub, tmp_path_factory):

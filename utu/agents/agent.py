@@ -85,7 +85,7 @@ class Agent:
             usage.add(reply.usage)
             message, calls = reply.message, reply.tool_calls
             if not calls and tools.schemas and self.config.text_tool_calls:
-                calls = text_tool_calls(reply.content or "", tools.names)
+                calls = text_tool_calls(reply.content or "", tools.names, first=len(tool_log))
                 if calls:  # the trajectory shows them as the calls they are, so the next request is well-formed
                     message = {**message, "tool_calls": calls}
             messages.append(message)

@@ -17,9 +17,10 @@ FENCE = "```"
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 
 
-def text_tool_calls(content: str, tools: set[str], bare: bool = True) -> list[dict[str, Any]]:
-    """The calls `content` makes, as API-style tool calls (ids text_call_0, ...), or [] when it makes none.
-    `bare=False` reads <tool_call> blocks only (the chat template's format), not a reply that is only JSON."""
+def text_tool_calls(content: str, tools: set[str], bare: bool = True, first: int = 0) -> list[dict[str, Any]]:
+    """The calls `content` makes, as API-style tool calls (ids text_call_<first>, ...), or [] when it makes none.
+    `bare=False` reads <tool_call> blocks only (the chat template's format), not a reply that is only JSON.
+    `first`: the calls made earlier in the conversation, so that no two calls of one conversation share an id."""
     text = content.strip()
     blocks = _tagged(text) or ([_unfenced(text)] if bare else [])
     calls: list[dict[str, Any]] = []
@@ -33,7 +34,7 @@ def text_tool_calls(content: str, tools: set[str], bare: bool = True) -> list[di
             arguments = json.dumps(item.get("arguments", {}), ensure_ascii=False)
             calls.append(
                 {
-                    "id": f"text_call_{len(calls)}",
+                    "id": f"text_call_{first + len(calls)}",
                     "type": "function",
                     "function": {"name": item["name"], "arguments": arguments},
                 }

@@ -18,15 +18,19 @@ from utu.errors import ConfigError
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
+    from utu.tracing.export import OneWarningExporter
+
 log = logging.getLogger(__name__)
 
 _provider: "TracerProvider | None" = None
+_exporter: "OneWarningExporter | None" = None
 
 
 def trace_url(trace_id: str | None) -> str | None:
-    """The trace in Phoenix's UI (its /redirects/traces route finds the project), when tracing is on."""
+    """The trace in Phoenix's UI (its /redirects/traces route finds the project), when tracing is on and
+    Phoenix has not failed (a link to spans that were dropped leads nowhere)."""
     endpoint = os.environ.get("PHOENIX_ENDPOINT", "").strip()
-    if _provider is None or not trace_id:
+    if _provider is None or not trace_id or (_exporter is not None and _exporter.failed):
         return None
     url = _without_user(urlsplit(endpoint))  # (checked when tracing started)
     path = url.path.rstrip("/").removesuffix("/v1/traces")
@@ -62,7 +66,7 @@ def _checked(endpoint: str) -> None:
 
 def setup_tracing() -> bool:
     """Install the global tracer provider if PHOENIX_ENDPOINT is set (once per process). Returns whether on."""
-    global _provider
+    global _provider, _exporter
     endpoint = os.environ.get("PHOENIX_ENDPOINT", "").strip()
     if not endpoint:
         return False
@@ -82,8 +86,8 @@ def setup_tracing() -> bool:
     logging.getLogger("opentelemetry.sdk.trace.export").setLevel(logging.CRITICAL)
     project = os.environ.get("PHOENIX_PROJECT_NAME") or os.environ.get("PHOENIX_PROJECT") or "utu"
     _provider = TracerProvider(resource=Resource.create({"openinference.project.name": project}))
-    exporter = OneWarningExporter(RedactingExporter(OTLPSpanExporter(endpoint=endpoint, timeout=5)), shown(endpoint))
-    _provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=1000))
+    _exporter = OneWarningExporter(RedactingExporter(OTLPSpanExporter(endpoint=endpoint, timeout=5)), shown(endpoint))
+    _provider.add_span_processor(BatchSpanProcessor(_exporter, schedule_delay_millis=1000))
     trace.set_tracer_provider(_provider)
     atexit.register(shutdown_tracing)
     log.info("tracing to Phoenix at %s (project %s)", shown(endpoint), project)
