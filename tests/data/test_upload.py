@@ -168,10 +168,8 @@ def test_second_upload_is_refused_unless_replace_or_append(tmp_path, db_url):
     assert run_script(*args, "--append").returncode == 0
     assert [r.index for r in rows(db_url, "T")] == list(range(6))
     one = write(tmp_path / "one.jsonl", [GOOD[0]])
-    assert (
-        run_script(UPLOAD, "--file_path", str(one), "--dataset_name", "T", "--db_url", db_url, "--replace").returncode
-        == 0
-    )
+    replaced = run_script(UPLOAD, "--file_path", str(one), "--dataset_name", "T", "--db_url", db_url, "--replace")
+    assert replaced.returncode == 0 and "its 6 earlier rows are replaced" in " ".join(replaced.stderr.split())
     assert len(rows(db_url, "T")) == 1
 
 

@@ -124,6 +124,39 @@ async def test_two_first_runs_load_a_bundled_set_once(db):
     assert sizes == [expected, expected] and await dataset_size(db, "AIME25") == expected
 
 
+@pytest.mark.integration
+async def test_an_append_that_races_another_keeps_nothing_and_says_so(pg_url, monkeypatch):
+    """On PostgreSQL both read the same last index, and the one that writes second is refused in one line, not a
+    traceback (SQLite's writers take its lock before they read: BEGIN IMMEDIATE)."""
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from tests.conftest import open_postgres
+    from utu.db.dataset_io import DatasetLine, dataset_size, store_dataset
+    from utu.errors import DataError
+
+    db = await open_postgres(pg_url)
+    await store_dataset(db, "T", [DatasetLine(question="q0")])
+    other = Database(db.url)
+    execute = AsyncSession.execute
+
+    async def another_upload_lands_after_the_read(session, statement, *args, **kwargs):
+        result = await execute(session, statement, *args, **kwargs)
+        if "max(" in str(statement) and session.bind is db.engine:
+            await store_dataset(other, "T", [DatasetLine(question="b")], "append")
+        return result
+
+    monkeypatch.setattr(AsyncSession, "execute", another_upload_lands_after_the_read)
+    try:
+        with pytest.raises(DataError, match="another upload at the same time; nothing of this one was kept"):
+            await store_dataset(db, "T", [DatasetLine(question="a")], "append")
+        async with db.sessions() as s:
+            stored = (await s.execute(select(DatasetSample.index, DatasetSample.question).order_by("index"))).all()
+        assert [tuple(r) for r in stored] == [(0, "q0"), (1, "b")] and await dataset_size(db, "T") == 2
+    finally:
+        await other.dispose()
+        await db.dispose()
+
+
 async def test_an_old_database_gets_row_owners(tmp_path):
     """Attempts stored before rows had owners: practice rows go to their practice, the rest to themselves."""
 

@@ -9,6 +9,7 @@ Only `question` is required. Other keys are kept in `meta`.
 import hashlib
 import importlib.resources
 import json
+import logging
 import math
 from collections.abc import Iterator
 from decimal import Decimal
@@ -24,6 +25,8 @@ from utu.db.hub_sets import HUB_SET_NAMES, load_command
 from utu.db.models import DatasetSample
 from utu.errors import ConfigError, DataError
 from utu.names import check_name
+
+log = logging.getLogger(__name__)
 
 DEFAULT_SOURCE = "training_free_grpo"
 KNOWN_KEYS = {"dataset", "source", "question", "answer", "level", "topic", "meta", "source_index", "file_name"}
@@ -308,6 +311,16 @@ async def store_dataset(
     db: Database, name: str, rows: list[DatasetLine], mode: Literal["new", "replace", "append"] = "new"
 ) -> int:
     """Write the rows in one transaction. `new` refuses an existing data set. Returns rows written."""
+    try:
+        return await _store(db, name, rows, mode)
+    except IntegrityError as e:  # another writer took the same row indexes between our read and our write
+        raise DataError(
+            f"data set {name!r} was written by another upload at the same time; nothing of this one was kept: "
+            "run it again"
+        ) from e
+
+
+async def _store(db: Database, name: str, rows: list[DatasetLine], mode: Literal["new", "replace", "append"]) -> int:
     async with db.transaction() as session:
         existing = await session.scalar(
             select(func.count()).select_from(DatasetSample).where(DatasetSample.dataset == name)
@@ -320,6 +333,8 @@ async def store_dataset(
         start = 0
         if mode == "replace":
             await session.execute(delete(DatasetSample).where(DatasetSample.dataset == name))
+            if existing:
+                log.info("data set %r: its %d earlier rows are replaced", name, existing)
         elif existing:
             last = select(func.max(DatasetSample.index)).where(DatasetSample.dataset == name)
             start = 1 + (await session.execute(last)).scalar_one()  # not NULL: the data set has rows
