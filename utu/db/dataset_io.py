@@ -8,6 +8,7 @@ Only `question` is required. Other keys are kept in `meta`.
 
 import hashlib
 import importlib.resources
+import itertools
 import json
 import logging
 import math
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from utu.db.engine import Database
@@ -29,6 +30,7 @@ from utu.names import check_name
 log = logging.getLogger(__name__)
 
 DEFAULT_SOURCE = "training_free_grpo"
+INSERT_BATCH = 5000
 KNOWN_KEYS = {"dataset", "source", "question", "answer", "level", "topic", "meta", "source_index", "file_name"}
 FORMATS = ("default", "llamafactory")
 MAX_LINE_BYTES = 1024 * 1024  # a question longer than this is a mistake (a whole file on one line), not data
@@ -338,21 +340,24 @@ async def _store(db: Database, name: str, rows: list[DatasetLine], mode: Literal
         elif existing:
             last = select(func.max(DatasetSample.index)).where(DatasetSample.dataset == name)
             start = 1 + (await session.execute(last)).scalar_one()  # not NULL: the data set has rows
-        session.add_all(
-            DatasetSample(
-                dataset=name,
-                index=start + i,
-                source=row.source,
-                question=row.question,
-                answer=answer_text(row.answer),
-                level=None if row.level is None else str(row.level),
-                topic=row.topic,
-                meta=row.meta,
-                source_index=row.source_index,
-                file_name=row.file_name,
-            )
+        values = (
+            {
+                "dataset": name,
+                "index": start + i,
+                "source": row.source,
+                "question": row.question,
+                "answer": answer_text(row.answer),
+                "level": None if row.level is None else str(row.level),
+                "topic": row.topic,
+                "meta": row.meta,
+                "source_index": row.source_index,
+                "file_name": row.file_name,
+            }
             for i, row in enumerate(rows)
         )
+        # Core inserts in batches, not ORM objects: a million-line upload held them all (about 5 KB a row)
+        for batch in iter(lambda: list(itertools.islice(values, INSERT_BATCH)), []):
+            await session.execute(insert(DatasetSample), batch)
     return len(rows)
 
 
