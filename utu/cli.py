@@ -4,6 +4,7 @@ import argparse
 import asyncio
 import atexit
 import gc
+import json
 import logging
 import os
 import re
@@ -113,6 +114,13 @@ _UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u20
 def printable(text: str) -> str:
     """`text` as a terminal may show it: what is not printable written as its escape (an ESC as \\x1b)."""
     return _UNPRINTABLE.sub(lambda m: m[0].encode("unicode_escape").decode(), text)
+
+
+def printed_json(value: Any, indent: int | None = None) -> str:
+    """`value` as JSON for a terminal: other scripts unescaped, but what JSON leaves raw and a terminal obeys (a C1
+    control such as \x9b, DEL, a bidi override) escaped as \\uXXXX. The same value when parsed."""
+    text = json.dumps(value, ensure_ascii=False, indent=indent)
+    return _UNPRINTABLE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
 
 
 def as_text(text: str) -> Text:

@@ -255,16 +255,20 @@ def test_the_operation_log_reads_back_in_order_and_by_step_or_status(practised):
 
 def test_a_library_is_shown_as_it_is_written(practised):
     _, db_url = practised
-    odd = {"G0": "Use [a, b] and x[i]; [/INST] ends.", "G1": "Go\x1b[2J\x1b]0;pwned\x07 on."}
+    odd = {"G0": "Use [a, b] and x[i]; [/INST] ends.", "G1": "Go\x1b[2J\x1b]0;pwned\x07 on.\x9b2J\u202e"}
     stored(db_url, "odd", odd)
     stored(db_url, "odd_swapped", {"G0": odd["G1"], "G1": odd["G0"]})
     merge = ("merge", "odd", "t", "--to", "om", "--no_llm")
-    for args in (("show", "--exp_id", "odd"), ("diff", "odd@0", "t@0"), merge):
+    as_json = (("show", "--exp_id", "odd", "--json"), ("diff", "odd@0", "t@0", "--json"))
+    for args in (("show", "--exp_id", "odd"), ("diff", "odd@0", "t@0"), merge, *as_json):
         result = library(db_url, *args)
         assert result.returncode == 0, result.stderr
-        assert "\x1b" not in result.stdout + result.stderr  # an escape sequence is shown, never obeyed
+        said = result.stdout + result.stderr  # an escape sequence (C1's CSI too) is shown, never obeyed
+        assert not {"\x1b", "\x9b", "\u202e"} & set(said), args
     shown = library(db_url, "show", "--exp_id", "odd").stdout
     assert "Use [a, b] and x[i]; [/INST] ends." in shown and "Go\\x1b[2J\\x1b]0;pwned\\x07 on." in shown  # no markup
+    as_json = json.loads(library(db_url, "show", "--exp_id", "odd", "--json").stdout)
+    assert as_json["experiences"][1]["text"] == odd["G1"]  # escaped for the terminal, the same text when parsed
     same = library(db_url, "diff", "odd@0", "odd_swapped@0")  # two experiments: their ids say nothing
     assert same.returncode == 0 and "hold the same experiences" in same.stdout
     changes = json.loads(library(db_url, "diff", "odd@0", "t@0", "--json").stdout)

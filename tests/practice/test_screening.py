@@ -270,6 +270,9 @@ def test_the_screen_command_reports_each_row_and_explains_refusals(tmp_path):
     rows.write_text(json.dumps({"experience": "Convert the units first.\x1b[2J\x1b]0;pwned\x07"}) + "\n")
     shown = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     assert "\x1b" not in shown and "first.\\x1b[2J\\x1b]0;pwned\\x07" in shown  # shown, never obeyed
+    rows.write_text(json.dumps({"experience": "Convert the units first.\x9b2J"}) + "\n")  # C1's CSI: JSON leaves it
+    as_json = subprocess.run([*command, "--json"], capture_output=True, text=True, check=True).stdout
+    assert "\x9b" not in as_json and json.loads(as_json)["experience"] == "Convert the units first.\x9b2J"
 
 
 @pytest.mark.parametrize(

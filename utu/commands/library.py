@@ -96,13 +96,8 @@ async def show(db: Database, args) -> None:
     library, step = await library_at(db, args.exp_id, args.step, f"show --exp_id {args.exp_id}")
     entries = provenance(library, await applied_operations(db, args.exp_id, up_to=step))
     if args.json:
-        print(
-            json.dumps(
-                {"exp_id": args.exp_id, "step": step, "experiences": [dataclasses.asdict(e) for e in entries]},
-                ensure_ascii=False,
-                indent=2,
-            )
-        )
+        experiences = [dataclasses.asdict(e) for e in entries]
+        print(cli.printed_json({"exp_id": args.exp_id, "step": step, "experiences": experiences}, indent=2))
         return
     table = Table(title=f"{args.exp_id}, library after step {step} ({len(entries)} experiences)", show_lines=True)
     for column in ("id", "experience", "added", "from questions", "rationale", "updated at steps"):
@@ -130,13 +125,7 @@ async def compare(db: Database, args) -> None:
     operations = await applied_operations(db, b) if a == b else []
     result = diff(before, after, operations, range(first + 1, last + 1), same_ids=a == b)
     if args.json:
-        print(
-            json.dumps(
-                {"from": f"{a}@{first}", "to": f"{b}@{last}", **dataclasses.asdict(result)},
-                ensure_ascii=False,
-                indent=2,
-            )
-        )
+        print(cli.printed_json({"from": f"{a}@{first}", "to": f"{b}@{last}", **dataclasses.asdict(result)}, indent=2))
         return
     table = Table(title=f"{a}@{first} -> {b}@{last}", show_lines=True)
     for column in ("id", "change", "text", "why (the operation log)"):

@@ -8,7 +8,6 @@ are flags of the same name (--max_particulars 2, --require_directive false).
 
 import argparse
 import contextlib
-import json
 import sys
 from pathlib import Path
 
@@ -99,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     results = verdicts(rows, config)
     for row, refused in zip(rows, results, strict=True):
         if args.json:
-            print(json.dumps({"refused": refused, "experience": row.experience}, ensure_ascii=False))
+            print(cli.printed_json({"refused": refused, "experience": row.experience}))
         else:
             shown = row.experience if len(row.experience) <= SHOWN_CHARS else row.experience[:SHOWN_CHARS] + "..."
             print(cli.printable(f"REFUSED ({refused}): {shown}" if refused else f"KEPT: {shown}"))
