@@ -31,6 +31,9 @@ def read_env() -> None:
 
 def setup(verbose: bool = False) -> None:
     read_env()
+    for stream in (sys.stdout, sys.stderr):  # a terminal that is not UTF-8 gets escapes, not a UnicodeEncodeError
+        if callable(reconfigure := getattr(stream, "reconfigure", None)):
+            reconfigure(errors="backslashreplace")
     handler = RichHandler(show_path=False, rich_tracebacks=True, console=Console(stderr=True))
     handler.addFilter(RedactingFilter())  # no API key ever reaches a log line
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s", handlers=[handler])

@@ -1,6 +1,6 @@
 """Time and memory of storing an uploaded data set: batched Core inserts against ORM objects, in the same run.
 
-    python benchmarks/speed/upload.py [--rows 200000] [--rounds 2]
+    python benchmarks/speed/upload.py [--rows 200000] [--rounds 2] [--out upload]
 
 A generated JSONL file (questions of about 110 characters, an answer, a level, a small meta) is stored into a fresh
 SQLite file by each way in its own process, alternating over rounds: `store_dataset` as uploads run it, and the way
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _common import at_least, write_result  # noqa: E402
+from _common import at_least, result_name, write_result  # noqa: E402
 
 WAYS = ("parse_only", "core_batches", "orm_objects")
 
@@ -82,6 +82,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=at_least(1000), default=200_000)
     parser.add_argument("--rounds", type=at_least(1), default=2)
+    parser.add_argument("--out", type=result_name, default="upload", help="the result's name in benchmarks/results")
     parser.add_argument("--child", nargs=3, metavar=("WAY", "DATA", "DB"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -101,7 +102,7 @@ def main() -> int:
     peak = {way: max(b for _, b in runs[way]) for way in WAYS}
     above_floor = {way: (peak[way] - peak["parse_only"]) / args.rows for way in WAYS[1:]}
     write_result(
-        "upload",
+        args.out,
         {
             "rows": args.rows,
             "file_bytes": file_bytes,

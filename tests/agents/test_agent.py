@@ -163,6 +163,21 @@ async def test_an_agent_runs_a_tool_call_its_model_wrote_as_text(stub, tmp_path,
     assert (await Agent(config, client_for(server), build_toolkits(config.toolkits)).run("Twice.")).tool_calls == 2
     ids = [m["tool_call_id"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
     assert ids == ["text_call_0", "text_call_1"]
+    server = stub(StubScript(replies=[fenced, "\\boxed{42}"]))  # a conversation continued: its calls count too
+    history = [*server_messages(ids), {"role": "user", "content": "Once more."}]
+    await Agent(config, client_for(server), build_toolkits(config.toolkits)).run_messages(history)
+    ids = [m["tool_call_id"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+    assert ids == ["text_call_0", "text_call_1", "text_call_2"]
     off = config.model_copy(update={"text_tool_calls": False})
     server = stub(StubScript(replies=[fenced]))
     assert (await Agent(off, client_for(server), build_toolkits(off.toolkits)).run("Double 21.")).tool_calls == 0
+
+
+def server_messages(ids: list[str]) -> list[dict]:
+    """A conversation whose assistant turns made the calls `ids`, each answered."""
+    messages: list[dict] = [{"role": "user", "content": "Twice."}]
+    for call_id in ids:
+        call = {"id": call_id, "type": "function", "function": {"name": "double", "arguments": '{"x": 1}'}}
+        messages += [{"role": "assistant", "content": "", "tool_calls": [call]}]
+        messages += [{"role": "tool", "tool_call_id": call_id, "content": "2.0"}]
+    return messages

@@ -30,6 +30,8 @@ BAD_LINES = {
     "long level": ('{"question": "q", "level": "' + "x" * 51 + '"}', "field 'level': must be at most 50 characters"),
     "long numeric level": ('{"question": "q", "level": ' + "9" * 51 + "}", "field 'level': must be at most 50"),
     "long topic": ('{"question": "q", "topic": "' + "x" * 201 + '"}', "field 'topic'"),
+    "NUL in question": ('{"question": "q\\u0000", "answer": "3"}', "field 'question': contains a NUL character"),
+    "NUL in answer": ('{"question": "q", "answer": "3\\u0000"}', "field 'answer': contains a NUL character"),
 }
 
 
@@ -169,7 +171,7 @@ def test_second_upload_is_refused_unless_replace_or_append(tmp_path, db_url):
     assert [r.index for r in rows(db_url, "T")] == list(range(6))
     one = write(tmp_path / "one.jsonl", [GOOD[0]])
     replaced = run_script(UPLOAD, "--file_path", str(one), "--dataset_name", "T", "--db_url", db_url, "--replace")
-    assert replaced.returncode == 0 and "its 6 earlier rows are replaced" in " ".join(replaced.stderr.split())
+    assert replaced.returncode == 0 and "its 6 earlier rows were replaced" in " ".join(replaced.stderr.split())
     assert len(rows(db_url, "T")) == 1
 
 

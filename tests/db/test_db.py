@@ -4,7 +4,7 @@ import asyncio
 import sqlite3
 
 import pytest
-from sqlalchemy import func, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from utu.db import Database, DatasetSample, EvaluationSample, database_url
@@ -77,6 +77,25 @@ async def test_a_failed_transaction_writes_nothing(db):
     assert await count(db, EvaluationSample) == 0
 
 
+async def test_a_nul_in_any_text_is_stored_not_refused(db):
+    """A tool's binary output or a model's degenerate reply: PostgreSQL's text cannot hold a NUL, and the whole
+    write failed mid-run; it is stored as U+FFFD there (JSON columns hold it escaped, on both backends)."""
+    from utu.db.engine import NUL_STORED_AS
+
+    written = sample(0)
+    written.reasoning, written.trajectories = "a\x00b", [{"content": "c\x00"}]
+    async with db.transaction() as s:
+        s.add(written)
+        await s.execute(insert(DatasetSample), [{"dataset": "d", "index": i, "question": f"q{i}\x00"} for i in (0, 1)])
+    async with db.sessions() as s:
+        row = (await s.execute(select(EvaluationSample))).scalar_one()
+        questions = (await s.execute(select(DatasetSample.question).order_by(DatasetSample.index))).scalars().all()
+    nul = "\x00" if db.is_sqlite else NUL_STORED_AS
+    assert questions == [f"q{i}{nul}" for i in (0, 1)]  # many rows at once
+    assert row.reasoning == f"a{nul}b"
+    assert row.trajectories == [{"content": "c\x00"}]
+
+
 async def test_json_columns_round_trip(db):
     trajectory = [
         {"role": "system", "content": "be brief"},
@@ -125,9 +144,45 @@ async def test_two_first_runs_load_a_bundled_set_once(db):
 
 
 @pytest.mark.integration
-async def test_an_append_that_races_another_keeps_nothing_and_says_so(pg_url, monkeypatch):
-    """On PostgreSQL both read the same last index, and the one that writes second is refused in one line, not a
-    traceback (SQLite's writers take its lock before they read: BEGIN IMMEDIATE)."""
+@pytest.mark.parametrize("first_mode", ["append", "replace"])
+async def test_two_uploads_to_one_data_set_at_once_take_turns(pg_url, monkeypatch, first_mode):
+    """On PostgreSQL the second upload waits for the first (SQLite's writers take its lock before they read:
+    BEGIN IMMEDIATE): its rows follow the first's, none lost, no index twice, no gap."""
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from tests.conftest import open_postgres
+    from utu.db.dataset_io import DatasetLine, store_dataset
+
+    db = await open_postgres(pg_url)
+    await store_dataset(db, "T", [DatasetLine(question=f"q{i}") for i in range(3)])
+    other, waiting = Database(db.url), []
+    execute = AsyncSession.execute
+
+    async def another_upload_starts_after_this_ones_first_statement(session, statement, *args, **kwargs):
+        result = await execute(session, statement, *args, **kwargs)
+        if session.bind is db.engine and not waiting:
+            waiting.append(asyncio.create_task(store_dataset(other, "T", [DatasetLine(question="b")], "append")))
+            await asyncio.sleep(0.3)  # time to read the last index, were it not waiting for this upload's lock
+            assert not waiting[0].done()
+        return result
+
+    monkeypatch.setattr(AsyncSession, "execute", another_upload_starts_after_this_ones_first_statement)
+    try:
+        await store_dataset(db, "T", [DatasetLine(question="a")], first_mode)
+        await waiting[0]
+        async with db.sessions() as s:
+            stored = (await s.execute(select(DatasetSample.index, DatasetSample.question).order_by("index"))).all()
+    finally:
+        await other.dispose()
+        await db.dispose()
+    earlier = [(i, f"q{i}") for i in range(3)] if first_mode == "append" else []
+    assert [tuple(r) for r in stored] == [*earlier, (len(earlier), "a"), (len(earlier) + 1, "b")]
+
+
+@pytest.mark.integration
+async def test_an_append_raced_by_a_writer_without_the_lock_keeps_nothing_and_says_so(pg_url, monkeypatch):
+    """A writer that takes no lock (an older utu) writes the same row index meanwhile: one line, not a traceback."""
+    from sqlalchemy import insert
     from sqlalchemy.ext.asyncio import AsyncSession
 
     from tests.conftest import open_postgres
@@ -139,15 +194,16 @@ async def test_an_append_that_races_another_keeps_nothing_and_says_so(pg_url, mo
     other = Database(db.url)
     execute = AsyncSession.execute
 
-    async def another_upload_lands_after_the_read(session, statement, *args, **kwargs):
+    async def a_row_lands_after_the_read(session, statement, *args, **kwargs):
         result = await execute(session, statement, *args, **kwargs)
         if "max(" in str(statement) and session.bind is db.engine:
-            await store_dataset(other, "T", [DatasetLine(question="b")], "append")
+            async with other.transaction() as s:
+                await execute(s, insert(DatasetSample).values(dataset="T", index=1, question="b"))
         return result
 
-    monkeypatch.setattr(AsyncSession, "execute", another_upload_lands_after_the_read)
+    monkeypatch.setattr(AsyncSession, "execute", a_row_lands_after_the_read)
     try:
-        with pytest.raises(DataError, match="another upload at the same time; nothing of this one was kept"):
+        with pytest.raises(DataError, match="changed while this upload wrote it .*nothing of this one was kept"):
             await store_dataset(db, "T", [DatasetLine(question="a")], "append")
         async with db.sessions() as s:
             stored = (await s.execute(select(DatasetSample.index, DatasetSample.question).order_by("index"))).all()

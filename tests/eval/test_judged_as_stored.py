@@ -10,6 +10,7 @@ from sqlalchemy import select
 from utu.agents.agent import AgentResult
 from utu.db import EvaluationSample
 from utu.db.attempts import AttemptWriter
+from utu.db.engine import storable
 from utu.eval.attempt import run_attempt
 from utu.tracing.redact import MASK, Redactor
 from utu.verify import Verifier
@@ -56,9 +57,10 @@ def contains_answer(sample, timeout_score=0, **kwargs):
 
 
 async def judged(db, index: int, reply: str, split: bool) -> tuple[float, str]:
+    answer = reply.strip()[:20].replace("\x00", "")  # a data set's answer has no NUL: an upload refuses it
     async with db.transaction() as s:
         row = EvaluationSample(
-            exp_id="e", owner="e", dataset="d", dataset_index=index, raw_question="q", correct_answer=reply.strip()[:20]
+            exp_id="e", owner="e", dataset="d", dataset_index=index, raw_question="q", correct_answer=answer
         )
         s.add(row)
     common = {"agent": EchoAgent(reply), "verifier": Verifier(contains_answer), "timeout": 10, "retries": 0}
@@ -73,17 +75,21 @@ async def judged(db, index: int, reply: str, split: bool) -> tuple[float, str]:
     return stored.reward, stored.response
 
 
-async def test_any_reply_gets_the_same_reward_live_and_from_the_database(sqlite_db, monkeypatch):
+async def test_any_reply_gets_the_same_reward_live_and_from_the_database(any_db, monkeypatch):
     monkeypatch.setenv("UTU_LLM_API_KEY", CONFIGURED_KEY)
     rng = random.Random(50)
     replies = [random_reply(rng) for _ in range(150)]
     replies += [f"{r} {CONFIGURED_KEY}" for r in replies[:10]]  # a reply that quotes our own key
+    replies += ["\x00", "The answer\x00 is 4.\x00"]  # a degenerate reply: PostgreSQL's text cannot hold a NUL
     for i, reply in enumerate(replies):
-        live, live_stored = await judged(sqlite_db, 2 * i, reply, split=False)
-        later, stored = await judged(sqlite_db, 2 * i + 1, reply, split=True)
+        live, live_stored = await judged(any_db, 2 * i, reply, split=False)
+        later, stored = await judged(any_db, 2 * i + 1, reply, split=True)
         assert live == later, reply
-        assert stored == live_stored == Redactor().secrets_only(reply), reply
-        assert stored == reply if CONFIGURED_KEY not in reply else CONFIGURED_KEY not in stored and MASK in stored
+        assert stored == live_stored == storable(Redactor().secrets_only(reply)), reply
+        if "\x00" in reply:
+            assert stored == reply.replace("\x00", "\ufffd")
+        else:
+            assert stored == reply if CONFIGURED_KEY not in reply else CONFIGURED_KEY not in stored and MASK in stored
 
 
 def test_well_formed_keys_are_masked_in_other_stored_text_and_prose_is_not():

@@ -2,6 +2,7 @@
 topic or language; the junk small models proposed is refused, each with its reason."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -273,6 +274,10 @@ def test_the_screen_command_reports_each_row_and_explains_refusals(tmp_path):
     rows.write_text(json.dumps({"experience": "Convert the units first.\x9b2J"}) + "\n")  # C1's CSI: JSON leaves it
     as_json = subprocess.run([*command, "--json"], capture_output=True, text=True, check=True).stdout
     assert "\x9b" not in as_json and json.loads(as_json)["experience"] == "Convert the units first.\x9b2J"
+    rows.write_text(json.dumps({"experience": "先换算单位，再相除。"}, ensure_ascii=False) + "\n")
+    ascii_env = {**os.environ, "PYTHONIOENCODING": "ascii"}  # a terminal that is not UTF-8
+    ascii_only = subprocess.run(command, capture_output=True, text=True, env=ascii_env)
+    assert ascii_only.returncode == 0 and "\\u5148" in ascii_only.stdout, ascii_only.stderr  # escaped, no crash
 
 
 @pytest.mark.parametrize(

@@ -85,7 +85,7 @@ class Agent:
             usage.add(reply.usage)
             message, calls = reply.message, reply.tool_calls
             if not calls and tools.schemas and self.config.text_tool_calls:
-                calls = text_tool_calls(reply.content or "", tools.names, first=len(tool_log))
+                calls = text_tool_calls(reply.content or "", tools.names, first=_calls_made(messages))
                 if calls:  # the trajectory shows them as the calls they are, so the next request is well-formed
                     message = {**message, "tool_calls": calls}
             messages.append(message)
@@ -98,6 +98,11 @@ class Agent:
             tool_log.extend(entry for _, entry in results)  # in call order, not in order of completion
         turns = self.config.max_turns
         return AgentResult(response, messages, turns, len(tool_log), "max_turns", usage, tool_log, route)
+
+
+def _calls_made(messages: list[dict[str, Any]]) -> int:
+    """Tool calls in the conversation so far, the history it continues included: the next call's id follows them."""
+    return sum(len(m.get("tool_calls") or []) for m in messages if isinstance(m, dict))
 
 
 def _last_user_text(messages: list[dict[str, Any]]) -> str:

@@ -63,6 +63,13 @@ class DatasetLine(BaseModel):
             raise ValueError("must not be blank")
         return v
 
+    @field_validator("dataset", "source", "question", "answer", "level", "topic", "file_name")
+    @classmethod
+    def _no_nul(cls, v: object) -> object:
+        if isinstance(v, str) and "\x00" in v:  # PostgreSQL's text cannot hold it; in a question it means nothing
+            raise ValueError("contains a NUL character (\\u0000): remove it")
+        return v
+
     @field_validator("level")
     @classmethod
     def _level_fits(cls, v: str | int | None) -> str | int | None:
@@ -247,7 +254,8 @@ def _parse_line(text: str, data_format: str = "default") -> DatasetLine:
         if len(err["loc"]) > 1 and field in UNION_HINTS:  # a union type: say what is allowed
             message = UNION_HINTS[field]
         else:
-            message = err["msg"].removeprefix("Value error, ").lower()
+            message = err["msg"].removeprefix("Value error, ")
+            message = message[:1].lower() + message[1:]  # "Field required" reads "field 'question': field required"
         value = repr(obj.get(field))
         value = value if len(value) <= 200 else f"{value[:200]}... ({len(value)} characters)"  # one readable line
         got = "" if err["type"] == "missing" else f" (got {value})"
@@ -314,16 +322,22 @@ async def store_dataset(
 ) -> int:
     """Write the rows in one transaction. `new` refuses an existing data set. Returns rows written."""
     try:
-        return await _store(db, name, rows, mode)
-    except IntegrityError as e:  # another writer took the same row indexes between our read and our write
+        replaced = await _store(db, name, rows, mode)
+    except IntegrityError as e:  # a writer that takes no lock (an older utu) took the same row indexes meanwhile
         raise DataError(
-            f"data set {name!r} was written by another upload at the same time; nothing of this one was kept: "
-            "run it again"
+            f"data set {name!r} changed while this upload wrote it (another upload at the same time?); nothing of "
+            "this one was kept: run it again"
         ) from e
+    if replaced:
+        log.info("data set %r: its %d earlier rows were replaced", name, replaced)
+    return len(rows)
 
 
 async def _store(db: Database, name: str, rows: list[DatasetLine], mode: Literal["new", "replace", "append"]) -> int:
+    """Returns how many earlier rows were replaced."""
     async with db.transaction() as session:
+        if not db.is_sqlite:  # one writer of a data set at a time (SQLite's BEGIN IMMEDIATE already makes it so)
+            await session.execute(select(func.pg_advisory_xact_lock(func.hashtext(f"utu data set {name}"))))
         existing = await session.scalar(
             select(func.count()).select_from(DatasetSample).where(DatasetSample.dataset == name)
         )
@@ -335,8 +349,6 @@ async def _store(db: Database, name: str, rows: list[DatasetLine], mode: Literal
         start = 0
         if mode == "replace":
             await session.execute(delete(DatasetSample).where(DatasetSample.dataset == name))
-            if existing:
-                log.info("data set %r: its %d earlier rows are replaced", name, existing)
         elif existing:
             last = select(func.max(DatasetSample.index)).where(DatasetSample.dataset == name)
             start = 1 + (await session.execute(last)).scalar_one()  # not NULL: the data set has rows
@@ -358,7 +370,7 @@ async def _store(db: Database, name: str, rows: list[DatasetLine], mode: Literal
         # Core inserts in batches, not ORM objects: a million-line upload held them all (about 5 KB a row)
         for batch in iter(lambda: list(itertools.islice(values, INSERT_BATCH)), []):
             await session.execute(insert(DatasetSample), batch)
-    return len(rows)
+    return existing if mode == "replace" else 0
 
 
 BUNDLED_DIR = Path(str(importlib.resources.files("utu") / "_dataset")).resolve()  # dataset/, shipped in the package

@@ -13,7 +13,7 @@ import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from sqlalchemy import Table, event, inspect, select, update
 from sqlalchemy.engine import make_url
@@ -86,6 +86,7 @@ class Database:
                 _configure_sqlite(self.engine)
             else:
                 self.engine = create_async_engine(self.url, pool_size=20, max_overflow=40, pool_pre_ping=True)
+                _configure_postgres(self.engine)
         except (ArgumentError, NoSuchModuleError, InvalidRequestError, ImportError) as e:
             raise ConfigError(f"database URL {self.describe()}: {' '.join(str(e).split())[:200]}; {URL_HINT}") from None
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
@@ -191,6 +192,30 @@ def _backfill_owners(conn) -> None:
         base = re.sub(r"_(epoch_\d+|eval_step\d+)$", "", exp_id)
         owner = base if base != exp_id and base in practices else exp_id
         conn.execute(update(table).where(table.c.exp_id == exp_id, table.c.owner.is_(None)).values(owner=owner))
+
+
+NUL_STORED_AS = "\ufffd"  # the replacement character: PostgreSQL's text cannot hold a NUL
+
+
+def storable(text: str) -> str:
+    """`text` as every backend stores it: a NUL (a model's degenerate reply, a tool's binary output) replaced."""
+    return text.replace("\x00", NUL_STORED_AS) if "\x00" in text else text
+
+
+def _storable_parameters(parameters: Any) -> Any:
+    if isinstance(parameters, dict):
+        return {key: storable(v) if isinstance(v, str) else v for key, v in parameters.items()}
+    if isinstance(parameters, list | tuple):
+        return type(parameters)(storable(v) if isinstance(v, str) else _storable_parameters(v) for v in parameters)
+    return parameters
+
+
+def _configure_postgres(engine: AsyncEngine) -> None:
+    # A NUL in any text parameter made the whole write fail ("text fields cannot contain NUL"), mid-run. (A JSON
+    # column holds it escaped, \u0000, which PostgreSQL's json type keeps.)
+    @event.listens_for(engine.sync_engine, "before_cursor_execute", retval=True)
+    def _without_nul(_conn, _cursor, statement, parameters, _context, _executemany):
+        return statement, _storable_parameters(parameters)
 
 
 def _configure_sqlite(engine: AsyncEngine) -> None:

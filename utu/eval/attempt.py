@@ -8,6 +8,7 @@ from typing import Any
 
 from utu.agents.agent import Agent, AgentResult
 from utu.db.attempts import AttemptWriter
+from utu.db.engine import storable
 from utu.errors import BudgetExhausted, EndpointError, LLMError
 from utu.tracing.redact import Redactor
 from utu.tracing.setup import trace_url
@@ -128,7 +129,7 @@ async def run_attempt(
             values = outcome.row_values()
             route = outcome.result.route if outcome.result is not None else None
             if values.get("response"):  # judged as it will be stored, so a judgement redone from the row agrees
-                values["response"] = Redactor().secrets_only(values["response"])
+                values["response"] = storable(Redactor().secrets_only(values["response"]))
             for key, value in values.items():
                 setattr(row, key, value)
         if judge and needs_judging(row):
