@@ -109,10 +109,11 @@ async def unchanged_comparison(baseline: str) -> str:
 def read_env_as_the_commands_do() -> None:
     """Work from the checkout, where the commands below run, and read its .env as they do (the shell's variables
     win): so this script and they agree on the model, and on the database (./utu.db) it reads the refusals from."""
-    from utu.cli import read_env
+    from utu.cli import escape_what_the_terminal_cannot_show, read_env
 
     os.chdir(ROOT)
     read_env()
+    escape_what_the_terminal_cannot_show()
 
 
 def main() -> None:

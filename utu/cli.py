@@ -31,14 +31,20 @@ def read_env() -> None:
 
 def setup(verbose: bool = False) -> None:
     read_env()
-    for stream in (sys.stdout, sys.stderr):  # a terminal that is not UTF-8 gets escapes, not a UnicodeEncodeError
-        if callable(reconfigure := getattr(stream, "reconfigure", None)):
-            reconfigure(errors="backslashreplace")
+    escape_what_the_terminal_cannot_show()
     handler = RichHandler(show_path=False, rich_tracebacks=True, console=Console(stderr=True))
     handler.addFilter(RedactingFilter())  # no API key ever reaches a log line
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s", handlers=[handler])
     for noisy in ("httpx", "httpx2", "openai", "aiohttp", "aiosqlite"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def escape_what_the_terminal_cannot_show() -> None:
+    """A terminal that is not UTF-8 gets escapes (\\xe9), not a UnicodeEncodeError (`printed_json` writes JSON's
+    own escapes there)."""
+    for stream in (sys.stdout, sys.stderr):
+        if callable(reconfigure := getattr(stream, "reconfigure", None)):
+            reconfigure(errors="backslashreplace")
 
 
 def refuse_unknown_flags(parser: argparse.ArgumentParser, overrides: list[str]) -> None:
@@ -120,9 +126,11 @@ def printable(text: str) -> str:
 
 
 def printed_json(value: Any, indent: int | None = None) -> str:
-    """`value` as JSON for a terminal: other scripts unescaped, but what JSON leaves raw and a terminal obeys (a C1
-    control such as \x9b, DEL, a bidi override) escaped as \\uXXXX. The same value when parsed."""
-    text = json.dumps(value, ensure_ascii=False, indent=indent)
+    """`value` as JSON for standard output: other scripts unescaped where it is UTF-8 (all escaped where not), but
+    what JSON leaves raw and a terminal obeys (a C1 control such as \x9b, DEL, a bidi override) escaped as
+    \\uXXXX. The same value when parsed."""
+    encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+    text = json.dumps(value, ensure_ascii=encoding != "utf8", indent=indent)
     return _UNPRINTABLE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
 
 

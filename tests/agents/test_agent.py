@@ -168,6 +168,12 @@ async def test_an_agent_runs_a_tool_call_its_model_wrote_as_text(stub, tmp_path,
     await Agent(config, client_for(server), build_toolkits(config.toolkits)).run_messages(history)
     ids = [m["tool_call_id"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
     assert ids == ["text_call_0", "text_call_1", "text_call_2"]
+    odd = {"role": "assistant", "content": "", "tool_calls": 5}  # a client's history can have any shape
+    trimmed = [odd, *server_messages(["text_call_1"])[1:], {"role": "user", "content": "Again."}]  # turns cut
+    server = stub(StubScript(replies=[fenced, "\\boxed{42}"]))
+    await Agent(config, client_for(server), build_toolkits(config.toolkits)).run_messages(trimmed)
+    ids = [m["tool_call_id"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+    assert ids == ["text_call_1", "text_call_2"]
     off = config.model_copy(update={"text_tool_calls": False})
     server = stub(StubScript(replies=[fenced]))
     assert (await Agent(off, client_for(server), build_toolkits(off.toolkits)).run("Double 21.")).tool_calls == 0

@@ -69,3 +69,18 @@ def test_a_missing_hub_set_says_how_to_load_it(tmp_path):
     ) in result.stderr
     missing = run_script(PROCESS, "--datasets", "WebWalkerQA", "--hub_dir", str(tmp_path), "--db_url", db_url)
     assert missing.returncode != 0 and "callanwu__WebWalkerQA/main.jsonl not found" in missing.stderr
+
+
+def test_a_hub_row_the_upload_would_refuse_is_named(tmp_path):
+    """The hub's text is not ours: a row with a NUL is named by its number, not blamed on the network."""
+    path = tmp_path / "hub/callanwu__WebWalkerQA/main.jsonl"
+    path.parent.mkdir(parents=True)
+    row = {"answer": "A", "root_url": "https://example.org", "info": {"difficulty_level": "easy"}}
+    lines = [{"question": q, **row} for q in ("Q1", "Q\u00002")]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    db_url = f"sqlite:///{tmp_path / 'h.db'}"
+    args = ("--datasets", "WebWalkerQA", "--from-hub", "--hub_dir", str(tmp_path / "hub"), "--db_url", db_url)
+    result = run_script(PROCESS, *args)
+    said = " ".join(result.stderr.split())
+    assert result.returncode != 0 and "WebWalkerQA: row 2, field 'question': contains a NUL character" in said, said
+    assert "network" not in said and rows(db_url, "WebWalkerQA") == []

@@ -274,10 +274,14 @@ def test_the_screen_command_reports_each_row_and_explains_refusals(tmp_path):
     rows.write_text(json.dumps({"experience": "Convert the units first.\x9b2J"}) + "\n")  # C1's CSI: JSON leaves it
     as_json = subprocess.run([*command, "--json"], capture_output=True, text=True, check=True).stdout
     assert "\x9b" not in as_json and json.loads(as_json)["experience"] == "Convert the units first.\x9b2J"
-    rows.write_text(json.dumps({"experience": "先换算单位，再相除。"}, ensure_ascii=False) + "\n")
-    ascii_env = {**os.environ, "PYTHONIOENCODING": "ascii"}  # a terminal that is not UTF-8
-    ascii_only = subprocess.run(command, capture_output=True, text=True, env=ascii_env)
-    assert ascii_only.returncode == 0 and "\\u5148" in ascii_only.stdout, ascii_only.stderr  # escaped, no crash
+    text = "先换算单位，再相除 é 😀."
+    rows.write_text(json.dumps({"experience": text}, ensure_ascii=False) + "\n")
+    for encoding in ("ascii", "latin-1"):  # a terminal that is not UTF-8: escaped, no UnicodeEncodeError
+        env = {**os.environ, "PYTHONIOENCODING": encoding}
+        shown = subprocess.run(command, capture_output=True, encoding=encoding, env=env)
+        assert shown.returncode == 0 and "\\u5148" in shown.stdout, shown.stderr
+        as_json = subprocess.run([*command, "--json"], capture_output=True, encoding=encoding, env=env)
+        assert json.loads(as_json.stdout)["experience"] == text, as_json.stdout  # JSON's own escapes
 
 
 @pytest.mark.parametrize(

@@ -101,8 +101,17 @@ class Agent:
 
 
 def _calls_made(messages: list[dict[str, Any]]) -> int:
-    """Tool calls in the conversation so far, the history it continues included: the next call's id follows them."""
-    return sum(len(m.get("tool_calls") or []) for m in messages if isinstance(m, dict))
+    """The number after the highest text call id in the conversation so far, the history it continues included
+    (which a client may have trimmed, or sent in any shape): the next text call's id is new in it."""
+    numbers = [-1]
+    for message in messages:
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        for call in calls if isinstance(calls, list) else []:
+            call_id = call.get("id") if isinstance(call, dict) else None
+            number = call_id.removeprefix("text_call_") if isinstance(call_id, str) else ""
+            if call_id != number and number.isdecimal():
+                numbers.append(int(number))
+    return max(numbers) + 1
 
 
 def _last_user_text(messages: list[dict[str, Any]]) -> str:

@@ -202,12 +202,15 @@ def storable(text: str) -> str:
     return text.replace("\x00", NUL_STORED_AS) if "\x00" in text else text
 
 
-def _storable_parameters(parameters: Any) -> Any:
-    if isinstance(parameters, dict):
-        return {key: storable(v) if isinstance(v, str) else v for key, v in parameters.items()}
-    if isinstance(parameters, list | tuple):
-        return type(parameters)(storable(v) if isinstance(v, str) else _storable_parameters(v) for v in parameters)
-    return parameters
+def _storable_parameters(value: Any) -> Any:
+    """A statement's parameters (a dict, a list of them, tuples; arrays inside) with every string `storable`."""
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, dict):
+        return {key: _storable_parameters(v) for key, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_storable_parameters(v) for v in value)
+    return value
 
 
 def _configure_postgres(engine: AsyncEngine) -> None:

@@ -12,6 +12,8 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from utu.db.dataset_io import DatasetLine
 from utu.db.hub_sets import HUB_SET_NAMES, INSTALL
 from utu.errors import DataError
@@ -78,7 +80,7 @@ def load_from_hub(name: str, hub_dir: Path | None = None) -> list[DatasetLine]:
         return iter(load_dataset("json", data_files={split: str(path)}, split=split))
 
     try:
-        return [DatasetLine.model_validate({"dataset": name, **row}) for row in HUB_SETS[name](rows)]
+        return [_line(name, number, row) for number, row in enumerate(HUB_SETS[name](rows), start=1)]
     except DataError:
         raise
     except Exception as e:  # the hub raises many kinds of network errors
@@ -87,3 +89,13 @@ def load_from_hub(name: str, hub_dir: Path | None = None) -> list[DatasetLine]:
             f"{name}: could not load {where} ({type(e).__name__}: {' '.join(str(e).split())[:200]}); "
             "check the network (or --hub_dir), or use the bundled sets in dataset/"
         ) from e
+
+
+def _line(name: str, number: int, row: dict) -> DatasetLine:
+    try:
+        return DatasetLine.model_validate({"dataset": name, **row})
+    except ValidationError as e:  # the hub's text is not ours: say which row, not "check the network"
+        err = e.errors()[0]
+        field = ".".join(map(str, err["loc"])) or "row"
+        reason = err["msg"].removeprefix("Value error, ")
+        raise DataError(f"{name}: row {number}, field {field!r}: {reason}; nothing of the set was stored") from None
