@@ -84,3 +84,6 @@ def test_a_hub_row_the_upload_would_refuse_is_named(tmp_path):
     said = " ".join(result.stderr.split())
     assert result.returncode != 0 and "WebWalkerQA: row 2, field 'question': contains a NUL character" in said, said
     assert "network" not in said and rows(db_url, "WebWalkerQA") == []
+    path.write_text(json.dumps({"question": "Q1", "answer": "A"}) + "\n")  # not the hub's row: no root_url, no info
+    other = " ".join(run_script(PROCESS, *args).stderr.split())
+    assert "its rows must have the hub's fields" in other and "network" not in other, other

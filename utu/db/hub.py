@@ -83,11 +83,16 @@ def load_from_hub(name: str, hub_dir: Path | None = None) -> list[DatasetLine]:
         return [_line(name, number, row) for number, row in enumerate(HUB_SETS[name](rows), start=1)]
     except DataError:
         raise
-    except Exception as e:  # the hub raises many kinds of network errors
-        where = f"from {hub_dir}" if hub_dir else "from the Hugging Face hub"
+    except Exception as e:  # the hub raises many kinds of network errors; a local copy, a row of another shape
+        why = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+        if hub_dir:
+            raise DataError(
+                f"{name}: could not load from {hub_dir} ({why}); its rows must have the hub's fields, as the hub "
+                "serves them"
+            ) from e
         raise DataError(
-            f"{name}: could not load {where} ({type(e).__name__}: {' '.join(str(e).split())[:200]}); "
-            "check the network (or --hub_dir), or use the bundled sets in dataset/"
+            f"{name}: could not load from the Hugging Face hub ({why}); check the network (or --hub_dir), or use "
+            "the bundled sets in dataset/"
         ) from e
 
 
