@@ -338,9 +338,8 @@ async def _store(db: Database, name: str, rows: list[DatasetLine], mode: Literal
     async with db.transaction() as session:
         if not db.is_sqlite:  # one writer of a data set at a time (SQLite's BEGIN IMMEDIATE already makes it so)
             await session.execute(select(func.pg_advisory_xact_lock(func.hashtext(f"utu data set {name}"))))
-        existing = await session.scalar(
-            select(func.count()).select_from(DatasetSample).where(DatasetSample.dataset == name)
-        )
+        count = select(func.count()).select_from(DatasetSample).where(DatasetSample.dataset == name)
+        existing = await session.scalar(count) or 0
         if existing and mode == "new":
             raise DataError(
                 f"data set {name!r} already has {existing} rows in {db.describe()}: pass --replace to overwrite it "
