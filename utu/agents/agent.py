@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from utu.agents.experience import build_messages
-from utu.agents.text_tool_calls import text_tool_calls
+from utu.agents.text_tool_calls import ID_PREFIX, text_tool_calls
 from utu.config.models import AgentConfig
 from utu.llm.client import LLMClient
 from utu.llm.usage import Usage
@@ -85,7 +85,7 @@ class Agent:
             usage.add(reply.usage)
             message, calls = reply.message, reply.tool_calls
             if not calls and tools.schemas and self.config.text_tool_calls:
-                calls = text_tool_calls(reply.content or "", tools.names, first=_calls_made(messages))
+                calls = text_tool_calls(reply.content or "", tools.names, first=_next_text_call_number(messages))
                 if calls:  # the trajectory shows them as the calls they are, so the next request is well-formed
                     message = {**message, "tool_calls": calls}
             messages.append(message)
@@ -100,7 +100,7 @@ class Agent:
         return AgentResult(response, messages, turns, len(tool_log), "max_turns", usage, tool_log, route)
 
 
-def _calls_made(messages: list[dict[str, Any]]) -> int:
+def _next_text_call_number(messages: list[dict[str, Any]]) -> int:
     """The number after the highest text call id in the conversation so far, the history it continues included
     (which a client may have trimmed, or sent in any shape): the next text call's id is new in it."""
     numbers = [-1]
@@ -108,7 +108,7 @@ def _calls_made(messages: list[dict[str, Any]]) -> int:
         calls = message.get("tool_calls") if isinstance(message, dict) else None
         for call in calls if isinstance(calls, list) else []:
             call_id = call.get("id") if isinstance(call, dict) else None
-            number = call_id.removeprefix("text_call_") if isinstance(call_id, str) else ""
+            number = call_id.removeprefix(ID_PREFIX) if isinstance(call_id, str) else ""
             if call_id != number and number.isdecimal():
                 numbers.append(int(number))
     return max(numbers) + 1

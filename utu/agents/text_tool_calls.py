@@ -15,12 +15,13 @@ from typing import Any
 # small model's degenerate reply), and would hold the event loop all that time.
 FENCE = "```"
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
+ID_PREFIX = "text_call_"  # a call read from text has no id from the API: text_call_0, text_call_1, ...
 
 
 def text_tool_calls(content: str, tools: set[str], bare: bool = True, first: int = 0) -> list[dict[str, Any]]:
     """The calls `content` makes, as API-style tool calls (ids text_call_<first>, ...), or [] when it makes none.
     `bare=False` reads <tool_call> blocks only (the chat template's format), not a reply that is only JSON.
-    `first`: the calls made earlier in the conversation, so that no two calls of one conversation share an id."""
+    `first`: the first id's number, past those the conversation used, so that no two of its calls share an id."""
     text = content.strip()
     blocks = _tagged(text) or ([_unfenced(text)] if bare else [])
     calls: list[dict[str, Any]] = []
@@ -34,7 +35,7 @@ def text_tool_calls(content: str, tools: set[str], bare: bool = True, first: int
             arguments = json.dumps(item.get("arguments", {}), ensure_ascii=False)
             calls.append(
                 {
-                    "id": f"text_call_{first + len(calls)}",
+                    "id": f"{ID_PREFIX}{first + len(calls)}",
                     "type": "function",
                     "function": {"name": item["name"], "arguments": arguments},
                 }

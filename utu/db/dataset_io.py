@@ -245,7 +245,11 @@ def _parse_line(text: str, data_format: str = "default") -> DatasetLine:
     depth = _depth(obj.get("meta"))
     if depth > MAX_META_DEPTH:  # deeper values broke the SQL insert's JSON encoder with a RecursionError
         raise ValueError(f"field 'meta' (or a key beside the known ones) nests {depth} levels, over {MAX_META_DEPTH}")
-    obj = _plain(obj)
+    return validated_line(_plain(obj))
+
+
+def validated_line(obj: dict[str, Any]) -> DatasetLine:
+    """`obj` as a data set line, or a ValueError that says which field is wrong and why, in one line."""
     try:
         return DatasetLine.model_validate(obj)
     except ValidationError as e:

@@ -12,9 +12,7 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from utu.db.dataset_io import DatasetLine
+from utu.db.dataset_io import DatasetLine, validated_line
 from utu.db.hub_sets import HUB_SET_NAMES, INSTALL
 from utu.errors import DataError
 
@@ -98,9 +96,6 @@ def load_from_hub(name: str, hub_dir: Path | None = None) -> list[DatasetLine]:
 
 def _line(name: str, number: int, row: dict) -> DatasetLine:
     try:
-        return DatasetLine.model_validate({"dataset": name, **row})
-    except ValidationError as e:  # the hub's text is not ours: say which row, not "check the network"
-        err = e.errors()[0]
-        field = ".".join(map(str, err["loc"])) or "row"
-        reason = err["msg"].removeprefix("Value error, ")
-        raise DataError(f"{name}: row {number}, field {field!r}: {reason}; nothing of the set was stored") from None
+        return validated_line({"dataset": name, **row})
+    except ValueError as e:  # the hub's text is not ours: say which row, not "check the network"
+        raise DataError(f"{name}: row {number}, {e}; nothing of the set was stored") from None
