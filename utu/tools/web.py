@@ -13,6 +13,8 @@ from utu.errors import ConfigError
 from utu.tools.base import as_text, function_schema
 
 PAGE_CHARS = 20000
+DEFAULT_RESULTS = 5
+MAX_RESULTS = 10  # a model may ask for any number of results: Serper's first page, at most
 
 SUMMARY_PROMPT = """Read the web page below and answer the query from it. Quote exact facts (names, numbers,
 dates) and say plainly if the page does not contain the answer. List up to 5 links on the page that look
@@ -47,7 +49,15 @@ class SearchToolkit:
             function_schema(
                 "search",
                 "Search the web. Returns titles, links and snippets.",
-                {"query": {"type": "string"}, "num_results": {"type": "integer", "default": 5}},
+                {
+                    "query": {"type": "string"},
+                    "num_results": {
+                        "type": "integer",
+                        "default": DEFAULT_RESULTS,
+                        "minimum": 1,
+                        "maximum": MAX_RESULTS,
+                    },
+                },
                 ["query"],
             ),
             function_schema(
@@ -63,7 +73,7 @@ class SearchToolkit:
 
         try:
             if name == "search":
-                return await self._search(str(arguments["query"]), int(arguments.get("num_results", 5)))
+                return await self._search(str(arguments["query"]), _result_count(arguments.get("num_results")))
             if name == "web_qa":
                 return await self._web_qa(str(arguments["url"]), str(arguments["query"]))
         except (KeyError, ValueError) as e:
@@ -82,10 +92,20 @@ class SearchToolkit:
                 headers={"X-API-KEY": self.serper_key},
             )
             r.raise_for_status()
+        try:
+            found = r.json()
+        except ValueError:  # not JSON: a proxy's error page, say
+            found = None
+        organic = found.get("organic") or [] if isinstance(found, dict) else None
+        if not isinstance(organic, list):
+            return as_text(
+                {"error": f"search failed: the search service's answer is not its JSON (HTTP {r.status_code})"}
+            )
         results = [
             {"title": o.get("title"), "link": o.get("link"), "snippet": o.get("snippet")}
-            for o in r.json().get("organic", [])[:num_results]
-        ]
+            for o in organic
+            if isinstance(o, dict)
+        ][:num_results]
         return as_text({"results": results})
 
     async def _web_qa(self, url: str, query: str) -> str:
@@ -98,3 +118,16 @@ class SearchToolkit:
         prompt = SUMMARY_PROMPT.format(query=query, url=url, page=page)
         reply = await self.llm.chat([{"role": "user", "content": prompt}], tag="tool.web_qa")
         return as_text({"url": url, "answer": reply.content})
+
+
+def _result_count(asked: object) -> int:
+    """How many results to return: the model's number (DEFAULT_RESULTS when it gives none), from 1 to
+    MAX_RESULTS."""
+    if asked is None:
+        return DEFAULT_RESULTS
+    try:
+        if isinstance(asked, bool) or not isinstance(asked, int | float | str):
+            raise TypeError
+        return min(max(int(asked), 1), MAX_RESULTS)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"num_results must be a number, not {asked!r}") from None
