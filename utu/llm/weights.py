@@ -192,6 +192,8 @@ def _join(model: EmbeddedModel, sources: list[Path], target: Path) -> None:
                         f"embedded model {model.name}: {source} (package {part.package}) does not match its "
                         f"recorded sha256: run `{_reinstall(model, part)}`"
                     )
+            out.flush()
+            os.fsync(out.fileno())  # on disk before it is named verified: a power cut must not leave a hole there
         if whole.hexdigest() != model.sha256:  # every part matched, so only a bug in this catalog gets here
             raise LLMError(f"embedded model {model.name}: the joined file does not match sha256 {model.sha256}")
         partial.replace(target)
