@@ -250,6 +250,10 @@ def test_a_member_s_checkpoint_loads_alone(tmp_path):
     ids = torch.tensor([[3, 4, 5, 6]])
     assert torch.equal(logits(member, ids), loaded.unwrap_models()(ids).logits.detach())
     assert loaded.index == 2 and loaded.fitness == [0.25]
+    record = tmp_path / "member" / "agilerl.pt"  # its hp_config's classes load; any other object is refused
+    torch.save({**torch.load(record, weights_only=False), "x": SimpleNamespace()}, record)
+    with pytest.raises(ValueError, match=r"agilerl.pt: not loaded: it names types.SimpleNamespace"):
+        GRPO.load(tmp_path / "member")
 
 
 def test_a_lost_agent_says_so_and_frees_its_optimizer(tmp_path):

@@ -78,6 +78,33 @@ def test_resuming_under_changed_settings_is_refused(tmp_path):
     assert [r["step"] for r in records(tmp_path, "grpo_toy")] == [1, 2, 3]
 
 
+class RunsCodeOnLoad:
+    """What a pickle can do when loaded: call any function, here one that writes a file."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return Path.write_text, (self.marker, "ran")
+
+
+@pytest.mark.parametrize("file", ["trainer_state.pt", "rng_state_0.pt"])
+def test_a_checkpoint_that_would_run_code_when_loaded_is_refused_in_one_line_and_runs_nothing(tmp_path, file):
+    import torch
+
+    assert run_grpo(tmp_path, "--config_name", "toy", "--steps", "2").returncode == 0
+    state = tmp_path / "runs" / "grpo_toy" / "grpo" / "checkpoint" / file
+    marker = tmp_path / "marker"
+    torch.save({**torch.load(state, weights_only=False), "extra": RunsCodeOnLoad(marker)}, state)
+    resumed = run_grpo(tmp_path, "--config_name", "toy", "--steps", "4")
+    assert resumed.returncode == 2 and not marker.exists()
+    errors = [line for line in resumed.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and file in errors[0] and "names getattr" in errors[0] and "run code" in errors[0], (
+        resumed.stderr
+    )
+    assert len(records(tmp_path, "grpo_toy")) == 2  # nothing written by the refused run
+
+
 @pytest.mark.parametrize(
     ("override", "expected"),
     [

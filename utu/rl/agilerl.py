@@ -38,7 +38,7 @@ from torch import Tensor
 
 from utu.rl.evolution import HyperparameterConfig, Mutations, RLParameter, TournamentSelection
 from utu.rl.finetune import finetune_llm, finetune_llm_reasoning, run_selection_and_mutation
-from utu.rl.grpo import LearningRateFactor, Rollout, is_peft, random_state, restore_random_state
+from utu.rl.grpo import LearningRateFactor, Rollout, is_peft, load_data, random_state, restore_random_state
 from utu.rl.grpo import LocalGRPO as Trainer
 from utu.rl.hf_gym import HuggingFaceGym, Prompt, TokenSpace, run_sync
 from utu.rl.losses import completion_mask
@@ -56,6 +56,12 @@ class CosineLRScheduleConfig:
 FIXED = {"calc_position_embeddings": True, "use_vllm": False, "vllm_config": None}
 # What evolution may change mid-run (`hp_config`): GRPOSettings fields a running trainer reads at each step.
 EVOLVABLE = ("lr", "beta", "group_size", "batch_size", "clip_coef", "max_grad_norm", "update_epochs", "temperature")
+
+
+def load_record(path: str | Path) -> dict[str, Any]:
+    """A checkpoint's agilerl.pt (its constructor's arguments and evolution record), read as data: its own
+    classes are the only objects it may hold (`load_data`), and int and float as an RLParameter's dtype."""
+    return load_data(Path(path) / "agilerl.pt", allowed=(HyperparameterConfig, RLParameter, TokenSpace, int, float))
 
 
 class GRPO:
@@ -311,7 +317,7 @@ class GRPO:
     def load_checkpoint(self, path: str | Path) -> None:
         """Weights, optimizer, scheduler, step, random state and evolution record from `path` into this agent."""
         loaded = Trainer.load(path, device=self.init_args["device"], accelerator=self.accelerator)
-        extra = torch.load(Path(path) / "agilerl.pt", weights_only=False)  # both read before anything is let go
+        extra = load_record(path)  # both read before anything is let go
         self.clean_up()  # what this agent held before; it is now the one in `path`, on a model of its own
         self.trainer = loaded
         self._restore(extra)
@@ -324,7 +330,7 @@ class GRPO:
 
     @classmethod
     def load(cls, path: str | Path, device: str = "cpu", accelerator: Any = None) -> "GRPO":
-        extra = torch.load(Path(path) / "agilerl.pt", weights_only=False)
+        extra = load_record(path)
         agent = cls.__new__(cls)
         agent.observation_space, agent.action_space = extra["observation_space"], extra["action_space"]
         agent.init_args = {k: extra[k] for k in ("observation_space", "action_space", "pad_token_id")}

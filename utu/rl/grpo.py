@@ -14,6 +14,7 @@ processes equal to the one a single process makes on the whole batch (tested on 
 import copy
 import math
 import os
+import pickle
 import random
 import re
 import shutil
@@ -496,7 +497,7 @@ class LocalGRPO:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         path = Path(path)
-        state = torch.load(path / STATE_FILE, weights_only=False)
+        state = load_data(path / STATE_FILE)
         tokenizer = AutoTokenizer.from_pretrained(path / "tokenizer") if (path / "tokenizer").is_dir() else None
         settings = {**state["settings"], **overrides}
         if settings.get("lora"):
@@ -534,7 +535,7 @@ class LocalGRPO:
                 f"{path} was saved by {saved_by} process(es); resume it with "
                 f"`accelerate launch --num_processes {saved_by}` (or start over with --fresh)"
             )
-        restore_random_state(torch.load(path / RNG_FILE.format(rank=rank), weights_only=False), agent.shuffle)
+        restore_random_state(load_data(path / RNG_FILE.format(rank=rank)), agent.shuffle)
         return agent
 
 
@@ -585,6 +586,24 @@ def random_state(shuffle: torch.Generator) -> dict[str, Any]:
         "numpy": np.random.get_state(),
         "shuffle": shuffle.get_state(),
     }
+
+
+def load_data(path: Path, allowed: tuple[Any, ...] = ()) -> Any:
+    """A checkpoint file read as data (`torch.load(weights_only=True)`): tensors, plain Python values, NumPy's
+    random state and the `allowed` classes. Anything else in it (a pickle can call any function on load) is
+    refused, so a checkpoint someone handed over runs no code here."""
+    from numpy._core.multiarray import _reconstruct
+
+    numpy_random_state = (_reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32)))
+    with torch.serialization.safe_globals([*numpy_random_state, *allowed]):
+        try:
+            return torch.load(path, weights_only=True)
+        except pickle.UnpicklingError as e:
+            found = re.search(r"GLOBAL (\S+)", str(e))
+            raise ValueError(
+                f"{path}: not loaded: it names {found[1] if found else 'a Python object'}, which no utu checkpoint "
+                "holds and which could run code when loaded; load only checkpoints utu saved"
+            ) from None
 
 
 def restore_random_state(rng: dict[str, Any], shuffle: torch.Generator) -> None:
