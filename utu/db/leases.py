@@ -2,7 +2,9 @@
 
 A second run of the same exp_id is refused at start with one line naming the holder (host, pid, since
 when). A run killed with `kill -9` cannot release its lease: it expires `LEASE_SECONDS` after the last
-renewal, and on the same host a lease whose pid is gone is taken over at once.
+renewal, and on the same host a lease whose pid is gone is taken over at once. A run whose lease was taken over
+while it lived (not renewed for `LEASE_SECONDS`: a machine asleep, a database out of reach) stops at its next
+renewal with one line, so two runs never write one experiment at once.
 """
 
 import asyncio
@@ -11,10 +13,11 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
-from sqlalchemy import delete, update
+from sqlalchemy import CursorResult, delete, update
 from sqlalchemy.exc import IntegrityError
 
 from utu.db.engine import Database
@@ -29,20 +32,40 @@ RENEW_EVERY = LEASE_SECONDS / 3
 
 @contextlib.asynccontextmanager
 async def experiment_lease(db: Database, exp_id: str) -> AsyncIterator[None]:
-    """Hold the lease on `exp_id` for the body; `ConfigError` if another live run holds it."""
+    """Hold the lease on `exp_id` for the body; `ConfigError` if another live run holds it, or takes it over
+    while the body runs (the body is cancelled)."""
     holder = uuid.uuid4().hex
     await _acquire(db, exp_id, holder)
-    renewer = asyncio.create_task(_renew_forever(db, exp_id, holder))
+    run = asyncio.current_task()
+    taken_by: list[str] = []  # the run that took the lease over, if one did
+
+    def stop(taker: str) -> None:
+        taken_by.append(taker)
+        if run is not None:
+            run.cancel()
+
+    renewer = asyncio.create_task(_renew_forever(db, exp_id, holder, stop))
     try:
         yield
+    except asyncio.CancelledError:
+        if not taken_by:
+            raise
     finally:
         renewer.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
+        with contextlib.suppress(asyncio.CancelledError):  # the renewer's, or this run's own once it is stopped
             await renewer
         async with db.transaction() as s:
             await s.execute(
                 delete(ExperimentLease).where(ExperimentLease.exp_id == exp_id, ExperimentLease.holder == holder)
             )
+    if taken_by:
+        if run is not None:
+            run.uncancel()
+        raise ConfigError(
+            f"exp_id {exp_id!r}: stopped, its lease was taken over by {taken_by[0]} (not renewed for "
+            f"{LEASE_SECONDS:.0f} s: a machine asleep, a database out of reach); what this run finished is saved: "
+            "run it again once the other is done"
+        )
 
 
 async def _acquire(db: Database, exp_id: str, holder: str) -> None:
@@ -92,15 +115,21 @@ def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-async def _renew_forever(db: Database, exp_id: str, holder: str) -> None:
+async def _renew_forever(db: Database, exp_id: str, holder: str, lost: Callable[[str], None]) -> None:
+    """Renew every `RENEW_EVERY` seconds; if the lease is no longer this run's, call `lost` with who holds it."""
     while True:
         await asyncio.sleep(RENEW_EVERY)
         try:
             async with db.transaction() as s:
-                await s.execute(
-                    update(ExperimentLease)
-                    .where(ExperimentLease.exp_id == exp_id, ExperimentLease.holder == holder)
-                    .values(expires_at=datetime.now(UTC) + timedelta(seconds=LEASE_SECONDS))
+                renewal = update(ExperimentLease).where(
+                    ExperimentLease.exp_id == exp_id, ExperimentLease.holder == holder
                 )
+                later = datetime.now(UTC) + timedelta(seconds=LEASE_SECONDS)
+                renewed = cast(CursorResult, await s.execute(renewal.values(expires_at=later))).rowcount == 1
+                lease = None if renewed else await s.get(ExperimentLease, exp_id)
         except Exception as e:  # a passing database error: the next renewal may succeed
             log.warning("could not renew the lease on %s: %s", exp_id, e)
+            continue
+        if not renewed:
+            lost(f"pid {lease.pid} on {lease.host}" if lease is not None else "another run, since finished")
+            return
