@@ -38,6 +38,13 @@ def test_mean_and_pass_at_k_hand_computed():
     assert m.avg_tool_calls == 1 and m.total_tokens == 160 and m.total_cost == pytest.approx(0.016)
     low, high = m.mean_at_k_ci95
     assert 0 <= low < m.mean_at_k < high <= 1
+    assert m.questions_with_contrast == 2  # q0 and q3: the groups practice at G=4 would learn from
+
+
+def test_questions_with_contrast_count_differing_judged_rewards_and_are_none_with_one_attempt():
+    m = compute_metrics(attempts({0: [0.5, 0.5], 1: [0.5, 0.25], 2: [1, None], 3: [None, None]}), pass_k=2)
+    assert m.questions_with_contrast == 1  # q2's one judged attempt is no contrast, q3 is not scored
+    assert compute_metrics(attempts({0: [1], 1: [0]}), pass_k=1).questions_with_contrast is None
 
 
 def test_failed_attempts_are_counted_not_scored():

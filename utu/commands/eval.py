@@ -184,6 +184,8 @@ def print_metrics(m: EvalMetrics) -> None:
     low, high = m.mean_at_k_ci95
     table.add_row(f"Mean@{k}", f"{m.mean_at_k:.3f}  (95% CI {low:.3f}–{high:.3f})")  # shown only once judged
     table.add_row(f"Pass@{k}", f"{m.pass_at_k:.3f}")
+    if m.questions_with_contrast is not None:  # practice at G = K learns from these groups only
+        table.add_row("questions whose attempts differ", f"{m.questions_with_contrast} of {m.questions_scored}")
     for n, value in m.unbiased_pass_at.items():
         table.add_row(f"pass@{n}", f"{value:.3f}")
     for level, v in m.by_level.items():

@@ -180,6 +180,9 @@ class EvalMetrics(BaseModel):
     mean_at_k: float  # Mean@K: mean over questions of the mean reward of their attempts
     mean_at_k_ci95: tuple[float, float]  # bootstrap over questions
     pass_at_k: float  # Pass@K: share of questions with a correct attempt
+    # questions whose judged attempts' rewards differ (K >= 2): what practice, at G = K, has to learn from; None
+    # with one attempt a question
+    questions_with_contrast: int | None = None
     unbiased_pass_at: dict[int, float]  # pass@k for k = 1, 2, 4, ... K (Chen et al. 2021)
     by_level: dict[str, LevelMetrics]
     avg_tool_calls: float
@@ -214,6 +217,7 @@ def compute_metrics(attempts: Iterable[ScoredAttempt], pass_k: int, seed: int = 
         if group[0].level is not None:
             levels[group[0].level].append(statistics.fmean(judged_reward(a) for a in group))
     done = [a for a in attempts if a.stage == "judged"]
+    contrast = sum(len({judged_reward(a) for a in g}) > 1 for g in scored.values()) if pass_k > 1 else None
     by_level = {
         level: LevelMetrics(questions=len(v), mean_at_k=statistics.fmean(v)) for level, v in sorted(levels.items())
     }
@@ -231,6 +235,7 @@ def compute_metrics(attempts: Iterable[ScoredAttempt], pass_k: int, seed: int = 
         mean_at_k=statistics.fmean(means) if means else 0.0,
         mean_at_k_ci95=bootstrap_ci(means, seed),
         pass_at_k=pass_share,
+        questions_with_contrast=contrast,
         unbiased_pass_at=unbiased,
         by_level=by_level,
         avg_tool_calls=_avg(a.tool_calls for a in done),
