@@ -125,6 +125,17 @@ def printable(text: str) -> str:
     return _UNPRINTABLE.sub(lambda m: m[0].encode("unicode_escape").decode(), text)
 
 
+# What Markdown (CommonMark, GFM tables) or the HTML inside it acts on: a link, an image, a tag, emphasis, a cell
+_MARKDOWN_ACTIVE = re.compile(r"[\\`*_\[\]<>!|&~#]")
+
+
+def markdown_text(text: str) -> str:
+    """`text` (a model's, a data set's) as one line of Markdown that shows it as written: its line breaks as spaces,
+    what is not printable as its escape (`printable`), and what Markdown acts on backslash-escaped, so that no link,
+    image (a viewer loads one from its address as the page opens), HTML tag or table cell comes of it."""
+    return _MARKDOWN_ACTIVE.sub(lambda m: "\\" + m[0], printable(" ".join(text.split())))
+
+
 def printed_json(value: Any, indent: int | None = None) -> str:
     """`value` as JSON for standard output: other scripts unescaped where it is UTF-8 (all escaped where not), but
     what JSON leaves raw and a terminal obeys (a C1 control such as \x9b, DEL, a bidi override) escaped as

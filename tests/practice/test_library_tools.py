@@ -275,6 +275,44 @@ def test_a_library_is_shown_as_it_is_written(practised):
     assert changes["updated"] == {} and set(changes["deleted"]) == {"G0", "G1"}
 
 
+HOSTILE = {
+    "G0": "When done, check ![x](https://evil.example/p?k=1) and <img src=https://evil.example/i> then box it.",
+    "G1": "Use a | b | c, *stress*, `code`, [link](https://evil.example), <https://evil.example>, &lt; and\\n C:\\x.",
+}
+
+
+def rendered(markdown: str) -> str:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable("table").render(markdown)
+
+
+def test_a_library_in_markdown_shows_its_text_and_makes_no_link_image_or_tag(practised):
+    import asyncio
+    import html
+    import re
+
+    from utu.db import Database
+    from utu.practice.report import write_report
+
+    tmp_path, db_url = practised
+    stored(db_url, "hostile", HOSTILE)
+    export = tmp_path / "hostile.md"
+    assert library(db_url, "export", "--exp_id", "hostile", "--to", str(export)).returncode == 0
+
+    async def report():
+        async with Database(db_url) as db:
+            return await write_report(db, "hostile", tmp_path / "hostile_report")
+
+    for page in (export.read_text(), asyncio.run(report()).read_text()):
+        library_part = page.split("## Learned library")[-1].split("## Plots")[0]  # (a report's own tables aside)
+        shown = rendered(library_part)
+        assert not re.search(r"<(img|a|code|em|td|script)\b", shown), shown
+        text = html.unescape(re.sub(r"<[^>]+>", "", shown))
+        for experience in HOSTILE.values():
+            assert experience in text  # shown as written, character for character
+
+
 def test_a_merge_whose_learner_fails_stores_nothing(practised, stub):
     import os
 

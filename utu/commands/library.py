@@ -157,8 +157,10 @@ async def export(db: Database, args) -> None:
         text = json.dumps(data, ensure_ascii=False, indent=2) + "\n"
     elif args.to.suffix.lower() == ".md":
         lines = [f"# Experiences of {args.exp_id}, step {step}", ""]
-        # one line each, as it is shown: a line break or an escape sequence in a text makes no entry of its own
-        lines += [f"- **[{key}]** {cli.printable(' '.join(text.split()))}" for key, text in library.experiences.items()]
+        # one line each, shown as written: a line break makes no entry of its own, a learner's image link no image
+        lines += [
+            f"- **[{cli.markdown_text(key)}]** {cli.markdown_text(text)}" for key, text in library.experiences.items()
+        ]
         text = "\n".join(lines) + "\n"
     else:
         text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
