@@ -256,6 +256,25 @@ def test_a_member_s_checkpoint_loads_alone(tmp_path):
         GRPO.load(tmp_path / "member")
 
 
+def test_numpy_numbers_in_the_hyperparameters_and_fitness_are_saved_as_plain_ones_and_load():
+    """A checkpoint is read as data (no NumPy scalar): bounds given as np.float64 and a fitness appended as one are
+    kept as Python floats, so a clone through a checkpoint (a full fine-tune's tournament) loads."""
+    tokenizer = char_tokenizer()
+    hp = HyperparameterConfig(lr=RLParameter(min=np.float64(1e-3), max=np.float64(1e-1)))
+    agent = GRPO(
+        actor_network=tiny_llama(len(tokenizer), seed=0),
+        hp_config=hp,
+        pad_token_id=np.int64(tokenizer.pad_token_id),
+        lr=0.03,
+        batch_size=8,
+        group_size=8,
+    )
+    agent.fitness.append(np.mean([0.25, 0.75]))
+    twin = agent.clone(index=1)
+    assert twin.fitness == [0.5] and type(twin.fitness[0]) is float
+    assert type(twin.hp_config["lr"].max) is float and twin.hp_config["lr"].max == 0.1
+
+
 def test_a_lost_agent_says_so_and_frees_its_optimizer(tmp_path):
     tokenizer = char_tokenizer()
     pop = make_population(tokenizer, size=3)

@@ -152,13 +152,13 @@ class GRPO:
                 "schedule_steps": c.num_epochs,
                 "warmup_steps": round(c.warmup_proportion * c.num_epochs),
             }
-        self.init_args = {
+        self.init_args = {  # saved with every checkpoint: plain Python numbers, not a tokenizer's NumPy ints
             "observation_space": observation_space,
             "action_space": action_space,
-            "pad_token_id": pad_token_id,
+            "pad_token_id": None if pad_token_id is None else int(pad_token_id),
             "device": device,
             "hp_config": hp_config,
-            "max_model_len": max_model_len,
+            "max_model_len": None if max_model_len is None else int(max_model_len),
         }
         self.trainer = Trainer(
             actor_network, None, accelerator=accelerator, device=device, pad_token_id=pad_token_id, **knobs
@@ -312,7 +312,14 @@ class GRPO:
         self.trainer.save_checkpoint(path, extra={"agilerl.pt": {**self.init_args, **self._record()}})
 
     def _record(self) -> dict[str, Any]:
-        return {"index": self.index, "fitness": self.fitness, "scores": self.scores, "steps": self.steps}
+        """The evolution record as plain Python numbers: a user's `fitness.append(np.mean(...))` is a NumPy scalar,
+        which a checkpoint, read as data, does not hold."""
+        return {
+            "index": int(self.index),
+            "fitness": [float(f) for f in self.fitness],
+            "scores": [float(s) for s in self.scores],
+            "steps": [int(s) for s in self.steps],
+        }
 
     def load_checkpoint(self, path: str | Path) -> None:
         """Weights, optimizer, scheduler, step, random state and evolution record from `path` into this agent."""

@@ -43,6 +43,9 @@ class RLParameter:
             raise ValueError(f"RLParameter: dtype must be int or float, not {self.dtype!r}")
         if self.dtype is int:  # the whole numbers within the range
             self.min, self.max = math.ceil(self.min), math.floor(self.max)
+        else:  # plain floats (np.float64 passes as a float): a checkpoint, read as data, holds no NumPy scalar
+            self.min, self.max = float(self.min), float(self.max)
+        self.shrink_factor, self.grow_factor = float(self.shrink_factor), float(self.grow_factor)
         if self.min > self.max:
             raise ValueError(f"RLParameter: min {self.min} is above max {self.max}")
         if not 0 < self.shrink_factor < 1 or self.grow_factor <= 1:

@@ -597,11 +597,11 @@ def load_data(path: Path, allowed: tuple[Any, ...] = ()) -> Any:
     numpy_random_state = (_reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32)))
     with torch.serialization.safe_globals([*numpy_random_state, *allowed]):
         try:
-            return torch.load(path, weights_only=True)
+            return torch.load(path, weights_only=True, map_location="cpu")  # (saved on a GPU, resumed on any machine)
         except pickle.UnpicklingError as e:
             found = re.search(r"GLOBAL (\S+)", str(e))
             raise ValueError(
-                f"{path}: not loaded: it names {found[1] if found else 'a Python object'}, which no utu checkpoint "
+                f"{path}: not loaded: it names {found[1] if found else 'a Python object'}, which no file utu writes "
                 "holds and which could run code when loaded; load only checkpoints utu saved"
             ) from None
 
