@@ -75,3 +75,21 @@ async def test_a_cancelled_run_is_still_a_cancellation_and_releases_its_lease(sq
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await leases_held(sqlite_db) == []
+
+
+async def test_a_run_that_absorbs_one_cancellation_is_stopped_at_the_next_renewal(sqlite_db, monkeypatch):
+    """asyncio.wait_for can return its result when a cancellation arrives as it finishes: the stop is said again."""
+    monkeypatch.setattr(leases, "RENEW_EVERY", 0.05)
+    absorbed, steps = 0, 0
+    with pytest.raises(ConfigError, match="taken over by pid 7"):
+        async with experiment_lease(sqlite_db, "e1"):
+            await take_over(sqlite_db, "e1", 7)
+            for steps in range(1000):  # noqa: B007 - how far it got
+                try:
+                    await asyncio.sleep(0.01)
+                except asyncio.CancelledError:
+                    if absorbed:
+                        raise
+                    absorbed += 1  # as a body that swallowed it would
+    assert absorbed == 1 and steps < 100  # stopped at a renewal soon after, not after its 1000 steps
+    assert asyncio.current_task().cancelling() == 0

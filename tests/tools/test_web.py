@@ -82,7 +82,22 @@ async def test_search_and_web_qa(monkeypatch, fake_web, stub):
 
 
 @pytest.mark.parametrize(
-    ("asked", "sent"), [(None, 5), (3, 3), ("2", 2), (0, 1), (-4, 1), (10**9, 10), (float("inf"), None), ("x", None)]
+    ("asked", "sent"),
+    [
+        (None, 5),
+        (3, 3),
+        ("2", 2),
+        ("5.0", 5),
+        ("1e1", 10),
+        (0, 1),
+        (-4, 1),
+        (10**400, 10),
+        ("9" * 5000, 10),
+        (float("-inf"), 1),
+        (float("nan"), 5),
+        ("x", None),
+        ([3], None),
+    ],
 )
 async def test_the_number_of_results_a_model_asks_for_is_kept_between_1_and_10(
     monkeypatch, fake_web, stub, asked, sent

@@ -37,7 +37,7 @@ async def experiment_lease(db: Database, exp_id: str) -> AsyncIterator[None]:
     holder = uuid.uuid4().hex
     await _acquire(db, exp_id, holder)
     run = asyncio.current_task()
-    taken_by: list[str] = []  # the run that took the lease over, if one did
+    taken_by: list[str] = []  # the run that took the lease over, once for each time this run was cancelled for it
 
     def stop(taker: str) -> None:
         taken_by.append(taker)
@@ -59,8 +59,9 @@ async def experiment_lease(db: Database, exp_id: str) -> AsyncIterator[None]:
                 delete(ExperimentLease).where(ExperimentLease.exp_id == exp_id, ExperimentLease.holder == holder)
             )
     if taken_by:
-        if run is not None:
-            run.uncancel()
+        for _ in taken_by:  # each cancellation `stop` asked for undone (only those): the stop is an error
+            if run is not None and run.cancelling():
+                run.uncancel()
         raise ConfigError(
             f"exp_id {exp_id!r}: stopped, its lease was taken over by {taken_by[0]} (not renewed for "
             f"{LEASE_SECONDS:.0f} s: a machine asleep, a database out of reach); what this run finished is saved: "
@@ -116,7 +117,8 @@ def _aware(moment: datetime) -> datetime:
 
 
 async def _renew_forever(db: Database, exp_id: str, holder: str, lost: Callable[[str], None]) -> None:
-    """Renew every `RENEW_EVERY` seconds; if the lease is no longer this run's, call `lost` with who holds it."""
+    """Renew every `RENEW_EVERY` seconds; once the lease is no longer this run's, call `lost` with who holds it, every
+    period until this task is cancelled."""
     while True:
         await asyncio.sleep(RENEW_EVERY)
         try:
@@ -130,6 +132,8 @@ async def _renew_forever(db: Database, exp_id: str, holder: str, lost: Callable[
         except Exception as e:  # a passing database error: the next renewal may succeed
             log.warning("could not renew the lease on %s: %s", exp_id, e)
             continue
-        if not renewed:
-            lost(f"pid {lease.pid} on {lease.host}" if lease is not None else "another run, since finished")
-            return
+        if not renewed:  # said again each period, in case the body absorbed one cancellation (asyncio.wait_for can)
+            taker = f"pid {lease.pid} on {lease.host}" if lease is not None else "another run, since finished"
+            while True:
+                lost(taker)
+                await asyncio.sleep(RENEW_EVERY)

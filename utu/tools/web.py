@@ -121,13 +121,16 @@ class SearchToolkit:
 
 
 def _result_count(asked: object) -> int:
-    """How many results to return: the model's number (DEFAULT_RESULTS when it gives none), from 1 to
-    MAX_RESULTS."""
+    """How many results to return: the model's number (DEFAULT_RESULTS when it gives none; "5", 5.0 and "1e1" are
+    numbers too), brought within 1 to MAX_RESULTS."""
     if asked is None:
         return DEFAULT_RESULTS
     try:
         if isinstance(asked, bool) or not isinstance(asked, int | float | str):
             raise TypeError
-        return min(max(int(asked), 1), MAX_RESULTS)
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"num_results must be a number, not {asked!r}") from None
+        number = asked if isinstance(asked, int) else float(asked)  # (an int past a float's range stays one)
+    except (TypeError, ValueError):
+        raise ValueError(f"num_results must be a number, not {str(asked)[:40]!r}") from None
+    if number != number:  # NaN: as if none were given
+        return DEFAULT_RESULTS
+    return int(min(max(number, 1), MAX_RESULTS))
