@@ -174,9 +174,8 @@ async def write_report(
         )
     lines += tool_lines(steps)
     lines += ["", "## Learned library", ""]
-    lines += [f"- **{cli.markdown_text(key)}** {cli.markdown_text(text)}" for key, text in library.items()] or [
-        "(empty)"
-    ]
+    shown = [f"- **{cli.markdown_text(key)}** {cli.markdown_text(text)}" for key, text in library.items()]
+    lines += shown or ["(empty)"]
     lines += ["", "## Plots", ""] + [f"![{name}]({name})" for name in images]
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n")
