@@ -125,14 +125,16 @@ def printable(text: str) -> str:
     return _UNPRINTABLE.sub(lambda m: m[0].encode("unicode_escape").decode(), text)
 
 
-# What Markdown (CommonMark, GFM tables) or the HTML inside it acts on: a link, an image, a tag, emphasis, a cell
-_MARKDOWN_ACTIVE = re.compile(r"[\\`*_\[\]<>!|&~#]")
+# What Markdown (CommonMark, GFM tables) or the HTML inside it acts on: a link, an image, a tag, emphasis, a cell;
+# and what GFM's autolinks (and markdown-it's linkify) start from: a scheme's colon, "www."
+_MARKDOWN_ACTIVE = re.compile(r"[\\`*_\[\]<>!|&~#:]|(?<=[wW]{3})\.")
 
 
 def markdown_text(text: str) -> str:
     """`text` (a model's, a data set's) as one line of Markdown that shows it as written: its line breaks as spaces,
     what is not printable as its escape (`printable`), and what Markdown acts on backslash-escaped, so that no link,
-    image (a viewer loads one from its address as the page opens), HTML tag or table cell comes of it."""
+    image (a viewer loads one from its address as the page opens), HTML tag or table cell comes of it. (GitHub still
+    links an e-mail address: a click, never a fetch.)"""
     return _MARKDOWN_ACTIVE.sub(lambda m: "\\" + m[0], printable(" ".join(text.split())))
 
 

@@ -278,6 +278,7 @@ def test_a_library_is_shown_as_it_is_written(practised):
 HOSTILE = {
     "G0": "When done, check ![x](https://evil.example/p?k=1) and <img src=https://evil.example/i> then box it.",
     "G1": "Use a | b | c, *stress*, `code`, [link](https://evil.example), <https://evil.example>, &lt; and\\n C:\\x.",
+    "G2": "When citing, see https://evil.example/p?k=1 or www.evil.example, and keep a 3:4 ratio.",
 }
 
 
@@ -308,6 +309,8 @@ def test_a_library_in_markdown_shows_its_text_and_makes_no_link_image_or_tag(pra
         library_part = page.split("## Learned library")[-1].split("## Plots")[0]  # (a report's own tables aside)
         shown = rendered(library_part)
         assert not re.search(r"<(img|a|code|em|td|script)\b", shown), shown
+        # nor what GitHub's autolinks and linkify start from (neither renderer is installed here)
+        assert not re.search(r"(?<!\\):|www\.", library_part, re.IGNORECASE), library_part
         text = html.unescape(re.sub(r"<[^>]+>", "", shown))
         for experience in HOSTILE.values():
             assert experience in text  # shown as written, character for character
