@@ -88,6 +88,19 @@ async def refusals(exp_id: str) -> list[tuple[int, str, str]]:
         return [(r.step, r.new_text or "", r.reason or "") for r in rows]
 
 
+def print_refusals(rows: list[tuple[int, str, str]]) -> None:
+    """Each refused proposal and why, as written: a learner's "[/INST]" is no markup (rich would raise on it), an
+    escape sequence is shown, not obeyed."""
+    from rich.text import Text
+
+    from utu import cli
+
+    for step, text, reason in rows:
+        console.print(
+            Text.assemble(f"step {step}: ", (cli.printable(text), "dim"), f"\n  refused: {cli.printable(reason)}")
+        )
+
+
 async def unchanged_comparison(baseline: str) -> str:
     """What stands for the comparison when practice kept nothing: the baseline's score, and a difference that is
     zero by definition (the enhanced agent would be the baseline agent), with no interval: it was not measured."""
@@ -152,8 +165,7 @@ def main() -> None:
         run("5/5 the learned library", "-m", "utu.commands.library", "show", "--exp_id", "demo_practice")
     else:
         console.rule("[bold]3/5 practice kept no experience")
-        for step, text, reason in asyncio.run(refusals("demo_practice")):
-            console.print(f"step {step}: [dim]{text}[/dim]\n  refused: {reason}")
+        print_refusals(asyncio.run(refusals("demo_practice")))
         console.print(NOTHING_KEPT)
     from utu.db import Database
     from utu.practice.report import write_report
@@ -166,7 +178,7 @@ def main() -> None:
             )
 
     path = asyncio.run(report())
-    console.print(f"report: {path} (with PNG plots beside it)")
+    console.print(f"report: {path} (with PNG plots beside it)", markup=False)
     if not learned:
         console.print(asyncio.run(unchanged_comparison("demo_baseline")))
     console.print(" ".join(HONEST_NOTE.replace("**", "").split()))  # one paragraph, wrapped to the terminal

@@ -30,3 +30,18 @@ def test_the_demo_reads_the_checkouts_env_from_anywhere_and_the_shell_wins(tmp_p
     assert os.environ["UTU_LLM_BASE_URL"] == "http://127.0.0.1:9/v1"  # not the embedded model's banner
     assert os.environ["UTU_LLM_MODEL"] == "from-shell"
     assert os.getcwd() == str(checkout)  # where the commands write ./utu.db, which it reads the refusals from
+
+
+def test_refused_proposals_are_printed_as_written(monkeypatch):
+    """A small learner's text may hold what rich takes for markup ("[/INST]" made it raise) or an escape sequence."""
+    import io
+
+    from rich.console import Console
+
+    demo = load_demo()
+    out = io.StringIO()
+    monkeypatch.setattr(demo, "console", Console(file=out, width=200, color_system=None))
+    demo.print_refusals([(0, "Use [a, b] and x[i]; [/INST] ends.\x1b[2J", "junk: [bold]says 'floor' 2 times")])
+    shown = out.getvalue()
+    assert "step 0: Use [a, b] and x[i]; [/INST] ends.\\x1b[2J" in shown and "\x1b" not in shown
+    assert "refused: junk: [bold]says 'floor' 2 times" in shown

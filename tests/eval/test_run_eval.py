@@ -575,6 +575,7 @@ def test_one_run_per_experiment_at_a_time_and_a_dead_runs_lease_is_taken_over(st
         ({}, ["--output_dir", "/proc"], "choose another --output_dir"),
         ({}, ["--dataset", "NoSuchSet"], "'NoSuchSet' is not in"),
         ({}, ["--output_dir", "out/deeper"], None),  # a good start: it writes
+        ({}, ["--output_dir", "out/deeper[/x]"], None),  # a folder rich would read as markup: said as written
     ],
 )
 def test_a_failed_start_writes_nothing(stub, tmp_path, db, env, args, message):
@@ -583,7 +584,8 @@ def test_a_failed_start_writes_nothing(stub, tmp_path, db, env, args, message):
     server = stub(StubScript(reply_fn=scripted()))
     result = run_script(*eval_args(db[1]), *args, env=env_for(server) | env, cwd=tmp_path)
     if message is None:
-        assert result.returncode == 0 and db[0].exists() and (tmp_path / "out/deeper/e1/eval_metrics.json").exists()
+        metrics = tmp_path / args[1] / "e1" / "eval_metrics.json"
+        assert result.returncode == 0 and db[0].exists() and metrics.exists(), result.stderr[-2000:]
         return
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
     assert "sk-abc" not in result.stderr  # the key is never shown

@@ -154,7 +154,10 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
             )
         if args.step == "rollout":  # nothing judged yet: no metrics to show or keep
             rolled = sum(r.stage in ("rollout", "judged") for r in rows)
-            console.print(f"{config.exp_id}: {rolled} of {len(rows)} attempts rolled out; judge them with --step judge")
+            console.print(
+                f"{config.exp_id}: {rolled} of {len(rows)} attempts rolled out; judge them with --step judge",
+                markup=False,
+            )
             return 0
         metrics = compute_metrics((ScoredAttempt.from_row(r) for r in rows), config.pass_k)
         metrics = metrics.model_copy(
@@ -171,7 +174,7 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(metrics.model_dump_json(indent=2) + "\n")
         print_metrics(metrics)  # after the result is kept, whatever its names hold
-        console.print(f"metrics written to {out}")
+        console.print(f"metrics written to {out}", markup=False)
     return 0
 
 

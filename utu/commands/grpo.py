@@ -272,7 +272,7 @@ def show(results: dict[str, Any], k: int, out: Path) -> None:
         r = results[name]
         table.add_row(name, f"{r[f'Mean@{k}']:.3f}", f"{r[f'Pass@{k}']:.3f}")
     console.print(table)
-    console.print(f"metrics: {out / 'metrics.jsonl'}; checkpoint: {out / 'checkpoint'}")
+    console.print(f"metrics: {out / 'metrics.jsonl'}; checkpoint: {out / 'checkpoint'}", markup=False)
 
 
 def main() -> None:

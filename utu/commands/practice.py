@@ -44,16 +44,21 @@ async def run() -> int:
     outcome = await practice.learn()
     print_summary(config, outcome)
     paths = practice.export(outcome)
-    console.print(f"enhanced agent: {paths['agent']}")
+    console.print(f"enhanced agent: {paths['agent']}", markup=False)
     if "practice_agent" in paths:
-        console.print(f"also written as {paths['practice_agent']}, the agent of the eval configs that name it")
+        console.print(
+            f"also written as {paths['practice_agent']}, the agent of the eval configs that name it", markup=False
+        )
     elif practice.not_exported_because:  # e.g. Youtu-Agent's pre-learned agent copied in: its evals read that one
         log.warning(
             "not written into configs/: %s; eval configs that name that agent evaluate it, not this run's",
             practice.not_exported_because,
         )
     if "exported_eval" in paths:
-        console.print(f"evaluate it: python scripts/run_eval.py --config_name practice/{paths['exported_eval'].stem}")
+        console.print(
+            f"evaluate it: python scripts/run_eval.py --config_name practice/{paths['exported_eval'].stem}",
+            markup=False,
+        )
     else:
         console.print(
             f"evaluate it: python scripts/run_eval.py --config_name {eval_config_name(composed.files)} "
