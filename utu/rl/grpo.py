@@ -592,7 +592,10 @@ def load_data(path: Path, allowed: tuple[Any, ...] = ()) -> Any:
     """A checkpoint file read as data (`torch.load(weights_only=True)`): tensors, plain Python values, NumPy's
     random state and the `allowed` classes. Anything else in it (a pickle can call any function on load) is
     refused, so a checkpoint someone handed over runs no code here."""
-    from numpy._core.multiarray import _reconstruct
+    try:
+        from numpy._core.multiarray import _reconstruct
+    except ImportError:  # NumPy 1 (transformers and accelerate allow it)
+        from numpy.core.multiarray import _reconstruct  # type: ignore[no-redef]
 
     numpy_random_state = (_reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32)))
     with torch.serialization.safe_globals([*numpy_random_state, *allowed]):
