@@ -696,3 +696,36 @@ def test_park_replaces_an_earlier_parked_file_wherever_it_is(sqlite_db, monkeypa
         suite.park(elsewhere)
     elsewhere.write_bytes(first)
     assert suite.park(elsewhere) == 0 and elsewhere.stat().st_size > 0
+
+
+def test_the_tables_go_between_the_marker_lines_and_only_from_a_full_suite(monkeypatch, tmp_path, capsys):
+    start, end = suite_report.START, suite_report.END
+    page = tmp_path / "README.md"
+    page.write_text(f"# utu\n\nbefore\n{start}\nold tables\n{end}\nafter\n")
+    suite_report.write_into(page, "| new | tables |\n")
+    assert page.read_text() == f"# utu\n\nbefore\n{start}\n| new | tables |\n{end}\nafter\n"
+    for broken in (f"{start}\n", f"{end}\n{start}\n", f"{start}\n{start}\n{end}\n"):
+        other = tmp_path / "other.md"
+        other.write_text(broken)
+        with pytest.raises(SystemExit, match="once each, where the suite's tables go"):
+            suite_report.write_into(other, "x\n")
+        assert other.read_text() == broken
+
+    def report_of(saved: int, stopped: int) -> Path:
+        report = {"runs_saved": saved, "runs_stopped_for_futility": stopped, "runs_planned": 10, "tasks": {}}
+        report["suite"] = {"practice": None, "gepa": None, "candidates": {}}
+        path = tmp_path / "report.json"
+        path.write_text(json.dumps(report))
+        return path
+
+    monkeypatch.setattr(suite_report, "markdown", lambda report: "| new | tables |\n")
+    page.write_text(f"{start}\n{end}\n")
+    for saved, stopped, written in ((9, 0, False), (8, 2, True)):  # a partial suite is reported nowhere
+        monkeypatch.setattr(suite_report, "write_report", lambda s=saved, t=stopped: report_of(s, t))
+        monkeypatch.setattr(sys, "argv", ["suite.py", "report", "--into", str(page)])
+        if written:
+            assert suite.main() == 0
+        else:
+            with pytest.raises(SystemExit, match=r"not full \(9 of 10 runs saved\): nothing written"):
+                suite.main()
+        assert ("| new | tables |" in page.read_text()) == written

@@ -867,7 +867,10 @@ def main() -> int:
     r.add_argument("method", choices=[*METHODS, *CANDIDATES])
     r.add_argument("--seed", type=int)
     sub.add_parser("status")
-    sub.add_parser("report")
+    rep = sub.add_parser("report")
+    rep.add_argument(
+        "--into", type=Path, action="append", default=[], help="put the tables between FILE's marker lines"
+    )
     p = sub.add_parser("park", help="pack the unsaved runs' state to commit, for the next machine's fill")
     p.add_argument("--to", type=Path, default=PARKED)
     args = parser.parse_args()
@@ -888,9 +891,16 @@ def main() -> int:
         return status()
     if args.command == "park":
         return park(args.to)
-    from suite_report import markdown, write_report
+    from suite_report import full, markdown, write_into, write_report
 
-    print(markdown(json.loads(write_report().read_text())), end="")
+    report = json.loads(write_report().read_text())
+    tables = markdown(report)
+    print(tables, end="")
+    if args.into and not full(report):  # pre-registered: nothing is reported from a partial suite
+        saved, planned = report["runs_saved"], report["runs_planned"]
+        raise SystemExit(f"--into: the suite is not full ({saved} of {planned} runs saved): nothing written")
+    for path in args.into:
+        write_into(path, tables)
     return 0
 
 

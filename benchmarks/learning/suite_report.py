@@ -32,6 +32,8 @@ from suite import (  # noqa: E402
     seed_prompt,
 )
 
+from utu.names import replace_text  # noqa: E402
+
 BOOTSTRAP = 4000
 Scores = dict[str, float]  # question index -> mean reward over its K attempts
 Pairs = list[tuple[Scores, Scores]]  # (a run of a method, what it is compared with), per seed
@@ -387,3 +389,25 @@ def markdown(report: dict) -> str:
         "| **verdict** | " + " | ".join([""] * len(ablations) + [verdicts.get(c, "") for c in CANDIDATES]) + " |"
     )
     return "\n".join(lines) + "\n"
+
+
+# --- README and docs/results.md ------------------------------------------------------------------------------------
+
+# The lines between which README and docs/results.md hold the suite's tables (`suite.py report --into FILE`).
+START, END = "<!-- learning suite tables: start -->", "<!-- learning suite tables: end -->"
+
+
+def full(report: dict) -> bool:
+    """Every planned run saved, or stopped for futility: the suite is reported only then (docs/results.md)."""
+    return report["runs_saved"] + report["runs_stopped_for_futility"] >= report["runs_planned"]
+
+
+def write_into(path: Path, tables: str) -> None:
+    """`tables` put between `path`'s marker lines, the rest of the file as it was; refused where the markers are
+    not there once each, in order."""
+    text = path.read_text(encoding="utf-8")
+    if text.count(START) != 1 or text.count(END) != 1 or text.index(START) > text.index(END):
+        raise SystemExit(f"{path}: put the lines {START} and {END}, once each, where the suite's tables go")
+    head, rest = text.split(START)
+    tail = rest.split(END)[1]
+    replace_text(path, f"{head}{START}\n{tables}{END}{tail}")
