@@ -110,6 +110,26 @@ def test_practice_takes_its_attempt_bounds_from_the_evaluation_unless_set():
     assert copied.practice.rollout_concurrency is None  # nothing was written into it
 
 
+@pytest.mark.parametrize(
+    ("overrides", "said"),
+    [
+        (["practice.grpo_n=400000"], "a step of 50 questions × K=400000 = 20,000,000 attempts"),
+        (["practice.batch_size=2000000", "practice.grpo_n=1"], "lower practice.grpo_n or batch_size"),
+        (
+            ["+practice.validation.dataset=X", "practice.validation.size=500", "practice.validation.pass_k=4000"],
+            "a validation of 500 questions × K=4000",
+        ),
+    ],
+)
+def test_a_practice_whose_step_or_validation_holds_more_attempts_than_a_run_takes_is_refused(overrides, said):
+    """Every attempt is a row held in memory: a typo's K=100000 grew by 75 MiB a second until the machine ran out."""
+    from utu.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=said.replace("(", r"\(").replace(")", r"\)")):
+        load_config("practice", "math_reasoning", TrainingFreeGRPOConfig, overrides)
+    load_config("practice", "math_reasoning", TrainingFreeGRPOConfig, ["practice.grpo_n=64"])  # a large one runs
+
+
 def test_an_override_sets_a_knob_no_yaml_file_wrote():
     config = load_config("eval", "web/web", EvalConfig, ["agent.model.retry_max_delay=5", "max_failed_share=0.5"])
     assert (config.agent.model.retry_max_delay, config.max_failed_share) == (5, 0.5)

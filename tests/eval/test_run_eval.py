@@ -592,6 +592,18 @@ def test_a_failed_start_writes_nothing(stub, tmp_path, db, env, args, message):
     assert sorted(p.name for p in tmp_path.iterdir()) == [], list(tmp_path.iterdir())
 
 
+def test_an_evaluation_of_more_attempts_than_a_run_takes_is_refused_before_any(stub, tmp_path, db):
+    """Every attempt is a row held in memory: a typo's K=100000 on 20 questions grew by 75 MiB a second."""
+    server = stub(StubScript(reply_fn=scripted()))
+    result = run_script(*eval_args(db[1]), "--pass_k", "200000", env=env_for(server), cwd=tmp_path)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "6 questions × K=200000 = 1,200,000 attempts, more than a run takes (1,000,000)" in result.stderr
+    assert server.request_count <= 1  # its preflight, no attempt
+    with sqlite3.connect(db[0]) as conn:
+        assert conn.execute("SELECT count(*) FROM evaluation_data").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM experiments").fetchone() == (0,)
+
+
 def test_an_eval_config_that_is_not_utf8_is_one_line(stub, tmp_path, db):
     (tmp_path / "configs/eval").mkdir(parents=True)
     (tmp_path / "configs/eval/mine.yaml").write_bytes(b"data:\n  dataset: MAWPS_singleop\n# caf\xe9\n")

@@ -24,7 +24,7 @@ from utu.cli import refuse_unknown_flags
 from utu.config import EvalConfig, load_agent_config, load_config
 from utu.config.flags import add_flags, add_place_flags, given
 from utu.config.loader import validate
-from utu.config.models import DataConfig, shaping_dump
+from utu.config.models import DataConfig, check_run_size, shaping_dump
 from utu.db import Database, EvalResult, EvaluationSample, Experiment
 from utu.db.dataset_io import (
     check_dataset_reachable,
@@ -119,6 +119,10 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
             raise ConfigError(
                 f"data set {data.dataset!r}: --offset {data.offset} selects no question (it holds {size}: 0-{size - 1})"
             )
+        try:
+            check_run_size(len(questions), config.pass_k)
+        except ValueError as e:
+            raise ConfigError(f"data set {data.dataset!r}: {e}") from None
         if data.limit and len(questions) < data.limit:  # a result on fewer questions than asked is said
             log.warning(
                 "data set %r holds %d questions from offset %d, not the %d of --limit: evaluating those",

@@ -25,6 +25,22 @@ ExpId = PlainName
 DatasetName = PlainName
 
 
+# Every attempt of a run is a row held in memory until it is judged (about 1 KB with its task): more than this is a
+# typo's (K=100000 on 20 questions grew by 75 MiB a second), not a run; a larger evaluation runs in parts.
+MAX_ATTEMPTS = 1_000_000
+
+
+def check_run_size(
+    questions: int, k: int, what: str = "", remedy: str = "lower K, or evaluate in parts (--offset, --limit)"
+) -> None:
+    """A run (`what`) of `questions` × `k` attempts, or a ValueError that says how many and what to do."""
+    if questions * k > MAX_ATTEMPTS:
+        raise ValueError(
+            f"{what}{questions} questions × K={k} = {questions * k:,} attempts, more than a run takes "
+            f"({MAX_ATTEMPTS:,}): {remedy}"
+        )
+
+
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -633,7 +649,7 @@ class TrainingFreeGRPOConfig(StrictModel):
     )
 
     @model_validator(mode="after")
-    def _contrast_knobs_can_work(self) -> "TrainingFreeGRPOConfig":
+    def _knobs_fit_together(self) -> "TrainingFreeGRPOConfig":
         if self.practice.top_up and not self.data.rollout_data_truncate:
             raise ValueError(
                 "practice.top_up needs data.rollout_data_truncate: its reserve is the practice set past those questions"
@@ -645,6 +661,10 @@ class TrainingFreeGRPOConfig(StrictModel):
             raise ValueError(f"{all_lost} needs given_ground_truth: without it, groups of equal rewards are studied")
         if self.practice.all_lost_groups_per_step and self.practice.grpo_n < 2:
             raise ValueError(f"{all_lost} needs grpo_n of 2 or more: a lone attempt is studied anyway")
+        p, top_up = self.practice, self.practice.top_up.questions if self.practice.top_up else 0
+        check_run_size(p.batch_size + top_up, p.grpo_n, "a step of ", "lower practice.grpo_n or batch_size")
+        if p.validation:
+            check_run_size(p.validation.size, p.validation.pass_k, "a validation of ", "lower its pass_k or size")
         return self
 
     # Practice's rollouts are the evaluation's attempts: unset, their bounds are the evaluation's (read here,

@@ -14,12 +14,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sqlalchemy import delete, select
 
 from utu.agents.agent import Agent
-from utu.config.models import EvalConfig
+from utu.config.models import EvalConfig, check_run_size
 from utu.db.attempts import AttemptWriter
 from utu.db.dataset_io import select_questions
 from utu.db.engine import Database
 from utu.db.experiments import check_row_owner
 from utu.db.models import DatasetSample, EvaluationSample
+from utu.errors import ConfigError
 from utu.eval.attempt import needs_judging, needs_rollout, run_attempt
 from utu.eval.metrics import judged_reward
 from utu.tasks import gather_or_cancel
@@ -61,6 +62,10 @@ class EvalRunner:
         c = self.config
         await check_row_owner(self.db, [c.exp_id], self.owner)
         self.questions = await select_questions(self.db, c.data.dataset, c.data.limit, c.data.offset)
+        try:
+            check_run_size(len(self.questions), c.pass_k)
+        except ValueError as e:
+            raise ConfigError(f"{c.exp_id}: data set {c.data.dataset!r}: {e}") from None
         async with self.db.transaction() as s:
             mine = (EvaluationSample.exp_id == c.exp_id) & (EvaluationSample.owner == self.owner)
             if fresh:
