@@ -702,14 +702,24 @@ def test_the_tables_go_between_the_marker_lines_and_only_from_a_full_suite(monke
     start, end = suite_report.START, suite_report.END
     page = tmp_path / "README.md"
     page.write_text(f"# utu\n\nbefore\n{start}\nold tables\n{end}\nafter\n")
-    suite_report.write_into(page, "| new | tables |\n")
+    suite_report.write_into([page], "| new | tables |\n")
     assert page.read_text() == f"# utu\n\nbefore\n{start}\n| new | tables |\n{end}\nafter\n"
-    for broken in (f"{start}\n", f"{end}\n{start}\n", f"{start}\n{start}\n{end}\n"):
-        other = tmp_path / "other.md"
+    windows = tmp_path / "windows.md"
+    windows.write_bytes(f"a\r\n{start}\r\n{end}\r\nb\r\n".encode())
+    suite_report.write_into([windows], "| t |\n| u |\n")
+    assert windows.read_bytes() == f"a\r\n{start}\r\n| t |\r\n| u |\r\n{end}\r\nb\r\n".encode()
+    other = tmp_path / "other.md"
+    for broken in (f"{start}\n", f"{end}\n{start}\n", f"{start}\n{start}\n{end}\n", f"{start} x\n{end}\n"):
         other.write_text(broken)
+        before = page.read_text()
         with pytest.raises(SystemExit, match="once each, where the suite's tables go"):
-            suite_report.write_into(other, "x\n")
-        assert other.read_text() == broken
+            suite_report.write_into([page, other], "x\n")  # all or nothing: the good file is not written either
+        assert other.read_text() == broken and page.read_text() == before
+    for unreadable in (tmp_path / "missing.md", tmp_path / "latin1.md"):
+        if unreadable.name == "latin1.md":
+            unreadable.write_bytes(b"caf\xe9\n")
+        with pytest.raises(SystemExit, match=f"--into {unreadable}: cannot read it"):
+            suite_report.write_into([unreadable], "x\n")
 
     def report_of(saved: int, stopped: int) -> Path:
         report = {"runs_saved": saved, "runs_stopped_for_futility": stopped, "runs_planned": 10, "tasks": {}}

@@ -899,8 +899,7 @@ def main() -> int:
     if args.into and not full(report):  # pre-registered: nothing is reported from a partial suite
         saved, planned = report["runs_saved"], report["runs_planned"]
         raise SystemExit(f"--into: the suite is not full ({saved} of {planned} runs saved): nothing written")
-    for path in args.into:
-        write_into(path, tables)
+    write_into(args.into, tables)
     return 0
 
 

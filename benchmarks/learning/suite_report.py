@@ -402,12 +402,24 @@ def full(report: dict) -> bool:
     return report["runs_saved"] + report["runs_stopped_for_futility"] >= report["runs_planned"]
 
 
-def write_into(path: Path, tables: str) -> None:
-    """`tables` put between `path`'s marker lines, the rest of the file as it was; refused where the markers are
-    not there once each, in order."""
-    text = path.read_text(encoding="utf-8")
-    if text.count(START) != 1 or text.count(END) != 1 or text.index(START) > text.index(END):
-        raise SystemExit(f"{path}: put the lines {START} and {END}, once each, where the suite's tables go")
-    head, rest = text.split(START)
-    tail = rest.split(END)[1]
-    replace_text(path, f"{head}{START}\n{tables}{END}{tail}")
+def filled_in(path: Path, tables: str) -> str:
+    """`path`'s text with `tables` between its marker lines (each a line of its own, once, in order), the rest as
+    it was, line endings too; refused in one line (SystemExit) where the file or its markers are not so."""
+    try:
+        with path.open(encoding="utf-8", newline="") as f:  # (CRLF kept)
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise SystemExit(f"--into {path}: cannot read it ({getattr(e, 'strerror', None) or e})") from None
+    newline = "\r\n" if "\r\n" in text else "\n"
+    lines = text.split(newline)
+    if lines.count(START) != 1 or lines.count(END) != 1 or lines.index(START) > lines.index(END):
+        raise SystemExit(f"--into {path}: put the lines {START} and {END}, once each, where the suite's tables go")
+    start, end = lines.index(START), lines.index(END)
+    return newline.join([*lines[: start + 1], *tables.rstrip("\n").split("\n"), *lines[end:]])
+
+
+def write_into(paths: list[Path], tables: str) -> None:
+    """The tables put into every file of `paths`, or into none: each is read and checked before any is written."""
+    texts = {path: filled_in(path, tables) for path in paths}
+    for path, text in texts.items():
+        replace_text(path, text)

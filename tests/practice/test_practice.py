@@ -840,3 +840,14 @@ def test_a_truncation_past_the_set_is_said(tmp_path, workspace, stub):
     result = run_practice(tmp_path, configs, db_url, agent, learner, "--epochs", "1", "--rollout_data_truncate", "100")
     said = " ".join(result.stderr.split())
     assert "data set Arith holds 4 questions, fewer than rollout_data_truncate 100: practising on those" in said, said
+
+
+def test_an_output_folder_rich_would_read_as_markup_is_said_as_written(tmp_path, workspace, stub):
+    """The closing lines name the enhanced agent's path: an --output_dir holding '[/x]' ended a finished practice in
+    rich's MarkupError."""
+    configs, db_url = workspace
+    agent, learner = stub(agent_script()), stub(evolving_learner())
+    result = run_practice(tmp_path, configs, db_url, agent, learner, "--epochs", "1", "--output_dir", "out[/x]")
+    assert result.returncode == 0, result.stderr[-2000:]
+    said = "".join(result.stdout.split())
+    assert "--agent_configout[/x]/t/enhanced_agent.yaml" in said.replace(str(tmp_path) + "/", ""), result.stdout

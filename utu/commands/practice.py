@@ -62,7 +62,8 @@ async def run() -> int:
     else:
         console.print(
             f"evaluate it: python scripts/run_eval.py --config_name {eval_config_name(composed.files)} "
-            f"--agent_config {paths['agent']} --exp_id {config.exp_id}_enhanced"
+            f"--agent_config {paths['agent']} --exp_id {config.exp_id}_enhanced",
+            markup=False,
         )
     return 0
 

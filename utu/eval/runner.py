@@ -63,7 +63,7 @@ class EvalRunner:
         await check_row_owner(self.db, [c.exp_id], self.owner)
         self.questions = await select_questions(self.db, c.data.dataset, c.data.limit, c.data.offset)
         try:
-            check_run_size(len(self.questions), c.pass_k)
+            check_run_size(len(self.questions), c.pass_k, remedy="lower its pass_k or data.limit")
         except ValueError as e:
             raise ConfigError(f"{c.exp_id}: data set {c.data.dataset!r}: {e}") from None
         async with self.db.transaction() as s:
