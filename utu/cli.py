@@ -120,6 +120,13 @@ def seconds_argument(text: str) -> float:
 _UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
+def plain_console(min_width: int = 0) -> Console:
+    """A command's standard output, where what it prints (a path, a name, a model's text) is shown as written: never
+    read as rich markup (an --output_dir holding "[/x]" raised MarkupError at a run's end) or emoji codes; at least
+    `min_width` columns wide, for wide tables."""
+    return Console(width=max(Console().width, min_width) if min_width else None, markup=False, emoji=False)
+
+
 def printable(text: str) -> str:
     """`text` as a terminal may show it: what is not printable written as its escape (an ESC as \\x1b)."""
     return _UNPRINTABLE.sub(lambda m: m[0].encode("unicode_escape").decode(), text)

@@ -14,7 +14,6 @@ import logging
 import re
 import time
 
-from rich.console import Console
 from rich.table import Table
 from sqlalchemy import delete, select
 
@@ -43,7 +42,7 @@ from utu.verify import check_answers, file_digest, load_verifier
 
 log = logging.getLogger("run_eval")
 PRACTICE_ROW_NAME = re.compile(r"_(epoch_\d+|eval_step\d+)$")  # the exp_ids of a practice's own attempt rows
-console = Console()
+console = cli.plain_console()
 
 
 EVAL_FLAGS = ["exp_id", "concurrency", "pass_k", "max_failed_share", "judge_concurrency", "max_cost"]
@@ -158,10 +157,7 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
             )
         if args.step == "rollout":  # nothing judged yet: no metrics to show or keep
             rolled = sum(r.stage in ("rollout", "judged") for r in rows)
-            console.print(
-                f"{config.exp_id}: {rolled} of {len(rows)} attempts rolled out; judge them with --step judge",
-                markup=False,
-            )
+            console.print(f"{config.exp_id}: {rolled} of {len(rows)} attempts rolled out; judge them with --step judge")
             return 0
         metrics = compute_metrics((ScoredAttempt.from_row(r) for r in rows), config.pass_k)
         metrics = metrics.model_copy(
@@ -178,7 +174,7 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(metrics.model_dump_json(indent=2) + "\n")
         print_metrics(metrics)  # after the result is kept, whatever its names hold
-        console.print(f"metrics written to {out}", markup=False)
+        console.print(f"metrics written to {out}")
     return 0
 
 

@@ -20,7 +20,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -37,7 +36,7 @@ from utu.names import inside, replace_text
 from utu.verify import Verifier, load_verifier
 
 log = logging.getLogger("run_grpo")
-console = Console()
+console = cli.plain_console()
 
 
 def parse_args() -> tuple[argparse.Namespace, list[str]]:
@@ -272,7 +271,7 @@ def show(results: dict[str, Any], k: int, out: Path) -> None:
         r = results[name]
         table.add_row(name, f"{r[f'Mean@{k}']:.3f}", f"{r[f'Pass@{k}']:.3f}")
     console.print(table)
-    console.print(f"metrics: {out / 'metrics.jsonl'}; checkpoint: {out / 'checkpoint'}", markup=False)
+    console.print(f"metrics: {out / 'metrics.jsonl'}; checkpoint: {out / 'checkpoint'}")
 
 
 def main() -> None:

@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 import yaml
-from rich.console import Console
 from rich.table import Table
 
 from utu import cli
@@ -34,7 +33,7 @@ from utu.practice.history import applied_operations, diff, provenance
 from utu.practice.initial import library_at, reference
 from utu.practice.merge import merge
 
-console = Console(width=max(Console().width, 120))
+console = cli.plain_console(120)
 
 
 def parse_args() -> argparse.Namespace:

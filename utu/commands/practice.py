@@ -9,7 +9,6 @@ Flags override the YAML (same names as Youtu-Agent); extra `key=value` arguments
 import logging
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
 from utu import cli
@@ -22,7 +21,7 @@ from utu.practice.training_free_grpo import (
     agent_as_written,
 )
 
-console = Console(width=max(Console().width, 130))  # the step table is wide
+console = cli.plain_console(130)  # the step table is wide
 log = logging.getLogger(__name__)
 
 
@@ -44,26 +43,20 @@ async def run() -> int:
     outcome = await practice.learn()
     print_summary(config, outcome)
     paths = practice.export(outcome)
-    console.print(f"enhanced agent: {paths['agent']}", markup=False)
+    console.print(f"enhanced agent: {paths['agent']}")
     if "practice_agent" in paths:
-        console.print(
-            f"also written as {paths['practice_agent']}, the agent of the eval configs that name it", markup=False
-        )
+        console.print(f"also written as {paths['practice_agent']}, the agent of the eval configs that name it")
     elif practice.not_exported_because:  # e.g. Youtu-Agent's pre-learned agent copied in: its evals read that one
         log.warning(
             "not written into configs/: %s; eval configs that name that agent evaluate it, not this run's",
             practice.not_exported_because,
         )
     if "exported_eval" in paths:
-        console.print(
-            f"evaluate it: python scripts/run_eval.py --config_name practice/{paths['exported_eval'].stem}",
-            markup=False,
-        )
+        console.print(f"evaluate it: python scripts/run_eval.py --config_name practice/{paths['exported_eval'].stem}")
     else:
         console.print(
             f"evaluate it: python scripts/run_eval.py --config_name {eval_config_name(composed.files)} "
-            f"--agent_config {paths['agent']} --exp_id {config.exp_id}_enhanced",
-            markup=False,
+            f"--agent_config {paths['agent']} --exp_id {config.exp_id}_enhanced"
         )
     return 0
 
