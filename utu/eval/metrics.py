@@ -67,6 +67,11 @@ def judged_reward(attempt: Any) -> float:
     return reward
 
 
+def has_contrast(rewards: Iterable[float | None]) -> bool:
+    """Whether a question's judged attempts differ in reward: a group the learner can compare."""
+    return len(set(rewards)) > 1
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased probability that at least one of k attempts drawn from n (c correct) is correct."""
     if n - c < k:
@@ -217,7 +222,7 @@ def compute_metrics(attempts: Iterable[ScoredAttempt], pass_k: int, seed: int = 
         if group[0].level is not None:
             levels[group[0].level].append(statistics.fmean(judged_reward(a) for a in group))
     done = [a for a in attempts if a.stage == "judged"]
-    contrast = sum(len({judged_reward(a) for a in g}) > 1 for g in scored.values()) if pass_k > 1 else None
+    contrast = sum(has_contrast(judged_reward(a) for a in g) for g in scored.values()) if pass_k > 1 else None
     by_level = {
         level: LevelMetrics(questions=len(v), mean_at_k=statistics.fmean(v)) for level, v in sorted(levels.items())
     }

@@ -10,7 +10,7 @@ from typing import Any
 
 from utu.config.models import ScreeningConfig
 from utu.db.models import EvaluationSample
-from utu.eval.metrics import ScoredAttempt, mean_and_pass, tool_stats
+from utu.eval.metrics import ScoredAttempt, has_contrast, mean_and_pass, tool_stats
 from utu.llm.usage import Usage
 from utu.practice.library import Library, OpRecord, Screen, StoryCheck
 from utu.practice.outcomes import Refused
@@ -91,11 +91,11 @@ def screen_against(
 
 def groups_with_contrast(rows: list[EvaluationSample]) -> int:
     """Questions whose judged attempts did not all score the same: the groups a learner can compare."""
-    rewards: dict[int, set] = defaultdict(set)
+    rewards: dict[int, list[float | None]] = defaultdict(list)
     for r in rows:
         if r.stage == "judged":
-            rewards[r.dataset_index].add(r.reward)
-    return sum(len(seen) > 1 for seen in rewards.values())
+            rewards[r.dataset_index].append(r.reward)
+    return sum(map(has_contrast, rewards.values()))
 
 
 def learner_failed_everywhere(outcomes: list[GroupOutcome]) -> bool:
