@@ -708,6 +708,11 @@ def test_the_tables_go_between_the_marker_lines_and_only_from_a_full_suite(monke
     windows.write_bytes(f"a\r\n{start}\r\n{end}\r\nb\r\n".encode())
     suite_report.write_into([windows], "| t |\n| u |\n")
     assert windows.read_bytes() == f"a\r\n{start}\r\n| t |\r\n| u |\r\n{end}\r\nb\r\n".encode()
+    link = tmp_path / "link.md"
+    link.symlink_to(page)
+    suite_report.write_into([link], "| linked |\n")  # a symlinked page stays a link; the file it names is written
+    assert link.is_symlink() and page.read_text() == f"# utu\n\nbefore\n{start}\n| linked |\n{end}\nafter\n"
+    suite_report.write_into([page], "| new | tables |\n")
     other = tmp_path / "other.md"
     for broken in (f"{start}\n", f"{end}\n{start}\n", f"{start}\n{start}\n{end}\n", f"{start} x\n{end}\n"):
         other.write_text(broken)

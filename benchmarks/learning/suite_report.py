@@ -419,7 +419,8 @@ def filled_in(path: Path, tables: str) -> str:
 
 
 def write_into(paths: list[Path], tables: str) -> None:
-    """The tables put into every file of `paths`, or into none: each is read and checked before any is written."""
-    texts = {path: filled_in(path, tables) for path in paths}
+    """The tables put into every file of `paths`, or into none: each is read and checked before any is written.
+    A symlink stays one: the file it names is written."""
+    texts = {path.resolve(): filled_in(path, tables) for path in paths}
     for path, text in texts.items():
         replace_text(path, text)
