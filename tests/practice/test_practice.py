@@ -393,6 +393,21 @@ def test_an_export_step_past_the_last_is_refused_before_any_work(tmp_path, works
     assert agent.request_count == 0
 
 
+@pytest.mark.parametrize(
+    "override, said",
+    [
+        ("evaluation.data.offset=9999", "has no question at offset 9999"),
+        ("evaluation.pass_k=900000", "the in-step evaluation's 4 questions × K=900000 = 3,600,000 attempts"),
+    ],
+)
+def test_an_in_step_evaluation_that_cannot_run_is_refused_before_any_work(tmp_path, workspace, stub, override, said):
+    configs, db_url = workspace
+    agent = stub(agent_script())
+    result = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--do_eval", "true", override)
+    assert result.returncode == 2 and said in result.stderr, result.stderr
+    assert agent.request_count == 0  # not after the first step's rollouts
+
+
 def test_max_cost_stops_practice_with_exit_3_and_the_rerun_resumes(tmp_path, workspace, stub):
     configs, db_url = workspace
     agent, learner = stub(agent_script()), stub(evolving_learner())

@@ -21,7 +21,7 @@ from pathlib import Path
 from utu.app import claim_experiment
 from utu.config import TrainingFreeGRPOConfig, config_root
 from utu.config.loader import compose_config, validate
-from utu.config.models import TopUpConfig, shaping_dump
+from utu.config.models import TopUpConfig, check_run_size, shaping_dump
 from utu.db import Database
 from utu.db.dataset_io import check_dataset_reachable, content_digest, ensure_dataset, select_questions
 from utu.db.models import DatasetSample
@@ -171,6 +171,8 @@ class TrainingFreeGRPO:
         if config.practice.validation:
             validation = await self._validation_questions(db, questions)
             shaping["practice"]["validation"]["content"] = content_digest(validation)
+        if config.practice.do_eval:
+            await self._check_in_step_eval(db)
         if verifier := file_digest(self.verify):  # its steps learned from the rewards it gave
             shaping["evaluation"]["verify_file_sha256"] = verifier
         self._check_export_step(steps)
@@ -180,6 +182,22 @@ class TrainingFreeGRPO:
             agent = practice_agent_path(config_root(), self.export_agent) if self.export_agent else None
             forget_outputs(config.exp_id, self.run_dir, agent)
         return initial
+
+    async def _check_in_step_eval(self, db: Database) -> None:
+        """The in-step evaluation's questions, checked before any work, not at the end of the first step: it
+        selects some, answers the verifier reads, and not more attempts than a run takes."""
+        data, pass_k = self.config.evaluation.data, self.config.evaluation.pass_k
+        questions = await select_questions(db, data.dataset, data.limit, data.offset)
+        if not questions:
+            raise ConfigError(
+                f"practice.do_eval: evaluation data set {data.dataset!r} has no question at offset {data.offset}: "
+                "lower evaluation.data.offset, or upload more questions"
+            )
+        try:
+            check_run_size(len(questions), pass_k, "the in-step evaluation's ", "lower evaluation.pass_k or data.limit")
+        except ValueError as e:
+            raise ConfigError(f"practice.do_eval: {e}") from None
+        check_answers(self.verify, questions, data.dataset)
 
     async def _reserve(self, db: Database, steps: int, top_up: TopUpConfig) -> list[DatasetSample]:
         """The questions `practice.top_up` may roll out in `steps` steps (PracticeData.reserve), checked: none of
