@@ -398,12 +398,14 @@ def test_an_export_step_past_the_last_is_refused_before_any_work(tmp_path, works
     [
         ("evaluation.data.offset=9999", "has no question at offset 9999"),
         ("evaluation.pass_k=900000", "the in-step evaluation's 4 questions × K=900000 = 3,600,000 attempts"),
+        ("evaluation.pass_k=600000 data.eval_data_truncate=2", "evaluation's 2 questions × K=600000 = 1,200,000"),
     ],
 )
 def test_an_in_step_evaluation_that_cannot_run_is_refused_before_any_work(tmp_path, workspace, stub, override, said):
     configs, db_url = workspace
     agent = stub(agent_script())
-    result = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--do_eval", "true", override)
+    flags = ("--do_eval", "true", *override.split())
+    result = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), *flags)
     assert result.returncode == 2 and said in result.stderr, result.stderr
     assert agent.request_count == 0  # not after the first step's rollouts
 

@@ -187,14 +187,16 @@ class TrainingFreeGRPO:
         """The in-step evaluation's questions, checked before any work, not at the end of the first step: it
         selects some, answers the verifier reads, and not more attempts than a run takes."""
         data, pass_k = self.config.evaluation.data, self.config.evaluation.pass_k
-        questions = await select_questions(db, data.dataset, data.limit, data.offset)
+        limit = self.config.data.eval_data_truncate or data.limit  # as PracticeLoop.evaluate selects them
+        questions = await select_questions(db, data.dataset, limit, data.offset)
         if not questions:
             raise ConfigError(
                 f"practice.do_eval: evaluation data set {data.dataset!r} has no question at offset {data.offset}: "
                 "lower evaluation.data.offset, or upload more questions"
             )
         try:
-            check_run_size(len(questions), pass_k, "the in-step evaluation's ", "lower evaluation.pass_k or data.limit")
+            remedy = "lower evaluation.pass_k or data.eval_data_truncate"
+            check_run_size(len(questions), pass_k, "the in-step evaluation's ", remedy)
         except ValueError as e:
             raise ConfigError(f"practice.do_eval: {e}") from None
         check_answers(self.verify, questions, data.dataset)
