@@ -269,6 +269,7 @@ def test_eval_during_practice_uses_the_agents_temperature_and_the_library(tmp_pa
     evals = [r for r in agent.requests if r["temperature"] == 0.3]
     rollouts = [r for r in agent.requests if r["temperature"] == 0.7]
     assert len(evals) == 2 * 4 and len(rollouts) == 2 * 4  # 4 eval questions after each of 2 steps
+    assert "plan: 2 steps, at most 16 agent attempts (8 rollouts, 8 in-step evaluation attempts;" in said
     assert "[G0]" in evals[-1]["messages"][0]["content"]
     stats = json.loads(query(db_url, "SELECT stats FROM practice_steps WHERE step=1")[0][0])
     assert (
@@ -698,6 +699,8 @@ def test_a_step_with_too_little_contrast_rolls_out_reserve_questions(tmp_path, w
     assert [(s["questions"], s["questions_added"], s["groups_used"]) for s in stats] == [(2, 1, 1)] * 2
     assert StepStats.model_validate(stats[0]).groups == "1/1 (+1)"  # as the step tables show it
     assert agent.request_count == 2 * 2 * 2  # G=2: each step's question, then its reserve question
+    said = " ".join(result.stderr.split())  # as the plan said at the start, a bound that held exactly here
+    assert "plan: 2 steps, at most 8 agent attempts (4 rollouts, up to 4 top-up rollouts;" in said
     by_step = "SELECT DISTINCT dataset_index FROM evaluation_data WHERE owner = 't' AND step = ?"
     step_0, step_1 = ({i for (i,) in query(db_url, by_step, step)} for step in (0, 1))
     assert 2 in step_0 and 3 in step_1 and (step_0 | step_1) == {0, 1, 2, 3}

@@ -263,6 +263,12 @@ def test_a_refused_update_keeps_the_changes_that_pass_alone(tmp_path, stub):
     assert stats["validation"]["reason"].startswith("Mean@2 0.000 -> 1.000")  # the two together
     assert stats["validation"]["reason"].endswith("; kept 2 of 3 additions tried alone; the whole update: +0.000")
     assert stats["usage"]["validation"]["calls"] == 6 * 3 * 2  # empty, all three, each alone, the two together
+    said = " ".join(result.stderr.split())  # the plan said at the start: rollouts exactly, validation as a bound
+    plan = re.search(r"plan: 1 step, at most (\d+) agent attempts \((\d+) rollouts, up to (\d+) validation", said)
+    assert plan, said
+    most, rollouts, validation = map(int, plan.groups())
+    assert rollouts == stats["attempts"] and validation == 8 * 3 * 2  # empty + 2 tries x (whole, together) + 3 alone
+    assert agent.request_count <= most == rollouts + validation
     (library,) = query(db_url, "SELECT experiences FROM experience_snapshots WHERE step = 0")
     assert sorted(json.loads(library[0]).values()) == sorted([HELPFUL, ALSO_HELPFUL])
 

@@ -33,6 +33,7 @@ from utu.practice.initial import initial_library, pick_step
 from utu.practice.library import Library
 from utu.practice.loop import PracticeLoop, PracticeResult
 from utu.practice.parts import open_practice
+from utu.practice.plan import practice_plan
 from utu.practice.store import EVAL_PREFIX
 from utu.practice.types import StepStats
 from utu.tracing import setup_tracing
@@ -166,13 +167,15 @@ class TrainingFreeGRPO:
         epoch_ids = [PracticeData.epoch_exp_id_of(config.exp_id, e) for e in range(config.practice.epochs)]
         shaping = shaping_config(config, content_digest(questions)) | {"initial_library": initial.experiences}
         steps = planned_steps(config, len(questions))
+        reserve, validation, evaluated = [], [], 0
         if config.practice.top_up:
-            shaping["data"]["reserve"] = content_digest(await self._reserve(db, steps, config.practice.top_up))
+            reserve = await self._reserve(db, steps, config.practice.top_up)
+            shaping["data"]["reserve"] = content_digest(reserve)
         if config.practice.validation:
             validation = await self._validation_questions(db, questions)
             shaping["practice"]["validation"]["content"] = content_digest(validation)
         if config.practice.do_eval:
-            await self._check_in_step_eval(db)
+            evaluated = await self._check_in_step_eval(db)
         if verifier := file_digest(self.verify):  # its steps learned from the rewards it gave
             shaping["evaluation"]["verify_file_sha256"] = verifier
         self._check_export_step(steps)
@@ -181,11 +184,12 @@ class TrainingFreeGRPO:
         if self.fresh:
             agent = practice_agent_path(config_root(), self.export_agent) if self.export_agent else None
             forget_outputs(config.exp_id, self.run_dir, agent)
+        log.info("%s", practice_plan(config, len(questions), len(reserve), len(validation), evaluated).describe())
         return initial
 
-    async def _check_in_step_eval(self, db: Database) -> None:
+    async def _check_in_step_eval(self, db: Database) -> int:
         """The in-step evaluation's questions, checked before any work, not at the end of the first step: it
-        selects some, answers the verifier reads, and not more attempts than a run takes."""
+        selects some, answers the verifier reads, and not more attempts than a run takes. Returns how many."""
         data, pass_k = self.config.evaluation.data, self.config.evaluation.pass_k
         limit = self.config.data.eval_data_truncate or data.limit  # as PracticeLoop.evaluate selects them
         questions = await select_questions(db, data.dataset, limit, data.offset)
@@ -200,6 +204,7 @@ class TrainingFreeGRPO:
         except ValueError as e:
             raise ConfigError(f"practice.do_eval: {e}") from None
         check_answers(self.verify, questions, data.dataset)
+        return len(questions)
 
     async def _reserve(self, db: Database, steps: int, top_up: TopUpConfig) -> list[DatasetSample]:
         """The questions `practice.top_up` may roll out in `steps` steps (PracticeData.reserve), checked: none of
