@@ -13,7 +13,13 @@ def config(*overrides: str) -> TrainingFreeGRPOConfig:
 def test_rollouts_are_every_question_of_every_epoch_g_times_and_a_last_short_batch_is_a_step():
     plan = practice_plan(config("practice.epochs=2"), questions=10)
     assert (plan.steps, plan.rollouts, plan.most) == (2 * 3, 2 * 10 * 3, 2 * 10 * 3)
-    assert plan.describe().startswith("plan: 6 steps, at most 60 agent attempts (60 rollouts; an attempt with tools")
+    said = plan.describe()
+    assert said.startswith("plan: 6 steps, at most 60 agent attempts (60 rollouts), each run again up to 2 times if")
+    assert (
+        practice_plan(config("evaluation.max_attempt_retries=0"), 4)
+        .describe()
+        .startswith("plan: 1 step, at most 12 agent attempts (12 rollouts); an attempt with tools")
+    )
 
 
 def test_top_up_is_bounded_by_the_reserve_and_by_what_the_steps_may_take():
@@ -23,14 +29,18 @@ def test_top_up_is_bounded_by_the_reserve_and_by_what_the_steps_may_take():
 
 
 def test_validation_bounds_every_library_the_gate_may_try():
-    gate = ("+practice.validation.dataset=MAWPS_addsub", "+practice.validation.pass_k=2")
+    gate = ("+practice.validation.dataset=MAWPS_addsub", "+practice.validation.pass_k=2", "practice.learner_retries=0")
     plain = practice_plan(config(*gate), questions=8, validation_questions=16)
-    assert plain.validation == 2 * (1 + 2) * 16 * 2  # 2 steps x (current, update, together) x 16 questions x K
+    assert plain.validation == 2 * (1 + 1) * 16 * 2  # 2 steps x (the current library, the update) x 16 x K
+    retried = practice_plan(config(*gate[:2], "practice.learner_retries=2"), 8, validation_questions=16)
+    assert retried.validation == 2 * (1 + 3) * 16 * 2  # an update a try
+    one = practice_plan(config(*gate, "+practice.validation.one_by_one=1"), 8, validation_questions=16)
+    assert one.validation == 2 * (1 + 1 + 1) * 16 * 2  # one addition alone: nothing to put together
     tried = practice_plan(
-        config(*gate, "+practice.validation.one_by_one=3", "practice.learner_retries=1"), 8, validation_questions=16
+        config(*gate[:2], "+practice.validation.one_by_one=3", "practice.learner_retries=1"), 8, validation_questions=16
     )
-    assert tried.validation == 2 * (1 + 2 * 2 + 3) * 16 * 2  # two tries, and three additions alone a step
-    assert "up to 512 validation attempts" in tried.describe()
+    assert tried.validation == 2 * (1 + 2 + 3 + 1) * 16 * 2  # two tries, three additions alone, those together
+    assert "up to 448 validation attempts" in tried.describe()
 
 
 def test_in_step_evaluations_are_counted_by_their_strategy():
@@ -39,4 +49,4 @@ def test_in_step_evaluations_are_counted_by_their_strategy():
     assert by_epoch.in_step_eval == 3 * 10 * 2
     every_3 = practice_plan(config(*on, "practice.eval_strategy=steps", "practice.eval_steps=3"), 28, eval_questions=10)
     assert every_3.in_step_eval == (7 // 3) * 10 * 2  # after steps 2 and 5 of 0-6
-    assert "40 in-step evaluation attempts" in every_3.describe()
+    assert "up to 40 in-step evaluation attempts" in every_3.describe()

@@ -269,7 +269,7 @@ def test_eval_during_practice_uses_the_agents_temperature_and_the_library(tmp_pa
     evals = [r for r in agent.requests if r["temperature"] == 0.3]
     rollouts = [r for r in agent.requests if r["temperature"] == 0.7]
     assert len(evals) == 2 * 4 and len(rollouts) == 2 * 4  # 4 eval questions after each of 2 steps
-    assert "plan: 2 steps, at most 16 agent attempts (8 rollouts, 8 in-step evaluation attempts;" in said
+    assert "plan: 2 steps, at most 16 agent attempts (8 rollouts, up to 8 in-step evaluation attempts)," in said
     assert "[G0]" in evals[-1]["messages"][0]["content"]
     stats = json.loads(query(db_url, "SELECT stats FROM practice_steps WHERE step=1")[0][0])
     assert (
@@ -392,6 +392,20 @@ def test_an_export_step_past_the_last_is_refused_before_any_work(tmp_path, works
     result = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--export_step", "99")
     assert result.returncode == 2 and "--export_step 99: this practice has steps 0 to 3" in result.stderr
     assert agent.request_count == 0
+
+
+def test_plan_says_what_a_run_would_spend_and_calls_no_model(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    agent, learner = stub(agent_script()), stub(evolving_learner())
+    result = run_practice(tmp_path, configs, db_url, agent, learner, "--plan", "--epochs", "2")
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    assert said.startswith("plan: 4 steps, at most 16 agent attempts (16 rollouts), each run again up to")
+    assert agent.request_count == learner.request_count == 0
+    for table in ("experiments", "evaluation_data"):  # nothing of the experiment written
+        assert query(db_url, f"SELECT count(*) FROM {table}") == [(0,)]
+    result = run_practice(tmp_path, configs, db_url, agent, learner, "--plan", "--export_step", "99")
+    assert result.returncode == 2 and "--export_step 99: this practice has steps 0 to 3" in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -700,7 +714,7 @@ def test_a_step_with_too_little_contrast_rolls_out_reserve_questions(tmp_path, w
     assert StepStats.model_validate(stats[0]).groups == "1/1 (+1)"  # as the step tables show it
     assert agent.request_count == 2 * 2 * 2  # G=2: each step's question, then its reserve question
     said = " ".join(result.stderr.split())  # as the plan said at the start, a bound that held exactly here
-    assert "plan: 2 steps, at most 8 agent attempts (4 rollouts, up to 4 top-up rollouts;" in said
+    assert "plan: 2 steps, at most 8 agent attempts (4 rollouts, up to 4 top-up rollouts)," in said
     by_step = "SELECT DISTINCT dataset_index FROM evaluation_data WHERE owner = 't' AND step = ?"
     step_0, step_1 = ({i for (i,) in query(db_url, by_step, step)} for step in (0, 1))
     assert 2 in step_0 and 3 in step_1 and (step_0 | step_1) == {0, 1, 2, 3}

@@ -267,7 +267,7 @@ def test_a_refused_update_keeps_the_changes_that_pass_alone(tmp_path, stub):
     plan = re.search(r"plan: 1 step, at most (\d+) agent attempts \((\d+) rollouts, up to (\d+) validation", said)
     assert plan, said
     most, rollouts, validation = map(int, plan.groups())
-    assert rollouts == stats["attempts"] and validation == 8 * 3 * 2  # empty + 2 tries x (whole, together) + 3 alone
+    assert rollouts == stats["attempts"] and validation == 7 * 3 * 2  # empty, 2 tries, 3 alone, together
     assert agent.request_count <= most == rollouts + validation
     (library,) = query(db_url, "SELECT experiences FROM experience_snapshots WHERE step = 0")
     assert sorted(json.loads(library[0]).values()) == sorted([HELPFUL, ALSO_HELPFUL])

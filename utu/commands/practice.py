@@ -40,6 +40,9 @@ async def run() -> int:
         export_to=args.export_to,
         agent_source=source,
     )
+    if args.plan:
+        console.print((await practice.plan()).describe())
+        return 0
     outcome = await practice.learn()
     print_summary(config, outcome)
     paths = practice.export(outcome)

@@ -57,6 +57,11 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
         "score), or a step number",
     )
     parser.add_argument("--fresh", action="store_true", help="forget this exp_id entirely and start over")
+    parser.add_argument(
+        "--plan",
+        action="store_true",
+        help="say what the run would spend on the agent (its data checked) and stop: no model is called",
+    )
     parser.add_argument("--no_pipeline", action="store_true", help="wait for the whole batch before learning")
     parser.add_argument(
         "--export_to", help="also write configs/agents/practice/NAME.yaml and configs/eval/practice/NAME.yaml"

@@ -33,7 +33,7 @@ from utu.practice.initial import initial_library, pick_step
 from utu.practice.library import Library
 from utu.practice.loop import PracticeLoop, PracticeResult
 from utu.practice.parts import open_practice
-from utu.practice.plan import practice_plan
+from utu.practice.plan import PracticePlan, practice_plan
 from utu.practice.store import EVAL_PREFIX
 from utu.practice.types import StepStats
 from utu.tracing import setup_tracing
@@ -74,6 +74,13 @@ def agent_as_written(practice_source: dict) -> dict:
 def planned_steps(config: TrainingFreeGRPOConfig, questions: int) -> int:
     """The steps a practice of `questions` practice questions runs, over all its epochs."""
     return config.practice.epochs * PracticeData.batch_count(questions, config.practice.batch_size)
+
+
+@dataclass
+class _Checked:
+    initial: Library
+    shaping: dict
+    plan: PracticePlan
 
 
 class TrainingFreeGRPO:
@@ -148,8 +155,31 @@ class TrainingFreeGRPO:
         ]
         return list(dict.fromkeys(filter(None, needed)))
 
+    async def plan(self) -> PracticePlan:
+        """What this practice would spend on its agent (`--plan`): its data checked as a run checks it, no model
+        called, nothing of the experiment written (a bundled data set is loaded into the database, as a run does)."""
+        async with Database(self.db_url) as db:
+            for name in self._datasets():
+                check_dataset_reachable(db, name)
+            await db.create_tables()
+            return (await self._checked(db)).plan
+
     async def _prepare(self, resources: contextlib.AsyncExitStack, db: Database) -> Library:
-        """Data sets and the experiment claimed (released with `resources`); the initial library."""
+        """Data sets checked and the experiment claimed (released with `resources`); the initial library."""
+        config, checked = self.config, await self._checked(db)
+        epoch_ids = [PracticeData.epoch_exp_id_of(config.exp_id, e) for e in range(config.practice.epochs)]
+        in_step_evals = (EVAL_PREFIX.format(config.exp_id),) if config.practice.do_eval else ()
+        await claim_experiment(
+            resources, db, config.exp_id, "practice", checked.shaping, epoch_ids, self.fresh, in_step_evals
+        )
+        if self.fresh:
+            agent = practice_agent_path(config_root(), self.export_agent) if self.export_agent else None
+            forget_outputs(config.exp_id, self.run_dir, agent)
+        log.info("%s", checked.plan.describe())  # after a refusal to resume would have been said, alone
+        return checked.initial
+
+    async def _checked(self, db: Database) -> "_Checked":
+        """Every data set this practice reads, selected and checked before any work; what shapes its results."""
         config, ev = self.config, self.config.evaluation
         for name in self._datasets():
             await ensure_dataset(db, name)
@@ -164,7 +194,6 @@ class TrainingFreeGRPO:
         initial = await initial_library(db, config.practice.init_library, ev.agent.experiences)
         if initial.experiences:
             log.info("starting from a library of %d experiences", len(initial.experiences))
-        epoch_ids = [PracticeData.epoch_exp_id_of(config.exp_id, e) for e in range(config.practice.epochs)]
         shaping = shaping_config(config, content_digest(questions)) | {"initial_library": initial.experiences}
         steps = planned_steps(config, len(questions))
         reserve, validation, evaluated = [], [], 0
@@ -179,13 +208,8 @@ class TrainingFreeGRPO:
         if verifier := file_digest(self.verify):  # its steps learned from the rewards it gave
             shaping["evaluation"]["verify_file_sha256"] = verifier
         self._check_export_step(steps)
-        in_step_evals = (EVAL_PREFIX.format(config.exp_id),) if config.practice.do_eval else ()
-        await claim_experiment(resources, db, config.exp_id, "practice", shaping, epoch_ids, self.fresh, in_step_evals)
-        if self.fresh:
-            agent = practice_agent_path(config_root(), self.export_agent) if self.export_agent else None
-            forget_outputs(config.exp_id, self.run_dir, agent)
-        log.info("%s", practice_plan(config, len(questions), len(reserve), len(validation), evaluated).describe())
-        return initial
+        plan = practice_plan(config, len(questions), len(reserve), len(validation), evaluated)
+        return _Checked(initial, shaping, plan)
 
     async def _check_in_step_eval(self, db: Database) -> int:
         """The in-step evaluation's questions, checked before any work, not at the end of the first step: it
