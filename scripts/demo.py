@@ -69,8 +69,9 @@ def run(title: str, *args: str, learned_nothing_ok: bool = False) -> bool:
 async def kept_nothing(exp_id: str) -> bool:
     """Whether practice ran all its steps and every proposal was refused (by the screening or the gate)."""
     from utu.db import Database
+    from utu.practice.plan import planned_steps
     from utu.practice.store import PracticeStore
-    from utu.practice.training_free_grpo import load_practice_config, planned_steps
+    from utu.practice.training_free_grpo import load_practice_config
 
     config = load_practice_config(PRACTICE)
     planned = planned_steps(config, config.data.rollout_data_truncate)

@@ -35,6 +35,11 @@ class PracticePlan:
         )
 
 
+def planned_steps(config: TrainingFreeGRPOConfig, questions: int) -> int:
+    """The steps a practice of `questions` practice questions runs, over all its epochs."""
+    return config.practice.epochs * PracticeData.batch_count(questions, config.practice.batch_size)
+
+
 def practice_plan(
     config: TrainingFreeGRPOConfig,
     questions: int,
@@ -45,7 +50,7 @@ def practice_plan(
     """The plan of a practice of `questions` practice questions, `reserve` top-up questions, and validation and
     in-step evaluation sets of those sizes (as selected: a set smaller than its size is counted as it is)."""
     p = config.practice
-    steps = p.epochs * PracticeData.batch_count(questions, p.batch_size)
+    steps = planned_steps(config, questions)
     top_up = min(reserve, steps * p.top_up.questions) * p.grpo_n if p.top_up else 0
     validation = 0
     if p.validation:

@@ -33,7 +33,7 @@ from utu.practice.initial import initial_library, pick_step
 from utu.practice.library import Library
 from utu.practice.loop import PracticeLoop, PracticeResult
 from utu.practice.parts import open_practice
-from utu.practice.plan import PracticePlan, practice_plan
+from utu.practice.plan import PracticePlan, planned_steps, practice_plan
 from utu.practice.store import EVAL_PREFIX
 from utu.practice.types import StepStats
 from utu.tracing import setup_tracing
@@ -69,11 +69,6 @@ def agent_as_written(practice_source: dict) -> dict:
     """The practice config's agent (`evaluation.agent`) as its files write it, before interpolation: the export
     keeps its `${oc.env:...}` references, so the enhanced agent uses the endpoint and keys of when it is used."""
     return practice_source.get("evaluation", {}).get("agent", {})
-
-
-def planned_steps(config: TrainingFreeGRPOConfig, questions: int) -> int:
-    """The steps a practice of `questions` practice questions runs, over all its epochs."""
-    return config.practice.epochs * PracticeData.batch_count(questions, config.practice.batch_size)
 
 
 @dataclass
@@ -175,10 +170,10 @@ class TrainingFreeGRPO:
         if self.fresh:
             agent = practice_agent_path(config_root(), self.export_agent) if self.export_agent else None
             forget_outputs(config.exp_id, self.run_dir, agent)
-        log.info("%s", checked.plan.describe())  # after a refusal to resume would have been said, alone
+        log.info("%s", checked.plan.describe())  # after the claim: a resume it refuses is said in one line
         return checked.initial
 
-    async def _checked(self, db: Database) -> "_Checked":
+    async def _checked(self, db: Database) -> _Checked:
         """Every data set this practice reads, selected and checked before any work; what shapes its results."""
         config, ev = self.config, self.config.evaluation
         for name in self._datasets():
