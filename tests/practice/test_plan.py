@@ -20,6 +20,7 @@ def test_rollouts_are_every_question_of_every_epoch_g_times_and_a_last_short_bat
         .describe()
         .startswith("plan: 1 step, at most 12 agent attempts (12 rollouts); an attempt with tools")
     )
+    assert practice_plan(config(), 8, saved=1).describe().endswith("a turn; 1 of the steps are saved, not spent again")
 
 
 def test_top_up_is_bounded_by_the_reserve_and_by_what_the_steps_may_take():

@@ -406,6 +406,13 @@ def test_plan_says_what_a_run_would_spend_and_calls_no_model(tmp_path, workspace
         assert query(db_url, f"SELECT count(*) FROM {table}") == [(0,)]
     result = run_practice(tmp_path, configs, db_url, agent, learner, "--plan", "--export_step", "99")
     assert result.returncode == 2 and "--export_step 99: this practice has steps 0 to 3" in result.stderr
+    assert run_practice(tmp_path, configs, db_url, agent, learner, "--epochs", "2").returncode == 0
+    saved_by_flags = {(): "; 4 of the steps are saved", ("--restart_step", "1"): "; 1 of the steps", ("--fresh",): ""}
+    for flags, saved in saved_by_flags.items():
+        result = run_practice(tmp_path, configs, db_url, agent, learner, "--plan", "--epochs", "2", *flags)
+        said = " ".join(result.stdout.split())
+        assert result.returncode == 0 and (saved in said if saved else "saved" not in said), said
+    assert query(db_url, "SELECT count(*) FROM practice_steps") == [(4,)]  # --plan --fresh forgot nothing
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,8 @@
 """What a practice will spend on its agent, said before it spends it (and alone with `--plan`): attempts by purpose
 for a run from its start, the rollouts exactly and the rest as bounds (what the gate tries depends on what the
-learner proposes). A failed or timed-out attempt is run again, up to `max_attempt_retries` times: those reruns are
-not in the counts. `max_cost` caps the dollars either way."""
+learner proposes), and how many of its steps are saved (a rerun does not spend them again). A failed or timed-out
+attempt is run again, up to `max_attempt_retries` times: those reruns are not in the counts. `max_cost` caps the
+dollars either way."""
 
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ class PracticePlan:
     validation: int  # at most: every library the gate may try, each on the validation questions K times
     in_step_eval: int  # at most (a run stopped early makes fewer): each evaluation of the eval set (`do_eval`)
     reruns: int  # how many times a failed attempt is run again (`max_attempt_retries`), not counted above
+    saved: int = 0  # steps already recorded, which a rerun reuses: not spent again
 
     @property
     def most(self) -> int:
@@ -29,9 +31,10 @@ class PracticePlan:
         parts += [f"up to {self.in_step_eval:,} in-step evaluation attempts"] if self.in_step_eval else []
         steps = f"{self.steps} step{'s' * (self.steps != 1)}"
         reruns = f", each run again up to {self.reruns} times if it fails" if self.reruns else ""
+        saved = f"; {self.saved} of the steps are saved, not spent again" if self.saved else ""
         return (
             f"plan: {steps}, at most {self.most:,} agent attempts ({', '.join(parts)}){reruns}; an attempt with "
-            "tools makes a model call a turn; steps already saved are not spent again"
+            f"tools makes a model call a turn{saved}"
         )
 
 
@@ -46,9 +49,11 @@ def practice_plan(
     reserve: int = 0,
     validation_questions: int = 0,
     eval_questions: int = 0,
+    saved: int = 0,
 ) -> PracticePlan:
     """The plan of a practice of `questions` practice questions, `reserve` top-up questions, and validation and
-    in-step evaluation sets of those sizes (as selected: a set smaller than its size is counted as it is)."""
+    in-step evaluation sets of those sizes (as selected: a set smaller than its size is counted as it is), from its
+    start; `saved`: its steps already recorded."""
     p = config.practice
     steps = planned_steps(config, questions)
     top_up = min(reserve, steps * p.top_up.questions) * p.grpo_n if p.top_up else 0
@@ -66,4 +71,4 @@ def practice_plan(
         evaluations = p.epochs if p.eval_strategy == "epoch" else steps // p.eval_steps
     in_step_eval = evaluations * eval_questions * config.evaluation.pass_k
     reruns = config.evaluation.max_attempt_retries
-    return PracticePlan(steps, p.epochs * questions * p.grpo_n, top_up, validation, in_step_eval, reruns)
+    return PracticePlan(steps, p.epochs * questions * p.grpo_n, top_up, validation, in_step_eval, reruns, saved)

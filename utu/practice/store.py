@@ -4,7 +4,7 @@ A step's results are saved in one transaction, so a step is either complete (wit
 absent, never half-written.
 """
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 
 from utu.db.engine import Database
 from utu.db.models import EvaluationSample, ExperienceOperation, ExperienceSnapshot, LearnerError, PracticeStep
@@ -60,6 +60,14 @@ class PracticeStore:
                 select(PracticeStep).where(PracticeStep.exp_id == self.exp_id).order_by(PracticeStep.step)
             )
             return [StepStats.model_validate(row.stats) for row in rows]
+
+    async def saved_steps(self, before: int | None = None) -> int:
+        """How many steps are recorded (those before step `before` only, if given): a rerun reuses them."""
+        async with self.db.sessions() as s:
+            query = select(func.count()).select_from(PracticeStep).where(PracticeStep.exp_id == self.exp_id)
+            if before is not None:
+                query = query.where(PracticeStep.step < before)
+            return (await s.execute(query)).scalar_one()
 
     async def step_stats(self, step: int) -> StepStats:
         """The statistics of a recorded step (`save_step` writes them with the step's snapshot)."""

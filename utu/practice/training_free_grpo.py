@@ -34,7 +34,7 @@ from utu.practice.library import Library
 from utu.practice.loop import PracticeLoop, PracticeResult
 from utu.practice.parts import open_practice
 from utu.practice.plan import PracticePlan, planned_steps, practice_plan
-from utu.practice.store import EVAL_PREFIX
+from utu.practice.store import EVAL_PREFIX, PracticeStore
 from utu.practice.types import StepStats
 from utu.tracing import setup_tracing
 from utu.verify import check_answers, file_digest, load_verifier
@@ -203,7 +203,8 @@ class TrainingFreeGRPO:
         if verifier := file_digest(self.verify):  # its steps learned from the rewards it gave
             shaping["evaluation"]["verify_file_sha256"] = verifier
         self._check_export_step(steps)
-        plan = practice_plan(config, len(questions), len(reserve), len(validation), evaluated)
+        saved = await PracticeStore(db, config.exp_id).saved_steps(config.practice.restart_step)  # (--fresh: 0)
+        plan = practice_plan(config, len(questions), len(reserve), len(validation), evaluated, saved)
         return _Checked(initial, shaping, plan)
 
     async def _check_in_step_eval(self, db: Database) -> int:
