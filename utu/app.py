@@ -11,8 +11,15 @@ from pathlib import Path
 from utu.agents import Agent
 from utu.config.models import AgentConfig, EvalConfig, ModelConfig
 from utu.db.engine import Database
-from utu.db.experiments import check_kind, check_row_owner, delete_rows, forget_experiment, register_experiment
-from utu.db.leases import experiment_lease
+from utu.db.experiments import (
+    check_kind,
+    check_resumable,
+    check_row_owner,
+    delete_rows,
+    forget_experiment,
+    register_experiment,
+)
+from utu.db.leases import check_free, experiment_lease
 from utu.errors import ConfigError
 from utu.eval.runner import EvalRunner
 from utu.llm.client import LLMClient
@@ -42,6 +49,23 @@ async def claim_experiment(
         await forget_experiment(db, exp_id)
         await delete_rows(db, exp_id)
     await register_experiment(db, exp_id, kind, shaping)
+
+
+async def check_claim(
+    db: Database,
+    exp_id: str,
+    kind: str,
+    shaping: dict,
+    row_ids: list[str],
+    fresh: bool,
+    row_prefixes: tuple[str, ...] = (),
+) -> None:
+    """What `claim_experiment` would refuse, refused, with nothing taken or written (practice's `--plan`)."""
+    await check_free(db, exp_id)
+    await check_kind(db, exp_id, kind)
+    await check_row_owner(db, row_ids, exp_id, row_prefixes)
+    if not fresh:
+        await check_resumable(db, exp_id, kind, shaping)
 
 
 def budget(max_cost: float | None, *models: ModelConfig | None) -> UsageTracker:

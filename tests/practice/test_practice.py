@@ -3,6 +3,8 @@
 import json
 import os
 import re
+import socket
+import sqlite3
 
 import pytest
 import yaml
@@ -412,7 +414,38 @@ def test_plan_says_what_a_run_would_spend_and_calls_no_model(tmp_path, workspace
         result = run_practice(tmp_path, configs, db_url, agent, learner, "--plan", "--epochs", "2", *flags)
         said = " ".join(result.stdout.split())
         assert result.returncode == 0 and (saved in said if saved else "saved" not in said), said
+    result = run_practice(tmp_path, configs, db_url, agent, learner, "--plan", "--epochs", "1")
+    assert "plan: 2 steps," in result.stdout and "; 2 of the steps are saved" in " ".join(result.stdout.split())
     assert query(db_url, "SELECT count(*) FROM practice_steps") == [(4,)]  # --plan --fresh forgot nothing
+
+
+def test_plan_refuses_what_the_run_would_refuse_and_takes_nothing(tmp_path, workspace, stub):
+    configs, db_url = workspace
+    agent, learner = stub(agent_script()), stub(evolving_learner())
+    assert run_practice(tmp_path, configs, db_url, agent, learner, "--epochs", "1").returncode == 0
+    assert run_eval(tmp_path, configs, db_url, agent, "Arith", "an_eval").returncode == 0
+    calls = agent.request_count
+    with sqlite3.connect(db_url.removeprefix("sqlite:///")) as conn:  # a live run holds t2 (this test's own pid)
+        conn.execute(
+            "INSERT INTO experiment_leases (exp_id, holder, host, pid, since, expires_at) VALUES "
+            "('t2', 'h', ?, ?, '2026-01-01 00:00:00', '2999-01-01 00:00:00')",
+            (socket.gethostname(), os.getpid()),
+        )
+    for flags, said in (
+        (["--rollout_temperature", "0.9"], "was run with a different config (changed: practice.rollout_temperature)"),
+        (["--exp_id", "an_eval"], "exp_id 'an_eval' is an eval experiment, not a practice"),
+        (["--exp_id", "t2"], "exp_id 't2' is being run by pid"),
+    ):
+        before = [query(db_url, f"SELECT count(*) FROM {table}") for table in ("experiments", "evaluation_data")]
+        result = run_practice(tmp_path, configs, db_url, agent, learner, "--plan", "--epochs", "1", *flags)
+        assert result.returncode == 2 and said in " ".join(result.stderr.split()), result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and not result.stdout.strip()
+        after = [query(db_url, f"SELECT count(*) FROM {table}") for table in ("experiments", "evaluation_data")]
+        assert after == before and agent.request_count == calls
+    assert query(db_url, "SELECT exp_id FROM experiment_leases") == [("t2",)]  # --plan took no lease
+    fresh = ["--plan", "--epochs", "1", "--fresh", "--rollout_temperature", "0.9"]
+    fresh = run_practice(tmp_path, configs, db_url, agent, learner, *fresh)
+    assert fresh.returncode == 0 and fresh.stdout.startswith("plan: 2 steps")  # --fresh: a changed config is no matter
 
 
 @pytest.mark.parametrize(

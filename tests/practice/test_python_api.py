@@ -57,6 +57,24 @@ def test_the_class_from_a_config_object_and_a_run_that_learns_nothing(workspace,
     assert not (workspace / "runs/my_practice/enhanced_agent.yaml").exists()
 
 
+def test_fresh_recomputes_every_step_as_the_command_does(workspace, stub, monkeypatch):
+    """`fresh=True` forgot the experiment and its attempts but, unlike `--fresh`, reused the saved libraries."""
+    import asyncio
+
+    from utu.practice import TrainingFreeGRPO, load_practice_config
+
+    upload(workspace, "p.db")
+    agent = stub(agent_script())
+    monkeypatch.setenv("UTU_LLM_BASE_URL", agent.base_url)
+    config = load_practice_config("my_practice", ["practice.epochs=1"])
+    asyncio.run(TrainingFreeGRPO(config, db_url="sqlite:///p.db").run())
+    first = agent.request_count
+    again = TrainingFreeGRPO(config, db_url="sqlite:///p.db", fresh=True)
+    assert asyncio.run(again.plan()).saved == 0
+    asyncio.run(again.run())
+    assert agent.request_count == 2 * first and config.practice.restart_step is None  # the caller's config untouched
+
+
 def upload(workspace, db_file: str) -> None:
     from tests.conftest import run_script
 

@@ -86,31 +86,47 @@ async def register_experiment(db: Database, exp_id: str, kind: str, shaping_conf
     if existing.kind != kind:
         raise _other_kind(exp_id, existing.kind, kind)
     if existing.fingerprint != print_:
-        recorded = {k: v for k, v in existing.config.items() if k not in BESIDE_THE_FINGERPRINT}
-        fields = [
-            f for f in changed_fields(recorded, shaping_config) if f not in RECORDED_LATER or _has_path(recorded, f)
-        ]
-        if not fields or not await _has_results(db, exp_id):
-            # only knobs a later version added, at their defaults; or nothing was computed under the old config
-            # (a run refused by its endpoint, then fixed): the same experiment, its unrun rows made anew
-            if fields:
-                await delete_rows(db, exp_id)
-            async with db.transaction() as session:
-                stored = await session.get_one(Experiment, exp_id)  # read above; delete_rows keeps it
-                beside = {k: v for k, v in stored.config.items() if k in BESIDE_THE_FINGERPRINT}
-                stored.fingerprint, stored.config = print_, shaping_config | beside
-            return True
-        added = [f for f in fields if not _has_path(existing.config, f)]
-        resume = (
-            f"; {', '.join(added)} came after that run: set it off (false or none) to resume the run as it was"
-            if added
-            else ""
-        )
-        raise ConfigError(
-            f"exp_id {exp_id!r} was run with a different config (changed: {', '.join(fields)}){resume}; "
-            "pass --fresh to start over, or use a new --exp_id"
-        )
+        # Allowed: only knobs a later version added, at their defaults; or nothing was computed under the old config
+        # (a run refused by its endpoint, then fixed): the same experiment, its unrun rows made anew
+        fields = await _resumable_changes(db, existing, shaping_config)
+        if fields:
+            await delete_rows(db, exp_id)
+        async with db.transaction() as session:
+            stored = await session.get_one(Experiment, exp_id)  # read above; delete_rows keeps it
+            beside = {k: v for k, v in stored.config.items() if k in BESIDE_THE_FINGERPRINT}
+            stored.fingerprint, stored.config = print_, shaping_config | beside
     return True
+
+
+async def check_resumable(db: Database, exp_id: str, kind: str, shaping_config: dict[str, Any]) -> None:
+    """What `register_experiment` would refuse (another kind, a changed config), refused; nothing written."""
+    async with db.sessions() as session:
+        existing = await session.get(Experiment, exp_id)
+    if existing is None:
+        return
+    if existing.kind != kind:
+        raise _other_kind(exp_id, existing.kind, kind)
+    if existing.fingerprint != fingerprint(shaping_config):
+        await _resumable_changes(db, existing, Redactor().value(shaping_config))
+
+
+async def _resumable_changes(db: Database, existing: Experiment, shaping_config: dict[str, Any]) -> list[str]:
+    """The fields of `shaping_config` (masked) that differ from the recorded experiment's, if a run may resume
+    under them; `ConfigError` naming them if they change results already computed."""
+    recorded = {k: v for k, v in existing.config.items() if k not in BESIDE_THE_FINGERPRINT}
+    fields = [f for f in changed_fields(recorded, shaping_config) if f not in RECORDED_LATER or _has_path(recorded, f)]
+    if not fields or not await _has_results(db, existing.exp_id):
+        return fields
+    added = [f for f in fields if not _has_path(existing.config, f)]
+    resume = (
+        f"; {', '.join(added)} came after that run: set it off (false or none) to resume the run as it was"
+        if added
+        else ""
+    )
+    raise ConfigError(
+        f"exp_id {existing.exp_id!r} was run with a different config (changed: {', '.join(fields)}){resume}; "
+        "pass --fresh to start over, or use a new --exp_id"
+    )
 
 
 async def _has_results(db: Database, exp_id: str) -> bool:

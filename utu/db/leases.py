@@ -76,11 +76,7 @@ async def _acquire(db: Database, exp_id: str, holder: str) -> None:
         async with db.transaction() as s:
             lease = await s.get(ExperimentLease, exp_id)
             if lease is not None and _alive(lease, now, host):
-                since = _aware(lease.since).strftime("%Y-%m-%d %H:%M:%S UTC")
-                raise ConfigError(
-                    f"exp_id {exp_id!r} is being run by pid {lease.pid} on {lease.host} since {since}: wait for it "
-                    "to finish, stop it, or use another --exp_id"
-                )
+                raise _held(exp_id, lease)
             if lease is not None:
                 await s.delete(lease)
                 await s.flush()
@@ -96,6 +92,22 @@ async def _acquire(db: Database, exp_id: str, holder: str) -> None:
             )
     except IntegrityError:  # another run inserted its lease between our read and our write
         raise ConfigError(f"exp_id {exp_id!r} was just started by another run: use another --exp_id") from None
+
+
+async def check_free(db: Database, exp_id: str) -> None:
+    """`ConfigError` if a live run holds `exp_id`'s lease, as taking it would be refused; nothing written."""
+    async with db.sessions() as s:
+        lease = await s.get(ExperimentLease, exp_id)
+    if lease is not None and _alive(lease, datetime.now(UTC), socket.gethostname()):
+        raise _held(exp_id, lease)
+
+
+def _held(exp_id: str, lease: ExperimentLease) -> ConfigError:
+    since = _aware(lease.since).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return ConfigError(
+        f"exp_id {exp_id!r} is being run by pid {lease.pid} on {lease.host} since {since}: wait for it "
+        "to finish, stop it, or use another --exp_id"
+    )
 
 
 def _alive(lease: ExperimentLease, now: datetime, host: str) -> bool:

@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from utu.app import claim_experiment
+from utu.app import check_claim, claim_experiment
 from utu.config import TrainingFreeGRPOConfig, config_root
 from utu.config.loader import compose_config, validate
 from utu.config.models import TopUpConfig, check_run_size, shaping_dump
@@ -96,6 +96,8 @@ class TrainingFreeGRPO:
         if isinstance(config, str):
             config, written = load_practice(config)
             agent_source = written if agent_source is None else agent_source
+        if fresh:  # every step recomputed, as --fresh does (the loop reuses the steps restart_step leaves)
+            config = config.model_copy(update={"practice": config.practice.model_copy(update={"restart_step": 0})})
         self.config = config
         self.db_url = db_url
         self.run_dir = inside(Path(output_dir), self.config.exp_id)  # names and paths are checked before any work
@@ -157,21 +159,26 @@ class TrainingFreeGRPO:
             for name in self._datasets():
                 check_dataset_reachable(db, name)
             await db.create_tables()
-            return (await self._checked(db)).plan
+            checked = await self._checked(db)
+            await check_claim(db, *self._claim(checked))
+            return checked.plan
 
     async def _prepare(self, resources: contextlib.AsyncExitStack, db: Database) -> Library:
         """Data sets checked and the experiment claimed (released with `resources`); the initial library."""
         config, checked = self.config, await self._checked(db)
-        epoch_ids = [PracticeData.epoch_exp_id_of(config.exp_id, e) for e in range(config.practice.epochs)]
-        in_step_evals = (EVAL_PREFIX.format(config.exp_id),) if config.practice.do_eval else ()
-        await claim_experiment(
-            resources, db, config.exp_id, "practice", checked.shaping, epoch_ids, self.fresh, in_step_evals
-        )
+        await claim_experiment(resources, db, *self._claim(checked))
         if self.fresh:
             agent = practice_agent_path(config_root(), self.export_agent) if self.export_agent else None
             forget_outputs(config.exp_id, self.run_dir, agent)
         log.info("%s", checked.plan.describe())  # after the claim: a resume it refuses is said in one line
         return checked.initial
+
+    def _claim(self, checked: _Checked) -> tuple[str, str, dict, list[str], bool, tuple[str, ...]]:
+        """What this practice claims: its exp_id, kind, shaping config, attempt rows and their prefixes."""
+        config = self.config
+        epoch_ids = [PracticeData.epoch_exp_id_of(config.exp_id, e) for e in range(config.practice.epochs)]
+        in_step_evals = (EVAL_PREFIX.format(config.exp_id),) if config.practice.do_eval else ()
+        return config.exp_id, "practice", checked.shaping, epoch_ids, self.fresh, in_step_evals
 
     async def _checked(self, db: Database) -> _Checked:
         """Every data set this practice reads, selected and checked before any work; what shapes its results."""
@@ -203,7 +210,8 @@ class TrainingFreeGRPO:
         if verifier := file_digest(self.verify):  # its steps learned from the rewards it gave
             shaping["evaluation"]["verify_file_sha256"] = verifier
         self._check_export_step(steps)
-        saved = await PracticeStore(db, config.exp_id).saved_steps(config.practice.restart_step)  # (--fresh: 0)
+        restart = config.practice.restart_step  # (0 with fresh)
+        saved = await PracticeStore(db, config.exp_id).saved_steps(steps if restart is None else min(steps, restart))
         plan = practice_plan(config, len(questions), len(reserve), len(validation), evaluated, saved)
         return _Checked(initial, shaping, plan)
 
