@@ -153,8 +153,9 @@ class TrainingFreeGRPO:
         return list(dict.fromkeys(filter(None, needed)))
 
     async def plan(self) -> PracticePlan:
-        """What this practice would spend on its agent (`--plan`): its data checked as a run checks it, no model
-        called, nothing of the experiment written (a bundled data set is loaded into the database, as a run does)."""
+        """What this practice would spend on its agent (`--plan`): its data and its claim on the experiment checked as
+        a run checks them, no model called, nothing of the experiment taken or written (a bundled data set is loaded
+        into the database, as a run does)."""
         async with Database(self.db_url) as db:
             for name in self._datasets():
                 check_dataset_reachable(db, name)
