@@ -133,9 +133,6 @@ class TrainingFreeGRPO:
             db = await resources.enter_async_context(Database(self.db_url))  # its URL checked, nothing opened
             # every client answers its preflight call before anything is written: a dead endpoint leaves no trace
             parts = await open_practice(resources, config, self.verify, self.run_dir)
-            for name in self._datasets():
-                check_dataset_reachable(db, name)
-            await db.create_tables()
             initial = await self._prepare(resources, db)
             loop = parts.loop(config, db, initial, pipeline=self.pipeline)
             result = await loop.run()
@@ -157,9 +154,6 @@ class TrainingFreeGRPO:
         a run checks them, no model called, nothing of the experiment taken or written (a bundled data set is loaded
         into the database, as a run does)."""
         async with Database(self.db_url) as db:
-            for name in self._datasets():
-                check_dataset_reachable(db, name)
-            await db.create_tables()
             checked = await self._checked(db)
             await check_claim(db, *self._claim(checked))
             return checked.plan
@@ -184,6 +178,9 @@ class TrainingFreeGRPO:
     async def _checked(self, db: Database) -> _Checked:
         """Every data set this practice reads, selected and checked before any work; what shapes its results."""
         config, ev = self.config, self.config.evaluation
+        for name in self._datasets():
+            check_dataset_reachable(db, name)  # before the database file is made
+        await db.create_tables()
         for name in self._datasets():
             await ensure_dataset(db, name)
         practice_set = config.data.practice_dataset_name
