@@ -6,6 +6,7 @@ it is entered into.
 """
 
 from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from utu.agents import Agent
@@ -29,43 +30,40 @@ from utu.tools import open_toolkits
 from utu.verify import Verifier, load_verifier, warm_up
 
 
-async def claim_experiment(
-    stack: AsyncExitStack,
-    db: Database,
-    exp_id: str,
-    kind: str,
-    shaping: dict,
-    row_ids: list[str],
-    fresh: bool,
-    row_prefixes: tuple[str, ...] = (),
-) -> None:
-    """Make `exp_id` this run's: take its lease (held until `stack` closes), refuse an experiment of another
-    kind and attempt rows under `row_ids` (or `row_prefixes`) that another experiment owns, forget everything
-    with `fresh`, and record or check the fingerprint of the knobs that shape its results."""
-    await stack.enter_async_context(experiment_lease(db, exp_id))
-    await check_kind(db, exp_id, kind)
-    await check_row_owner(db, row_ids, exp_id, row_prefixes)
-    if fresh:
-        await forget_experiment(db, exp_id)
-        await delete_rows(db, exp_id)
-    await register_experiment(db, exp_id, kind, shaping)
+@dataclass(frozen=True)
+class Claim:
+    """What a run claims of the database: its experiment (of `kind`), the fingerprint of the knobs that shape its
+    results, the attempt rows it writes (`row_ids`, and any experiment id starting with one of `row_prefixes`), and
+    whether it forgets what the experiment stored (`fresh`)."""
+
+    exp_id: str
+    kind: str
+    shaping: dict
+    row_ids: list[str] = field(default_factory=list)
+    fresh: bool = False
+    row_prefixes: tuple[str, ...] = ()
 
 
-async def check_claim(
-    db: Database,
-    exp_id: str,
-    kind: str,
-    shaping: dict,
-    row_ids: list[str],
-    fresh: bool,
-    row_prefixes: tuple[str, ...] = (),
-) -> None:
+async def claim_experiment(stack: AsyncExitStack, db: Database, claim: Claim) -> None:
+    """Make `claim.exp_id` this run's: take its lease (held until `stack` closes), refuse an experiment of another
+    kind and attempt rows that another experiment owns, forget everything when fresh, and record or check the
+    fingerprint of the knobs that shape its results."""
+    await stack.enter_async_context(experiment_lease(db, claim.exp_id))
+    await check_kind(db, claim.exp_id, claim.kind)
+    await check_row_owner(db, claim.row_ids, claim.exp_id, claim.row_prefixes)
+    if claim.fresh:
+        await forget_experiment(db, claim.exp_id)
+        await delete_rows(db, claim.exp_id)
+    await register_experiment(db, claim.exp_id, claim.kind, claim.shaping)
+
+
+async def check_claim(db: Database, claim: Claim) -> None:
     """What `claim_experiment` would refuse, refused, with nothing taken or written (practice's `--plan`)."""
-    await check_free(db, exp_id)
-    await check_kind(db, exp_id, kind)
-    await check_row_owner(db, row_ids, exp_id, row_prefixes)
-    if not fresh:
-        await check_resumable(db, exp_id, kind, shaping)
+    await check_free(db, claim.exp_id)
+    await check_kind(db, claim.exp_id, claim.kind)
+    await check_row_owner(db, claim.row_ids, claim.exp_id, claim.row_prefixes)
+    if not claim.fresh:
+        await check_resumable(db, claim.exp_id, claim.kind, claim.shaping)
 
 
 def budget(max_cost: float | None, *models: ModelConfig | None) -> UsageTracker:

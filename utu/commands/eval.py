@@ -18,7 +18,7 @@ from rich.table import Table
 from sqlalchemy import delete, select
 
 from utu import cli
-from utu.app import build_eval, claim_experiment
+from utu.app import Claim, build_eval, claim_experiment
 from utu.cli import refuse_unknown_flags
 from utu.config import EvalConfig, load_agent_config, load_config
 from utu.config.flags import add_flags, add_place_flags, given
@@ -130,7 +130,7 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
         check_answers(verify, questions, config.data.dataset)
         content = content_digest(questions)
         shaping = shaping_config(config, content)
-        await claim_experiment(stack, db, config.exp_id, "eval", shaping, [config.exp_id], args.fresh)
+        await claim_experiment(stack, db, Claim(config.exp_id, "eval", shaping, [config.exp_id], args.fresh))
         again = await judge_again_if_the_verifier_changed(db, config.exp_id, file_digest(verify))
         if again:
             when = "with --step judge" if args.step == "rollout" else "now"

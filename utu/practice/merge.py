@@ -10,7 +10,7 @@ with one operation row per experience saying where it came from.
 
 import time
 
-from utu.app import claim_experiment
+from utu.app import Claim, claim_experiment
 from utu.config.models import PracticeArguments
 from utu.db import Database
 from utu.errors import ConfigError, RunFailed
@@ -35,7 +35,7 @@ async def merge(
     """The merged library and how many of the sources' experiences it dropped as duplicates."""
     if await PracticeStore(db, name).steps():
         raise ConfigError(f"merge --to {name}: experiment {name!r} exists already; choose another name")
-    await claim_experiment(stack, db, name, "practice", {"merge": [f"{e}@{s}" for e, s in refs]}, [], fresh=False)
+    await claim_experiment(stack, db, Claim(name, "practice", {"merge": [f"{e}@{s}" for e, s in refs]}))
     origins, proposed = [], []
     for exp_id, which in refs:
         library, step = await library_at(db, exp_id, which, f"merge {exp_id}@{which}")

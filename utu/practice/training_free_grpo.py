@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from utu.app import check_claim, claim_experiment
+from utu.app import Claim, check_claim, claim_experiment
 from utu.config import TrainingFreeGRPOConfig, config_root
 from utu.config.loader import compose_config, validate
 from utu.config.models import TopUpConfig, check_run_size, shaping_dump
@@ -155,25 +155,25 @@ class TrainingFreeGRPO:
         into the database, as a run does)."""
         async with Database(self.db_url) as db:
             checked = await self._checked(db)
-            await check_claim(db, *self._claim(checked))
+            await check_claim(db, self._claim(checked))
             return checked.plan
 
     async def _prepare(self, resources: contextlib.AsyncExitStack, db: Database) -> Library:
         """Data sets checked and the experiment claimed (released with `resources`); the initial library."""
         config, checked = self.config, await self._checked(db)
-        await claim_experiment(resources, db, *self._claim(checked))
+        await claim_experiment(resources, db, self._claim(checked))
         if self.fresh:
             agent = practice_agent_path(config_root(), self.export_agent) if self.export_agent else None
             forget_outputs(config.exp_id, self.run_dir, agent)
         log.info("%s", checked.plan.describe())  # after the claim: a resume it refuses is said in one line
         return checked.initial
 
-    def _claim(self, checked: _Checked) -> tuple[str, str, dict, list[str], bool, tuple[str, ...]]:
-        """What this practice claims: its exp_id, kind, shaping config, attempt rows and their prefixes."""
+    def _claim(self, checked: _Checked) -> Claim:
+        """What this practice claims: its experiment, the attempt rows of its epochs and of its in-step evaluations."""
         config = self.config
         epoch_ids = [PracticeData.epoch_exp_id_of(config.exp_id, e) for e in range(config.practice.epochs)]
         in_step_evals = (EVAL_PREFIX.format(config.exp_id),) if config.practice.do_eval else ()
-        return config.exp_id, "practice", checked.shaping, epoch_ids, self.fresh, in_step_evals
+        return Claim(config.exp_id, "practice", checked.shaping, epoch_ids, self.fresh, in_step_evals)
 
     async def _checked(self, db: Database) -> _Checked:
         """Every data set this practice reads, selected and checked before any work; what shapes its results."""
