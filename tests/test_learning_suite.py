@@ -6,10 +6,12 @@ import math
 import os
 import random
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import ROOT
 
@@ -174,13 +176,19 @@ def test_each_candidate_runs_on_practice_s_seeds_after_practice_and_is_compared_
     assert suite_report.seed_pairs(seeded, "fewer_refusals", "practice") == [(one, one)]
     tasks = {"a": {"_scores": {"baseline": zero, **seeded}}}
     result = suite_report.suite_difference(tasks, "fewer_refusals", "practice")
-    assert result == {"tasks": ["a"], "seeds": 1, "mean": 0.0, "ci95": [0.0, 0.0]}
+    assert result == {"tasks": ["a"], "seeds": 1, "most_seeds": 1, "mean": 0.0, "ci95": [0.0, 0.0]}
 
 
 def test_the_tables_show_each_task_s_gains_and_the_suite_mean_over_the_tasks_it_has():
     report = {
         "suite": {
-            "practice": {"tasks": ["averages"], "seeds": 2, "mean": 0.5, "ci95": [0.25, 0.75]},
+            "practice": {
+                "tasks": ["averages", "gsm8k"],
+                "seeds": 2,
+                "most_seeds": 3,
+                "mean": 0.5,
+                "ci95": [0.25, 0.75],
+            },
             "gepa": None,
             "practice_minus_gepa": None,
             **{f"{c}_minus_{other}": None for c in suite.CANDIDATES for other in ("practice", "gepa")},
@@ -191,11 +199,15 @@ def test_the_tables_show_each_task_s_gains_and_the_suite_mean_over_the_tasks_it_
                 "baseline": 0.25,
                 "methods": {
                     "reference": {"method": "reference", "gain": 0.125, "kept_nothing": False},
-                    "practice_s0": {"method": "practice", "kept_nothing": False, "agent_calls": 300},
-                    "practice_s1": {"method": "practice", "kept_nothing": True, "agent_calls": 100},
-                    "paper_s0": {"method": "paper", "gain": 0.0, "kept_nothing": True, "agent_calls": 96},
+                    "practice_s0": {"method": "practice", "seed": 0, "kept_nothing": False, "agent_calls": 300},
+                    "practice_s1": {"method": "practice", "seed": 1, "kept_nothing": True, "agent_calls": 100},
+                    "paper_s0": {"method": "paper", "seed": 0, "gain": 0.0, "kept_nothing": True, "agent_calls": 96},
+                    "no_gate_s0": {"method": "no_gate", "seed": 0, "kept_nothing": False, "agent_calls": 112},
+                    # a run with no count of its calls is left out of the mean, not a crash
+                    "gepa_s0": {"method": "gepa", "seed": 0, "kept_nothing": False, "agent_calls": None},
                 },
                 "practice_gain": {"seeds": 2, "mean": 0.5, "ci95": [0.25, 0.75]},
+                "no_gate_minus_practice": {"seeds": 1, "mean": 0.0, "ci95": [-0.125, 0.125]},
             }
         },
     }
@@ -204,9 +216,15 @@ def test_the_tables_show_each_task_s_gains_and_the_suite_mean_over_the_tasks_it_
     assert row == (
         "| Averages | 0.250 | +0.125 | – | +0.500 (+0.250 to +0.750), 2 seeds, kept nothing in 1 | – | – | 200 / – |"
     )
-    assert "| **suite mean** | | | | +0.500 (+0.250 to +0.750), 2 seeds, 1 task | – | – | |" in lines
-    assert "| Averages | – | +0.000 (kept nothing) |" + " – |" * len(suite.CANDIDATES) in lines
-    versus_gepa = next(line for line in lines if line.startswith("| **suite mean, candidate − GEPA** |"))
+    # the fewest and the most seeds a task has, while the suite fills
+    assert "| **suite mean** | | | | +0.500 (+0.250 to +0.750), 2–3 seeds, 2 tasks | – | – | |" in lines
+    ablations = next(line for line in lines if line.startswith("| Averages | – | +0.000 (kept nothing) |"))
+    cells = [cell.strip() for cell in ablations.strip("|").split("|")]
+    # a candidate's calls beside practice's on the same seeds (seed 0: 300, not the mean of 300 and 100)
+    assert cells[3 + list(suite.CANDIDATES).index("no_gate")] == "+0.000 (-0.125 to +0.125), 1 seed; 112 vs 300 calls"
+    versus_gepa = next(
+        line for line in lines if line.startswith("| **suite mean, candidate − GEPA at practice's budget** |")
+    )
     cells = [cell.strip() for cell in versus_gepa.strip("|").split("|")]
     assert cells[1 + 2 + list(suite.CANDIDATES).index("no_gate")] == "-0.250 (-0.500 to +0.000), 1 seed, 1 task"
 
@@ -221,13 +239,26 @@ def test_a_gepa_run_s_agent_calls_are_the_larger_of_gepa_s_count_and_ours():
 
 def test_gepa_that_kept_its_seed_prompt_counts_as_the_baseline_agent_as_practice_that_kept_nothing():
     baseline = {"200": 0.5, "201": 0.0}
-    rerun = {"method": "gepa", "best_prompt": "Solve it.", "heldout_rewards": {"200": [1.0, 1.0], "201": [1.0, 0.0]}}
-    assert suite_report.per_question(rerun, baseline, start_prompt="Solve it.") == baseline
-    assert suite_report.per_question({**rerun, "seed_prompt": "Solve."}, baseline, "Solve it.") == {
-        "200": 1,
-        "201": 0.5,
-    }
-    assert suite_report.per_question(rerun, baseline, start_prompt="Another.") == {"200": 1.0, "201": 0.5}
+    rewards = {"200": [1.0, 1.0], "201": [1.0, 0.0]}
+    rerun = {"method": "gepa", "best_prompt": "Solve it.", "seed_prompt": "Solve it.", "heldout_rewards": rewards}
+    assert suite_report.per_question(rerun, baseline) == baseline
+    assert suite_report.per_question({**rerun, "seed_prompt": "Solve."}, baseline) == {"200": 1, "201": 0.5}
+    # the first runs saved no seed prompt: theirs is pinned, whatever today's agent config says
+    first = {"method": "gepa", "best_prompt": suite_report.FIRST_RUNS_SEED_PROMPT, "heldout_rewards": rewards}
+    assert suite_report.per_question(first, baseline) == baseline
+    assert suite_report.per_question({**first, "best_prompt": "Solve it."}, baseline) == {"200": 1, "201": 0.5}
+    at_commit = subprocess.run(
+        ["git", "-C", str(ROOT), "show", "d84f032:configs/agents/practice/local_math_agent.yaml"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert yaml.safe_load(at_commit)["instructions"] == suite_report.FIRST_RUNS_SEED_PROMPT
+
+
+def test_a_gepa_run_past_its_budget_says_by_how_many_calls():
+    assert suite_report.over_budget({"budget_agent_calls": 288, "metric_calls": 309, "agent_calls": 357}) == 69
+    assert suite_report.over_budget({"agent_calls": 300}) is None  # practice: no budget
 
 
 def test_the_seeds_spread_widens_the_interval_and_one_seed_gives_the_questions_alone():
