@@ -51,3 +51,34 @@ def test_every_relative_link_resolves(page):
         elif fragment and destination.suffix == ".md" and fragment not in anchors(destination):
             broken.append(f"{target}: no such heading")
     assert not broken, broken
+
+
+# A path into the project's own code, named in a page, a config's comment or a docstring (never one a user or a run
+# writes: those live under configs/ and runs/, and Youtu-Agent's guide puts verifiers in utu/practice/verify/).
+OWN_PATH = re.compile(r"(?<![\w/.-])((?:benchmarks|scripts|tests)/[\w./-]*\.(?:py|yaml|json|jsonl|sh|md))")
+NAMING = [*PAGES, *ROOT.glob("configs/**/*.yaml"), *ROOT.glob("scripts/**/*.py"), *ROOT.glob("benchmarks/**/*.py")]
+
+
+def test_every_file_of_the_project_named_in_its_pages_and_comments_exists():
+    missing = []
+    for page in NAMING:
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            missing += [
+                f"{page.relative_to(ROOT)}:{number}: {path}"
+                for path in OWN_PATH.findall(line)
+                if not (ROOT / path).exists()
+            ]
+    assert not missing, missing
+
+
+def test_a_config_shown_in_the_docs_has_its_package_line_where_hydra_reads_it():
+    """Hydra reads `# @package` only in a config's header, which ends at the first other comment."""
+    late = []
+    for page in PAGES:
+        lines = page.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines, 1):
+            if line.strip() == "# @package _global_":
+                before = lines[number - 2].strip() if number > 1 else ""
+                if before.startswith("#"):
+                    late.append(f"{page.relative_to(ROOT)}:{number}")
+    assert not late, late

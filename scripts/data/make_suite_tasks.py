@@ -14,7 +14,7 @@ Written for benchmarks/learning/suite.py before any of its runs, for habits othe
 
 `meta.problem` is what decides the answer (the kind and its numbers): two rows with the same one are the same
 problem up to names and stories, and no two rows share one, so the held-out questions (200..) are problems the
-practice (0..99) and validation (100..199) questions never were (tests/benchmarks/test_learning_suite.py).
+practice (0..99) and validation (100..199) questions never were (tests/test_learning_suite.py).
 """
 
 import argparse
