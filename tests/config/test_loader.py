@@ -231,3 +231,14 @@ def test_a_default_that_is_not_utf8_is_named_not_another_file(tmp_path, monkeypa
     monkeypatch.setenv("UTU_CONFIG_DIR", str(tmp_path))
     with pytest.raises(ConfigError, match=r"agents/mine.yaml: not UTF-8 text \(byte 0xe9\)"):
         load_config("eval", "e", EvalConfig)
+
+
+def test_a_package_line_below_another_comment_is_named_not_left_to_fail_as_missing_fields(tmp_path, monkeypatch):
+    (tmp_path / "eval/my").mkdir(parents=True)
+    config = "# @package _global_\ndata:\n  dataset: MAWPS_singleop\n"
+    (tmp_path / "eval/my/good.yaml").write_text("\n# @seen before\n" + config + "# a comment after it\n")
+    (tmp_path / "eval/my/late.yaml").write_text("# eval/my/late.yaml\n\n" + config)
+    monkeypatch.setenv("UTU_CONFIG_DIR", str(tmp_path))
+    assert load_config("eval", "my/good", EvalConfig).data.dataset == "MAWPS_singleop"
+    with pytest.raises(ConfigError, match=r"eval/my/late.yaml:3: Hydra reads '# @package' only at the top"):
+        load_config("eval", "my/late", EvalConfig)

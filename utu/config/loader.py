@@ -114,6 +114,7 @@ def _compose(group: str, name: str, overrides: list[str] | None) -> tuple[DictCo
     others = [d for d in config_dirs() if d != root]
     search = [f"hydra.searchpath=[{','.join(f'file://{d}' for d in others)}]"] if others else []
     given = given_on_the_command_line(overrides or [])  # one that does not parse is named as typed, first
+    check_package_line(primary)
     try:
         with initialize_config_dir(config_dir=str(root), version_base="1.3"):
             cfg = compose(
@@ -143,6 +144,26 @@ def _compose(group: str, name: str, overrides: list[str] | None) -> tuple[DictCo
     OmegaConf.set_struct(cfg, False)
     del cfg["hydra"]
     return cfg, files
+
+
+def check_package_line(path: Path) -> None:
+    """Refuse a primary config's `# @package` line that Hydra would ignore: it reads one only in a file's header,
+    the lines before any other (below a comment, an RL config's keys landed under `rl`, then failed as unknown).
+    A default's does not matter where the defaults list names its package (`@agent`): practice's exported agents
+    start with a comment."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return  # said by the composition, which reads it too
+    header = True  # Hydra's header: blank lines and `# @key value` lines
+    for number, line in enumerate(lines, 1):
+        if header and line.strip() and not re.match(r"\s*#\s*@", line):
+            header = False
+        elif not header and re.match(r"#\s*@package\b", line):  # at the margin: not a text block's line
+            raise ConfigError(
+                f"{path}:{number}: Hydra reads '# @package' only at the top of a file, before any other line or "
+                "comment: move it to the first line"
+            )
 
 
 def _yaml_files() -> list[Path]:
