@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import re
+import select
 import sys
 import threading
 from collections.abc import Callable, Coroutine
@@ -77,7 +78,29 @@ def run(main: Callable[[], Coroutine[Any, Any, int | None]]) -> None:
     except KeyboardInterrupt:
         print("interrupted: finished work is saved; run the same command again to resume", file=sys.stderr)
         sys.exit(130)
+    except BrokenPipeError:
+        if not stdout_closed():
+            raise  # another pipe (a socket, a tool's process): a traceback, as for any other bug
+        sys.exit(CUT_SHORT_EXIT)
     exit_now(code or 0)
+
+
+CUT_SHORT_EXIT = 1  # output whose reader closed it, as rich's console ends a command (and Python's docs advise)
+
+
+def stdout_closed() -> bool:
+    """Whether what reads our standard output has closed it (`library show --json | head`: the pipe's writing end
+    then polls as an error); if so, it is pointed at /dev/null, so that the interpreter's last flush does not raise
+    again."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        closed = any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError):  # no file descriptor (a test's capture)
+        return False
+    if closed:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return closed
 
 
 def exit_now(code: int) -> NoReturn:
@@ -87,7 +110,11 @@ def exit_now(code: int) -> NoReturn:
     if any(t is not threading.main_thread() and not t.daemon for t in threading.enumerate()):
         sys.exit(code)  # a thread is still at work: the ordinary exit waits for it
     atexit._run_exitfuncs()  # what an ordinary exit runs: worker pools, logging, temporary files
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # the last of the output found no reader
+        stdout_closed()
+        code = code or CUT_SHORT_EXIT
     sys.stderr.flush()
     os._exit(code)
 

@@ -619,6 +619,8 @@ def test_an_eval_config_that_is_not_utf8_is_one_line(stub, tmp_path, db):
 def test_judging_while_attempts_are_not_rolled_out_writes_no_result(stub, tmp_path, db):
     """A rollout stopped part-way (kill -9, max_cost) then --step judge printed a partial Mean@K as the result."""
     server = stub(StubScript(reply_fn=scripted()))
+    first = run_script(*eval_args(db[1]), "--step", "judge", env=env_for(server), cwd=tmp_path)  # nothing rolled out
+    assert first.returncode == 2 and "12 of 12 attempts are not rolled out yet" in first.stderr, first.stderr
     assert run_script(*eval_args(db[1]), "--step", "rollout", env=env_for(server), cwd=tmp_path).returncode == 0
     with sqlite3.connect(db[0]) as conn:  # as a kill -9 would leave it: five attempts never rolled out
         conn.execute("UPDATE evaluation_data SET stage = 'init', response = NULL WHERE dataset_index < 3")
@@ -680,3 +682,25 @@ def test_a_level_is_shown_as_written_and_a_replaced_data_set_is_not_compared(stu
     assert second.returncode == 0, second.stderr
     compared = run_script(RUN_EVAL, "--compare", "lv1", "lv2", "--db_url", db[1], cwd=tmp_path)
     assert compared.returncode == 2 and "Custom#0 is another question (or answer)" in compared.stderr, compared.stderr
+
+
+@pytest.mark.parametrize(
+    "flags, limit, offset, said",
+    [
+        ([], None, 0, "limit (12) and offset (200) were set for Portions: not applied to Custom; pass --limit N or"),
+        (["--limit", "5"], 5, 0, "offset (200) was set for Portions: not applied to Custom; pass --offset N"),
+        (["--offset", "3"], None, 3, "limit (12) was set for Portions: not applied to Custom; pass --limit N"),
+        (["--limit", "5", "--offset", "3"], 5, 3, None),
+    ],
+)
+def test_another_data_set_takes_none_of_the_config_s_slice_it_was_not_given(
+    monkeypatch, caplog, flags, limit, offset, said
+):
+    from utu.commands import eval as eval_command
+
+    argv = ["run_eval.py", "--config_name", "local/portions", "--dataset", "Custom", *flags]
+    monkeypatch.setattr(sys, "argv", argv)
+    config = eval_command.build_config(*eval_command.parse_args())
+    assert (config.data.dataset, config.data.limit, config.data.offset) == ("Custom", limit, offset)
+    warned = " ".join(" ".join(r.getMessage() for r in caplog.records).split())
+    assert (said in warned) if said else "not applied" not in warned

@@ -346,3 +346,18 @@ def test_a_failed_write_leaves_the_old_file(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         replace_text(target, "experiences: {G0: new, G1: cut")
     assert target.read_text() == "experiences: {G0: kept}\n" and [f.name for f in tmp_path.iterdir()] == ["lib.yaml"]
+
+
+@pytest.mark.parametrize("json_flag", [["--json"], []])
+def test_output_cut_short_by_its_reader_ends_quietly(tmp_path, json_flag):
+    """`library show --json | head`: the reader closes the pipe; no BrokenPipeError traceback, exit code 1."""
+    import subprocess
+    import sys
+
+    db_url = f"sqlite:///{tmp_path / 'u.db'}"
+    stored(db_url, "big", {f"G{i}": f"Rule number {i}: check the units before dividing." for i in range(2000)})
+    command = [sys.executable, "-m", "utu.commands.library", "--db_url", db_url, "show", "--exp_id", "big", *json_flag]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()  # as `head` does once it has its lines
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 1 and "Traceback" not in stderr and "Error" not in stderr, stderr

@@ -73,21 +73,22 @@ def build_config(args: argparse.Namespace, overrides: list[str]) -> EvalConfig:
     flags = given(args, EVAL_FLAGS)
     data = given(args, ("dataset", "limit", "offset"))
     data |= given(args, args.data_type_flags, prefix="dataset_")
-    limit_dropped = bool(
-        "dataset" in data and data["dataset"] != config.data.dataset and "limit" not in data and config.data.limit
-    )
-    if limit_dropped:
-        data["limit"] = None
+    # the config's slice was chosen for its own data set, not for another named with --dataset
+    other = "dataset" in data and data["dataset"] != config.data.dataset
+    dropped = {k: v for k in ("limit", "offset") if other and k not in data and (v := getattr(config.data, k))}
+    data |= {k: None if k == "limit" else 0 for k in dropped}
     values = config.model_dump() | flags | {"data": config.data.model_dump() | data}
     if args.agent_config:
         values["agent"] = load_agent_config(args.agent_config).model_dump()
     if args.agent_model:
         values["agent"]["model"]["model_provider"]["model"] = args.agent_model
     checked = validate(values, EvalConfig, {"": "command line"})
-    if limit_dropped:  # said once the config holds: never above an error line
+    if dropped:  # said once the config holds: never above an error line
+        slice_ = " and ".join(f"{k} ({v})" for k, v in dropped.items())
+        flags_ = " or ".join(f"--{k} N" for k in dropped)
         log.warning(
-            "the config's limit (%d) was set for %s: not applied to %s; pass --limit N to cut it",
-            *(config.data.limit, config.data.dataset, checked.data.dataset),
+            "the config's %s %s set for %s: not applied to %s; pass %s to cut it",
+            *(slice_, "were" if len(dropped) > 1 else "was", config.data.dataset, checked.data.dataset, flags_),
         )
     return checked
 
@@ -148,13 +149,14 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
         start = time.perf_counter()
         await runner.run(args.step)
         rows = await runner.rows()
-        # a run that did not do its job shows and leaves no result that looks like one
-        check_attempts(rows, config.max_failed_share, config.exp_id, judged_expected=args.step != "rollout")
+        # a run that did not do its job shows and leaves no result that looks like one; attempts never rolled out
+        # are said first: "run the same command again" would never judge them
         if args.step == "judge" and (pending := sum(r.stage == "init" for r in rows)):
             raise RunFailed(
                 f"{config.exp_id}: {pending} of {len(rows)} attempts are not rolled out yet, so no result is written;"
                 " run --step rollout (or no --step) first"
             )
+        check_attempts(rows, config.max_failed_share, config.exp_id, judged_expected=args.step != "rollout")
         if args.step == "rollout":  # nothing judged yet: no metrics to show or keep
             rolled = sum(r.stage in ("rollout", "judged") for r in rows)
             console.print(f"{config.exp_id}: {rolled} of {len(rows)} attempts rolled out; judge them with --step judge")
