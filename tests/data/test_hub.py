@@ -59,6 +59,15 @@ def test_the_hub_sets_from_local_copies(tmp_path):
     assert len(web) == 4 and web[0].level == "easy" and web[0].meta == {"root_url": "https://example.org"}
 
 
+def test_local_copies_alone_load_the_bundled_and_the_hub_sets(tmp_path):
+    fixture(tmp_path / "hub")
+    db_url = f"sqlite:///{tmp_path / 'h.db'}"
+    result = run_script(PROCESS, "--hub_dir", str(tmp_path / "hub"), "--db_url", db_url)  # no --from-hub
+    assert result.returncode == 0, result.stderr
+    assert len(rows(db_url, "WebWalkerQA")) == 4 and rows(db_url, "AIME24")
+    assert "add --from-hub" not in result.stderr
+
+
 def test_a_missing_hub_set_says_how_to_load_it(tmp_path):
     db_url = f"sqlite:///{tmp_path / 'h.db'}"
     result = run_script("scripts/run_training_free_GRPO.py", "--config_name", "math_reasoning", "--db_url", db_url)

@@ -25,6 +25,10 @@ BAD_LINES = {
     "boolean answer": ('{"question": "q", "answer": true}', "field 'answer'"),
     "list answer": ('{"question": "q", "answer": [1]}', "field 'answer'"),
     "meta not an object": ('{"question": "q", "meta": 3}', "field 'meta'"),
+    "a key beside the known ones and in meta": (
+        '{"question": "q", "id": 1, "meta": {"id": 2}}',
+        "key 'id' is both beside the known keys and in 'meta': keep one of them",
+    ),
     # what the table's columns hold: past it SQLite raised OverflowError and Postgres refuses mid-write
     "huge source index": ('{"question": "q", "source_index": 99999999999999999999}', "field 'source_index'"),
     "long level": ('{"question": "q", "level": "' + "x" * 51 + '"}', "field 'level': must be at most 50 characters"),
@@ -110,6 +114,8 @@ def test_a_good_file_gives_exactly_its_rows(tmp_path, db_url):
     [
         (__import__("gzip").compress(b'{"question": "q"}\n'), "gzip-compressed: decompress it first"),
         ('{"question": "q"}\n'.encode("utf-16"), "UTF-16 text: save it as UTF-8"),
+        ('{"question": "q"}\n'.encode("utf-16-le"), "UTF-16 text without a byte-order mark: save it as UTF-8"),
+        ('{"question": "q"}\n'.encode("utf-16-be"), "UTF-16 text without a byte-order mark: save it as UTF-8"),
         (b'[\n  {"question": "q", "answer": "1"},\n  {"question": "r", "answer": "2"}\n]\n', "a JSON array, not JSON"),
         (b"question,answer\n1+1?,2\n2+2?,4\n", "looks like CSV or TSV, not JSON Lines"),
     ],
@@ -363,6 +369,7 @@ def test_youtu_agents_llamafactory_format_and_columns(tmp_path, db_url):
     first, second = rows(db_url, "A")
     assert (first.question, first.answer, first.source_index) == ("Add the numbers.\n\n2 and 3", "5", 7)
     assert (second.question, second.answer, second.file_name) == ("What is 10 minus 4?", "6", "sheet.xlsx")
+    assert not first.meta and not second.meta  # the answer is not kept in meta too
     assert first.source == "training_free_grpo"  # usable for practice (Youtu-Agent left it empty)
     bad = write(tmp_path / "bad.jsonl", ['{"question": "q", "answer": "a"}'])
     result = run_script(

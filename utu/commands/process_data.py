@@ -115,11 +115,11 @@ async def run() -> int:
         raise DataError(
             f"unknown data set(s) {', '.join(unknown)}; bundled: {', '.join(bundled)}; hub: {', '.join(HUB_SETS)}"
         )
-    if args.from_hub:
+    if args.from_hub or (args.hub_dir and not args.datasets):  # local copies given: the hub sets are wanted
         wanted += [n for n in HUB_SETS if n not in wanted]
     elif not args.datasets:
         log.info(
-            "the paper's %s come from the hub: add --from-hub (%s first), or --hub_dir with local copies",
+            "the paper's %s come from the hub: add --from-hub (%s first), or --hub_dir DIR with local copies",
             ", ".join(HUB_SETS),
             INSTALL,
         )

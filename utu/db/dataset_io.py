@@ -182,6 +182,9 @@ def _check_kind(path: Path) -> None:
     for magic, what in _NOT_TEXT.items():
         if head.startswith(magic):
             raise DataError(f"{path}: {what} (one JSON object per line, UTF-8)")
+    # UTF-16 without a byte-order mark: every other byte NUL, which no UTF-8 JSON text begins with
+    if len(head) == 4 and (head[1] == head[3] == 0 or head[0] == head[2] == 0):
+        raise DataError(f"{path}: UTF-16 text without a byte-order mark: save it as UTF-8 (one JSON object per line)")
 
 
 def _whole_file_problem(path: Path, any_read: bool) -> list[str]:
@@ -241,6 +244,8 @@ def _parse_line(text: str, data_format: str = "default") -> DatasetLine:
     extra = {k: obj.pop(k) for k in list(obj) if k not in KNOWN_KEYS}
     if extra:
         meta = obj.get("meta")
+        if isinstance(meta, dict) and (both := sorted(extra.keys() & meta.keys())):  # one value would be lost
+            raise ValueError(f"key {both[0]!r} is both beside the known keys and in 'meta': keep one of them")
         obj["meta"] = {**extra, **meta} if isinstance(meta, dict) else (meta if meta is not None else extra)
     depth = _depth(obj.get("meta"))
     if depth > MAX_META_DEPTH:  # deeper values broke the SQL insert's JSON encoder with a RecursionError
@@ -304,7 +309,8 @@ def _from_alpaca(obj: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("--data_format llamafactory: expected fields 'instruction' (text), 'input' and 'output'")
     parts = [obj.pop("instruction"), obj.pop("input", None) or ""]
     question = "\n\n".join(p for p in parts if isinstance(p, str) and p.strip())
-    return {**obj, "question": question, "answer": obj.pop("output")}
+    answer = obj.pop("output")  # before the rest goes to meta: the answer is not kept twice
+    return {**obj, "question": question, "answer": answer}
 
 
 def answer_text(answer: str | int | float | None) -> str | None:

@@ -273,9 +273,10 @@ class LLMClient:
         return self._format
 
     async def _probe_format(self) -> str:
-        """One tiny request per kind of constrained output, without retries. Servers reject what they do not
-        support with any status (llama-cpp-python's answers json_schema with a 500), so a failed probe is
-        checked against a plain request: if that one works, the endpoint rejects the format."""
+        """One tiny request per kind of constrained output (a rate limit or a gateway's error waited out: `_probe`).
+        Servers reject what they do not support with any status (llama-cpp-python's answers json_schema with a
+        500), so the first failed probe is checked against a plain request and tried once more: if the plain one
+        works and the probe fails again, the endpoint rejects the format."""
         rejected: list[str] = []
         for kind in ("json_schema", "json_object"):
             why = await self._probe(_PROBE_FORMATS[kind])
