@@ -96,7 +96,7 @@ def stdout_closed() -> bool:
         poller = select.poll()
         poller.register(sys.stdout.fileno(), select.POLLOUT)
         closed = any(events & select.POLLERR for _, events in poller.poll(0))
-    except (OSError, ValueError):  # no file descriptor (a test's capture)
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a test's capture), no poll (Windows)
         return False
     if closed:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
