@@ -111,7 +111,8 @@ def exit_now(code: int) -> NoReturn:
         sys.exit(code)  # a thread is still at work: the ordinary exit waits for it
     atexit._run_exitfuncs()  # what an ordinary exit runs: worker pools, logging, temporary files
     try:
-        sys.stdout.flush()
+        if sys.stdout is not None:  # (None: the command was started with its standard output closed)
+            sys.stdout.flush()
     except BrokenPipeError:  # the last of the output found no reader
         stdout_closed()
         code = code or CUT_SHORT_EXIT

@@ -238,7 +238,17 @@ def test_a_package_line_below_another_comment_is_named_not_left_to_fail_as_missi
     config = "# @package _global_\ndata:\n  dataset: MAWPS_singleop\n"
     (tmp_path / "eval/my/good.yaml").write_text("\n# @seen before\n" + config + "# a comment after it\n")
     (tmp_path / "eval/my/late.yaml").write_text("# eval/my/late.yaml\n\n" + config)
+    (tmp_path / "eval/my/indented.yaml").write_text("# a comment\n  # @package _global_\ndata:\n  dataset: x\n")
+    (tmp_path / "eval/my/bom.yaml").write_text("\ufeff" + config, encoding="utf-8")
+    # a package line where Hydra reads it, and another further down (a note, a line of a text block): loaded
+    quoted = config + '# @package _global_ is needed above\nagent:\n  instructions: "a\n   # @package x\n   b"\n'
+    (tmp_path / "eval/my/noted.yaml").write_text(quoted)
     monkeypatch.setenv("UTU_CONFIG_DIR", str(tmp_path))
     assert load_config("eval", "my/good", EvalConfig).data.dataset == "MAWPS_singleop"
+    assert load_config("eval", "my/noted", EvalConfig).data.dataset == "MAWPS_singleop"
     with pytest.raises(ConfigError, match=r"eval/my/late.yaml:3: Hydra reads '# @package' only at the top"):
         load_config("eval", "my/late", EvalConfig)
+    with pytest.raises(ConfigError, match=r"eval/my/indented.yaml:2: Hydra reads '# @package' only at the top"):
+        load_config("eval", "my/indented", EvalConfig)
+    with pytest.raises(ConfigError, match=r"eval/my/bom.yaml:1: .* behind a byte-order mark: save the file as UTF-8"):
+        load_config("eval", "my/bom", EvalConfig)

@@ -114,8 +114,8 @@ def test_a_good_file_gives_exactly_its_rows(tmp_path, db_url):
     [
         (__import__("gzip").compress(b'{"question": "q"}\n'), "gzip-compressed: decompress it first"),
         ('{"question": "q"}\n'.encode("utf-16"), "UTF-16 text: save it as UTF-8"),
-        ('{"question": "q"}\n'.encode("utf-16-le"), "UTF-16 text without a byte-order mark: save it as UTF-8"),
-        ('{"question": "q"}\n'.encode("utf-16-be"), "UTF-16 text without a byte-order mark: save it as UTF-8"),
+        ('{"question": "q"}\n'.encode("utf-16-le"), "text without a byte-order mark: save it as UTF-8"),
+        ('{"question": "q"}\n'.encode("utf-16-be"), "text without a byte-order mark: save it as UTF-8"),
         (b'[\n  {"question": "q", "answer": "1"},\n  {"question": "r", "answer": "2"}\n]\n', "a JSON array, not JSON"),
         (b"question,answer\n1+1?,2\n2+2?,4\n", "looks like CSV or TSV, not JSON Lines"),
     ],
@@ -376,3 +376,8 @@ def test_youtu_agents_llamafactory_format_and_columns(tmp_path, db_url):
         UPLOAD, "--file_path", str(bad), "--dataset_name", "B", "--data_format", "llamafactory", "--db_url", db_url
     )
     assert result.returncode == 2 and f"{bad}:1: --data_format llamafactory: expected fields" in result.stderr
+    both = write(tmp_path / "both.jsonl", ['{"instruction": "i", "input": "", "output": "o", "answer": "x"}'])
+    result = run_script(
+        UPLOAD, "--file_path", str(both), "--dataset_name", "C", "--data_format", "llamafactory", "--db_url", db_url
+    )
+    assert result.returncode == 2 and "has 'answer' beside 'output': keep one of them" in result.stderr

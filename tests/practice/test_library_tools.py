@@ -361,3 +361,16 @@ def test_output_cut_short_by_its_reader_ends_quietly(tmp_path, json_flag):
     process.stdout.close()  # as `head` does once it has its lines
     stderr = process.stderr.read().decode()
     assert process.wait(timeout=120) == 1 and "Traceback" not in stderr and "Error" not in stderr, stderr
+
+
+def test_a_command_started_with_its_output_closed_ends_without_a_traceback(tmp_path):
+    """`library show --json >&-`: Python has no sys.stdout at all; the exit must not flush it."""
+    import os
+    import subprocess
+    import sys
+
+    db_url = f"sqlite:///{tmp_path / 'u.db'}"
+    stored(db_url, "one", {"G1": "Check the units."})
+    command = [sys.executable, "-m", "utu.commands.library", "--db_url", db_url, "show", "--exp_id", "one", "--json"]
+    result = subprocess.run(command, stderr=subprocess.PIPE, text=True, preexec_fn=lambda: os.close(1), timeout=120)
+    assert "Traceback" not in result.stderr and result.returncode == 0, result.stderr

@@ -73,9 +73,11 @@ def build_config(args: argparse.Namespace, overrides: list[str]) -> EvalConfig:
     flags = given(args, EVAL_FLAGS)
     data = given(args, ("dataset", "limit", "offset"))
     data |= given(args, args.data_type_flags, prefix="dataset_")
-    # the config's slice was chosen for its own data set, not for another named with --dataset
+    # the config's slice was chosen for its own data set, not for another named with --dataset (a slice given on
+    # this command line, as a flag or as data.limit=N, stays)
     other = "dataset" in data and data["dataset"] != config.data.dataset
-    dropped = {k: v for k in ("limit", "offset") if other and k not in data and (v := getattr(config.data, k))}
+    typed = {k for k in ("limit", "offset") if k in data or any(re.match(rf"\+*data\.{k}=", o) for o in overrides)}
+    dropped = {k: v for k in ("limit", "offset") if other and k not in typed and (v := getattr(config.data, k))}
     data |= {k: None if k == "limit" else 0 for k in dropped}
     values = config.model_dump() | flags | {"data": config.data.model_dump() | data}
     if args.agent_config:
@@ -149,12 +151,12 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
         start = time.perf_counter()
         await runner.run(args.step)
         rows = await runner.rows()
-        # a run that did not do its job shows and leaves no result that looks like one; attempts never rolled out
-        # are said first: "run the same command again" would never judge them
-        if args.step == "judge" and (pending := sum(r.stage == "init" for r in rows)):
+        # a run that did not do its job shows and leaves no result that looks like one; attempts never rolled out,
+        # or whose rollout failed, are said first: "run the same command again" would never judge them
+        if args.step == "judge" and (pending := sum(r.stage in ("init", "failed") for r in rows)):
             raise RunFailed(
-                f"{config.exp_id}: {pending} of {len(rows)} attempts are not rolled out yet, so no result is written;"
-                " run --step rollout (or no --step) first"
+                f"{config.exp_id}: {pending} of {len(rows)} attempts are not rolled out yet (or their rollout failed),"
+                " so no result is written; run --step rollout (or no --step) first"
             )
         check_attempts(rows, config.max_failed_share, config.exp_id, judged_expected=args.step != "rollout")
         if args.step == "rollout":  # nothing judged yet: no metrics to show or keep

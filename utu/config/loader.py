@@ -147,23 +147,29 @@ def _compose(group: str, name: str, overrides: list[str] | None) -> tuple[DictCo
 
 
 def check_package_line(path: Path) -> None:
-    """Refuse a primary config's `# @package` line that Hydra would ignore: it reads one only in a file's header,
-    the lines before any other (below a comment, an RL config's keys landed under `rl`, then failed as unknown).
-    A default's does not matter where the defaults list names its package (`@agent`): practice's exported agents
-    start with a comment."""
+    """Refuse a primary config whose `# @package` line Hydra would ignore: it reads one only in a file's header,
+    the lines before any other (below a comment, an RL config's keys landed under `rl`, then failed as unknown),
+    and not behind a byte-order mark. A default's does not matter where the defaults list names its package
+    (`@agent`): practice's exported agents start with a comment."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
         return  # said by the composition, which reads it too
-    header = True  # Hydra's header: blank lines and `# @key value` lines
+    header = []  # Hydra's header: the first lines that are blank or `# @key value`
+    for line in lines:
+        if line.strip() and not re.match(r"\s*#\s*@", line):
+            break
+        header.append(line)
+    if any(re.match(r"\s*#\s*@package\b", line) for line in header):
+        return
     for number, line in enumerate(lines, 1):
-        if header and line.strip() and not re.match(r"\s*#\s*@", line):
-            header = False
-        elif not header and re.match(r"#\s*@package\b", line):  # at the margin: not a text block's line
-            raise ConfigError(
-                f"{path}:{number}: Hydra reads '# @package' only at the top of a file, before any other line or "
-                "comment: move it to the first line"
+        if re.match(r"\s*#\s*@package\b", line.removeprefix("\ufeff")):
+            where = (
+                "behind a byte-order mark: save the file as UTF-8 without one"
+                if line.startswith("\ufeff")
+                else "only at the top of a file, before any other line or comment: move it to the first line"
             )
+            raise ConfigError(f"{path}:{number}: Hydra reads '# @package' {where}")
 
 
 def _yaml_files() -> list[Path]:

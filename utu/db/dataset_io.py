@@ -184,7 +184,8 @@ def _check_kind(path: Path) -> None:
             raise DataError(f"{path}: {what} (one JSON object per line, UTF-8)")
     # UTF-16 without a byte-order mark: every other byte NUL, which no UTF-8 JSON text begins with
     if len(head) == 4 and (head[1] == head[3] == 0 or head[0] == head[2] == 0):
-        raise DataError(f"{path}: UTF-16 text without a byte-order mark: save it as UTF-8 (one JSON object per line)")
+        what = "UTF-16 (or UTF-32) text without a byte-order mark: save it as UTF-8"
+        raise DataError(f"{path}: {what} (one JSON object per line, UTF-8)")
 
 
 def _whole_file_problem(path: Path, any_read: bool) -> list[str]:
@@ -307,6 +308,9 @@ def _depth(value: Any) -> int:
 def _from_alpaca(obj: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(obj.get("instruction"), str) or "output" not in obj:
         raise ValueError("--data_format llamafactory: expected fields 'instruction' (text), 'input' and 'output'")
+    for taken, by in (("question", "instruction"), ("answer", "output")):
+        if taken in obj:  # it would be replaced unsaid
+            raise ValueError(f"--data_format llamafactory: the line has {taken!r} beside {by!r}: keep one of them")
     parts = [obj.pop("instruction"), obj.pop("input", None) or ""]
     question = "\n\n".join(p for p in parts if isinstance(p, str) and p.strip())
     answer = obj.pop("output")  # before the rest goes to meta: the answer is not kept twice

@@ -74,7 +74,10 @@ def load_from_hub(name: str, hub_dir: Path | None = None) -> list[DatasetLine]:
             return iter(load_dataset(repo, split=split))
         path = hub_dir / repo.replace("/", "__") / f"{split}.jsonl"
         if not path.is_file():
-            raise DataError(f"{name}: {path} not found (--hub_dir holds <owner>__<name>/<split>.jsonl)")
+            raise DataError(
+                f"{name}: {path} not found (--hub_dir holds <owner>__<name>/<split>.jsonl; name the sets it has"
+                " copies of with --datasets)"
+            )
         return iter(load_dataset("json", data_files={split: str(path)}, split=split))
 
     try:
