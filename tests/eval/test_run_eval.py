@@ -710,3 +710,19 @@ def test_another_data_set_takes_none_of_the_config_s_slice_it_was_not_given(
     assert (config.data.dataset, config.data.limit, config.data.offset) == ("Custom", limit, offset)
     warned = " ".join(" ".join(r.getMessage() for r in caplog.records).split())
     assert (said in warned) if said else "not applied" not in warned
+
+
+def test_a_reader_that_closes_the_output_early_does_not_stop_the_result_being_kept(stub, tmp_path, db):
+    """`run_eval ... | true`: the progress bar is on standard error, so the run gets to keep its result."""
+    server = stub(StubScript(reply_fn=scripted()))
+    process = subprocess.Popen(
+        [sys.executable, *eval_args(db[1])],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env={**os.environ, **env_for(server)},
+    )
+    process.stdout.close()  # as `true` does
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=300) == 1 and "Traceback" not in stderr, stderr  # its result unread: not a success
+    assert json.loads((tmp_path / "runs/e1/eval_metrics.json").read_text())["questions"] == 6

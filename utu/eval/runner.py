@@ -10,6 +10,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Literal
 
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from sqlalchemy import delete, select
 
@@ -151,11 +152,14 @@ class EvalRunner:
         return f"{self.config.exp_id}: Mean@{k} {mean:.3f} ({len(self._rewards)} judged)"
 
     def _progress(self) -> Progress:
+        """On standard error, beside the log: standard output holds the result alone (`run_eval ... > result.txt`),
+        and a reader that closes it early (`| head`) no longer stops the run before its result is kept."""
         return Progress(
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
+            console=Console(stderr=True),
             disable=not self.show_progress,
         )
 
