@@ -712,6 +712,16 @@ def test_another_data_set_takes_none_of_the_config_s_slice_it_was_not_given(
     assert (said in warned) if said else "not applied" not in warned
 
 
+@pytest.mark.parametrize("dataset", [["data.dataset=Custom"], ["++data.dataset=Custom"]])
+def test_another_data_set_named_as_an_override_is_as_if_named_by_the_flag(monkeypatch, caplog, dataset):
+    from utu.commands import eval as eval_command
+
+    monkeypatch.setattr(sys, "argv", ["run_eval.py", "--config_name", "local/portions", *dataset])
+    config = eval_command.build_config(*eval_command.parse_args())
+    assert (config.data.dataset, config.data.limit, config.data.offset) == ("Custom", None, 0)
+    assert "limit (12) and offset (200) were set for Portions" in " ".join(caplog.text.split())
+
+
 def test_a_reader_that_closes_the_output_early_does_not_stop_the_result_being_kept(stub, tmp_path, db):
     """`run_eval ... | true`: the progress bar is on standard error, so the run gets to keep its result."""
     server = stub(StubScript(reply_fn=scripted()))

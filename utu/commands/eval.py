@@ -69,9 +69,13 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
 
 def build_config(args: argparse.Namespace, overrides: list[str]) -> EvalConfig:
     """The eval config from YAML, with the command-line flags applied (and validated) on top."""
-    config = load_config("eval", args.config_name, EvalConfig, overrides)
+    # data.dataset=OTHER typed as an override is --dataset OTHER: the config is read as written, then OTHER put in
+    dataset_override = [o for o in overrides if re.match(r"\+*data\.dataset=", o)]
+    config = load_config("eval", args.config_name, EvalConfig, [o for o in overrides if o not in dataset_override])
     flags = given(args, EVAL_FLAGS)
     data = given(args, ("dataset", "limit", "offset"))
+    if dataset_override and "dataset" not in data:
+        data["dataset"] = dataset_override[-1].partition("=")[2]
     data |= given(args, args.data_type_flags, prefix="dataset_")
     # the config's slice was chosen for its own data set, not for another named with --dataset (a slice given on
     # this command line, as a flag or as data.limit=N, stays)
