@@ -15,6 +15,8 @@ UPLOAD = str(ROOT / "scripts/data/upload_dataset.py")
 
 BAD_LINES = {
     "not json": ("{oops", "not valid JSON"),
+    "an invisible character": ('\u200b{"question": "q"}', "column 1, an invisible U+200B there: remove it"),
+    "a no-break space": ('{"question":\u00a0"q"}', "column 13, an invisible U+00A0 there: remove it"),
     "not an object": ("[1, 2]", "expected a JSON object, got list"),
     "no question": ('{"answer": "3"}', "field 'question': field required"),
     "question named otherwise": ('{"problem": "1+2?", "answer": "3"}', "the line has 'problem': rename it to question"),

@@ -12,6 +12,7 @@ import itertools
 import json
 import logging
 import math
+import unicodedata
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -192,7 +193,7 @@ def _whole_file_problem(path: Path, any_read: bool) -> list[str]:
     """One line if the file is a JSON array (its first line opens it), or CSV (no line of it reads), which JSON
     Lines is not."""
     with path.open("rb") as f:
-        first = f.readline(4096).decode("utf-8-sig", errors="replace").strip()
+        first = f.readline(4096).decode("utf-8-sig", errors="replace").strip().lstrip("\ufeff\u200b\u2060")
     if first.startswith("["):
         return [f"{path}: a JSON array, not JSON Lines: write one JSON object per line (no [ ] around them)"]
     if not any_read and not first.startswith("{") and ("," in first or "\t" in first):
@@ -235,7 +236,7 @@ def _parse_line(text: str, data_format: str = "default") -> DatasetLine:
     try:
         obj = json.loads(text, parse_constant=_not_json, parse_float=_Written)
     except json.JSONDecodeError as e:
-        raise ValueError(f"not valid JSON ({e.msg} at column {e.colno})") from None
+        raise ValueError(f"not valid JSON ({e.msg} at column {e.colno}{_invisible_at(text, e.pos)})") from None
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     if data_format == "llamafactory":
@@ -252,6 +253,15 @@ def _parse_line(text: str, data_format: str = "default") -> DatasetLine:
     if depth > MAX_META_DEPTH:  # deeper values broke the SQL insert's JSON encoder with a RecursionError
         raise ValueError(f"field 'meta' (or a key beside the known ones) nests {depth} levels, over {MAX_META_DEPTH}")
     return validated_line(_plain(obj))
+
+
+def _invisible_at(text: str, position: int) -> str:
+    """What to add to a JSON error where it stopped at a character that does not show (a zero-width space, a
+    byte-order mark, a no-break space: text copied from a web page): its code point, to remove."""
+    char = text[position] if position < len(text) else ""
+    if char and (unicodedata.category(char) in ("Cf", "Zs") and char != " "):
+        return f", an invisible U+{ord(char):04X} there: remove it"
+    return ""
 
 
 def validated_line(obj: dict[str, Any]) -> DatasetLine:
