@@ -251,9 +251,10 @@ def test_gepa_that_kept_its_seed_prompt_counts_as_the_baseline_agent_as_practice
         ["git", "-C", str(ROOT), "show", "d84f032:configs/agents/practice/local_math_agent.yaml"],
         capture_output=True,
         text=True,
-        check=True,
-    ).stdout
-    assert yaml.safe_load(at_commit)["instructions"] == suite_report.FIRST_RUNS_SEED_PROMPT
+    )
+    if at_commit.returncode != 0:
+        pytest.skip(f"no history to read the pinned prompt's commit from (a shallow clone?): {at_commit.stderr}")
+    assert yaml.safe_load(at_commit.stdout)["instructions"] == suite_report.FIRST_RUNS_SEED_PROMPT
 
 
 def test_a_gepa_run_past_its_budget_says_by_how_many_calls():

@@ -90,12 +90,12 @@ CUT_SHORT_EXIT = 1  # output whose reader closed it, as rich's console ends a co
 
 def stdout_closed() -> bool:
     """Whether what reads our standard output has closed it (`library show --json | head`: the pipe's writing end
-    then polls as an error); if so, it is pointed at /dev/null, so that the interpreter's last flush does not raise
-    again."""
+    then polls as an error, or a hang-up on a socket and on BSD's pipes); if so, it is pointed at /dev/null, so that
+    the interpreter's last flush does not raise again."""
     try:
         poller = select.poll()
         poller.register(sys.stdout.fileno(), select.POLLOUT)
-        closed = any(events & select.POLLERR for _, events in poller.poll(0))
+        closed = any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
     except (OSError, ValueError, AttributeError):  # no file descriptor (a test's capture), no poll (Windows)
         return False
     if closed:

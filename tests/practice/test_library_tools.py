@@ -374,3 +374,20 @@ def test_a_command_started_with_its_output_closed_ends_without_a_traceback(tmp_p
     command = [sys.executable, "-m", "utu.commands.library", "--db_url", db_url, "show", "--exp_id", "one", "--json"]
     result = subprocess.run(command, stderr=subprocess.PIPE, text=True, preexec_fn=lambda: os.close(1), timeout=120)
     assert "Traceback" not in result.stderr and result.returncode == 0, result.stderr
+
+
+def test_output_to_a_socket_whose_reader_left_ends_quietly_too(tmp_path):
+    """A socket's writing end polls as a hang-up, not an error, once its reader has gone."""
+    import socket
+    import subprocess
+    import sys
+
+    db_url = f"sqlite:///{tmp_path / 'u.db'}"
+    stored(db_url, "big", {f"G{i}": f"Rule number {i}: check the units before dividing." for i in range(2000)})
+    command = [sys.executable, "-m", "utu.commands.library", "--db_url", db_url, "show", "--exp_id", "big", "--json"]
+    ours, theirs = socket.socketpair()
+    theirs.close()  # the reader is gone before anything is written
+    process = subprocess.Popen(command, stdout=ours.fileno(), stderr=subprocess.PIPE)
+    ours.close()
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 1 and "Traceback" not in stderr, stderr

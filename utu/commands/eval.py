@@ -22,7 +22,7 @@ from utu.app import Claim, build_eval, claim_experiment
 from utu.cli import refuse_unknown_flags
 from utu.config import EvalConfig, load_agent_config, load_config
 from utu.config.flags import add_flags, add_place_flags, given
-from utu.config.loader import validate
+from utu.config.loader import compose_dict, given_on_the_command_line, validate
 from utu.config.models import DataConfig, check_run_size, shaping_dump
 from utu.db import Database, EvalResult, EvaluationSample, Experiment
 from utu.db.dataset_io import (
@@ -35,7 +35,7 @@ from utu.db.dataset_io import (
 from utu.db.experiments import judge_again_if_the_verifier_changed
 from utu.errors import ConfigError, RunFailed
 from utu.eval.metrics import EvalMetrics, ScoredAttempt, compare, compute_metrics
-from utu.eval.outcome import check_attempts
+from utu.eval.outcome import RERUN, ROLL_OUT_AGAIN, check_attempts
 from utu.names import inside, writable_folder
 from utu.tracing import setup_tracing
 from utu.verify import check_answers, file_digest, load_verifier
@@ -69,19 +69,11 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
 
 def build_config(args: argparse.Namespace, overrides: list[str]) -> EvalConfig:
     """The eval config from YAML, with the command-line flags applied (and validated) on top."""
-    # data.dataset=OTHER typed as an override is --dataset OTHER: the config is read as written, then OTHER put in
-    dataset_override = [o for o in overrides if re.match(r"\+*data\.dataset=", o)]
-    config = load_config("eval", args.config_name, EvalConfig, [o for o in overrides if o not in dataset_override])
+    config = load_config("eval", args.config_name, EvalConfig, overrides)
     flags = given(args, EVAL_FLAGS)
     data = given(args, ("dataset", "limit", "offset"))
-    if dataset_override and "dataset" not in data:
-        data["dataset"] = dataset_override[-1].partition("=")[2]
     data |= given(args, args.data_type_flags, prefix="dataset_")
-    # the config's slice was chosen for its own data set, not for another named with --dataset (a slice given on
-    # this command line, as a flag or as data.limit=N, stays)
-    other = "dataset" in data and data["dataset"] != config.data.dataset
-    typed = {k for k in ("limit", "offset") if k in data or any(re.match(rf"\+*data\.{k}=", o) for o in overrides)}
-    dropped = {k: v for k in ("limit", "offset") if other and k not in typed and (v := getattr(config.data, k))}
+    dropped, written = dropped_slice(args.config_name, config, data, overrides)
     data |= {k: None if k == "limit" else 0 for k in dropped}
     values = config.model_dump() | flags | {"data": config.data.model_dump() | data}
     if args.agent_config:
@@ -94,9 +86,23 @@ def build_config(args: argparse.Namespace, overrides: list[str]) -> EvalConfig:
         flags_ = " or ".join(f"--{k} N" for k in dropped)
         log.warning(
             "the config's %s %s set for %s: not applied to %s; pass %s to cut it",
-            *(slice_, "were" if len(dropped) > 1 else "was", config.data.dataset, checked.data.dataset, flags_),
+            *(slice_, "were" if len(dropped) > 1 else "was", written, checked.data.dataset, flags_),
         )
     return checked
+
+
+def dropped_slice(name: str, config: EvalConfig, flags: dict, overrides: list[str]) -> tuple[dict, str | None]:
+    """The config's `limit` and `offset` that another data set, named on the command line (`--dataset`, or an
+    override such as `data.dataset=`), does not take: they were set for the config's own data set. A slice given on
+    the command line too stays. Also the config's own data set, as its file names it."""
+    typed = set(given_on_the_command_line(overrides)) | {f"data.{key}" for key in flags}
+    if "data.dataset" not in typed:
+        return {}, None
+    written = (compose_dict("eval", name, resolve=False)[0].get("data") or {}).get("dataset")
+    if flags.get("dataset", config.data.dataset) == written:
+        return {}, written
+    slice_ = {key: getattr(config.data, key) for key in ("limit", "offset") if f"data.{key}" not in typed}
+    return {key: value for key, value in slice_.items() if value}, written
 
 
 def shaping_config(config: EvalConfig, content: dict) -> dict:
@@ -155,14 +161,15 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
         start = time.perf_counter()
         await runner.run(args.step)
         rows = await runner.rows()
-        # a run that did not do its job shows and leaves no result that looks like one; attempts never rolled out,
-        # or whose rollout failed, are said first: "run the same command again" would never judge them
-        if args.step == "judge" and (pending := sum(r.stage in ("init", "failed") for r in rows)):
+        # a run that did not do its job shows and leaves no result that looks like one; attempts never rolled out
+        # are said first: "run the same command again" would never judge them
+        if args.step == "judge" and (pending := sum(r.stage == "init" for r in rows)):
             raise RunFailed(
-                f"{config.exp_id}: {pending} of {len(rows)} attempts are not rolled out yet (or their rollout failed),"
-                " so no result is written; run --step rollout (or no --step) first"
+                f"{config.exp_id}: {pending} of {len(rows)} attempts are not rolled out yet, so no result is written;"
+                " run --step rollout (or no --step) first"
             )
-        check_attempts(rows, config.max_failed_share, config.exp_id, judged_expected=args.step != "rollout")
+        remedy = ROLL_OUT_AGAIN if args.step == "judge" else RERUN  # a judge step retries no rollout
+        check_attempts(rows, config.max_failed_share, config.exp_id, args.step != "rollout", remedy)
         if args.step == "rollout":  # nothing judged yet: no metrics to show or keep
             rolled = sum(r.stage in ("rollout", "judged") for r in rows)
             console.print(f"{config.exp_id}: {rolled} of {len(rows)} attempts rolled out; judge them with --step judge")
