@@ -146,6 +146,9 @@ def _compose(group: str, name: str, overrides: list[str] | None) -> tuple[DictCo
     return cfg, files
 
 
+_PACKAGE_LINE = re.compile(r"\s*#\s*@package\b")
+
+
 def check_package_line(path: Path) -> None:
     """Refuse a primary config whose `# @package` line Hydra would ignore: it reads one only in a file's header,
     the lines before any other (below a comment, an RL config's keys landed under `rl`, then failed as unknown),
@@ -160,10 +163,10 @@ def check_package_line(path: Path) -> None:
         if line.strip() and not re.match(r"\s*#\s*@", line):
             break
         header.append(line)
-    if any(re.match(r"\s*#\s*@package\b", line) for line in header):
+    if any(_PACKAGE_LINE.match(line) for line in header):
         return
     for number, line in enumerate(lines, 1):
-        if re.match(r"\s*#\s*@package\b", line.removeprefix("\ufeff")):
+        if _PACKAGE_LINE.match(line.removeprefix("\ufeff")):
             where = (
                 "behind a byte-order mark: save the file as UTF-8 without one"
                 if line.startswith("\ufeff")

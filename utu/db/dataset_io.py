@@ -180,12 +180,11 @@ _NOT_TEXT = {
 def _check_kind(path: Path) -> None:
     with path.open("rb") as f:
         head = f.read(4)
-    for magic, what in _NOT_TEXT.items():
-        if head.startswith(magic):
-            raise DataError(f"{path}: {what} (one JSON object per line, UTF-8)")
+    what = next((what for magic, what in _NOT_TEXT.items() if head.startswith(magic)), None)
     # UTF-16 without a byte-order mark: every other byte NUL, which no UTF-8 JSON text begins with
-    if len(head) == 4 and (head[1] == head[3] == 0 or head[0] == head[2] == 0):
+    if what is None and len(head) == 4 and (head[1] == head[3] == 0 or head[0] == head[2] == 0):
         what = "UTF-16 (or UTF-32) text without a byte-order mark: save it as UTF-8"
+    if what:
         raise DataError(f"{path}: {what} (one JSON object per line, UTF-8)")
 
 
