@@ -77,6 +77,10 @@ def main(out: Path) -> None:
         slow_down_saves()
     seen = evolve(accelerator)
     (out / f"population_rank{accelerator.process_index}.json").write_text(json.dumps(seen))
+    # Leave together, group closed: a gloo group left to the interpreter's exit can abort a process ("terminate called
+    # without an active exception"), as it once did here.
+    accelerator.wait_for_everyone()
+    accelerator.state.destroy_process_group()
 
 
 if __name__ == "__main__":
