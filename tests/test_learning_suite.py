@@ -749,9 +749,16 @@ def test_the_tables_go_between_the_marker_lines_and_only_from_a_full_suite(monke
     for broken in (f"{start}\n", f"{end}\n{start}\n", f"{start}\n{start}\n{end}\n", f"{start} x\n{end}\n"):
         other.write_text(broken)
         before = page.read_text()
-        with pytest.raises(SystemExit, match="once each, where the suite's tables go"):
+        with pytest.raises(SystemExit, match="once each and outside a code block, where the suite's tables go"):
             suite_report.write_into([page, other], "x\n")  # all or nothing: the good file is not written either
         assert other.read_text() == broken and page.read_text() == before
+    with pytest.raises(SystemExit, match="outside a code block"):  # shown as an example only: not the place
+        other.write_text(f"```\n{start}\n{end}\n```\n")
+        suite_report.write_into([other], "x\n")
+    shown = f"How:\n\n~~~md\n{start}\n{end}\n~~~\n\n    {start}\n\nHere:\n{start}\n{end}\n"
+    other.write_text(shown)  # the example, fenced or indented, stays as it is; the real markers get the tables
+    suite_report.write_into([other], "| t |\n")
+    assert other.read_text() == shown.replace(f"Here:\n{start}\n", f"Here:\n{start}\n| t |\n")
     for unreadable in (tmp_path / "missing.md", tmp_path / "latin1.md"):
         if unreadable.name == "latin1.md":
             unreadable.write_bytes(b"caf\xe9\n")

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+from markdown_it import MarkdownIt
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import write_result  # noqa: E402
@@ -442,10 +444,25 @@ def filled_in(path: Path, tables: str) -> str:
         raise SystemExit(f"--into {path}: cannot read it ({getattr(e, 'strerror', None) or e})") from None
     newline = "\r\n" if "\r\n" in text else "\n"
     lines = text.split(newline)
-    if lines.count(START) != 1 or lines.count(END) != 1 or lines.index(START) > lines.index(END):
-        raise SystemExit(f"--into {path}: put the lines {START} and {END}, once each, where the suite's tables go")
-    start, end = lines.index(START), lines.index(END)
+    markers = [line if line in (START, END) else None for line in outside_code_blocks(lines)]
+    if markers.count(START) != 1 or markers.count(END) != 1 or markers.index(START) > markers.index(END):
+        raise SystemExit(
+            f"--into {path}: put the lines {START} and {END}, once each and outside a code block, where the suite's "
+            "tables go"
+        )
+    start, end = markers.index(START), markers.index(END)
     return newline.join([*lines[: start + 1], *tables.rstrip("\n").split("\n"), *lines[end:]])
+
+
+def outside_code_blocks(lines: list[str]) -> list[str | None]:
+    """`lines` with those of a code block (fenced or indented, as CommonMark reads them) as None: a page that shows
+    the marker lines as an example does not get the tables there."""
+    kept: list[str | None] = list(lines)
+    for token in MarkdownIt("commonmark").parse("\n".join(lines)):
+        if token.type in ("fence", "code_block") and token.map:
+            first, after = token.map
+            kept[first:after] = [None] * (after - first)
+    return kept
 
 
 def write_into(paths: list[Path], tables: str) -> None:
