@@ -120,6 +120,8 @@ def test_a_good_file_gives_exactly_its_rows(tmp_path, db_url):
         ('{"question": "q"}\n'.encode("utf-16-be"), "text without a byte-order mark: save it as UTF-8"),
         (b'[\n  {"question": "q", "answer": "1"},\n  {"question": "r", "answer": "2"}\n]\n', "a JSON array, not JSON"),
         (b"question,answer\n1+1?,2\n2+2?,4\n", "looks like CSV or TSV, not JSON Lines"),
+        # copied from a web page: what the JSON error calls invisible is passed over here too
+        ('\u00a0\u200b [{"question": "q"},\n{"question": "r"}]\n'.encode(), "a JSON array, not JSON"),
     ],
 )
 def test_a_file_of_another_kind_is_named_in_one_line(tmp_path, db_url, content, message):

@@ -192,7 +192,8 @@ def _whole_file_problem(path: Path, any_read: bool) -> list[str]:
     """One line if the file is a JSON array (its first line opens it), or CSV (no line of it reads), which JSON
     Lines is not."""
     with path.open("rb") as f:
-        first = f.readline(4096).decode("utf-8-sig", errors="replace").strip().lstrip("\ufeff\u200b\u2060")
+        first = f.readline(4096).decode("utf-8-sig", errors="replace")
+    first = "".join(itertools.dropwhile(lambda c: c.isspace() or _invisible(c), first)).strip()
     if first.startswith("["):
         return [f"{path}: a JSON array, not JSON Lines: write one JSON object per line (no [ ] around them)"]
     if not any_read and not first.startswith("{") and ("," in first or "\t" in first):
@@ -258,9 +259,12 @@ def _invisible_at(text: str, position: int) -> str:
     """What to add to a JSON error where it stopped at a character that does not show (a zero-width space, a
     byte-order mark, a no-break space: text copied from a web page): its code point, to remove."""
     char = text[position] if position < len(text) else ""
-    if char and (unicodedata.category(char) in ("Cf", "Zs") and char != " "):
-        return f", an invisible U+{ord(char):04X} there: remove it"
-    return ""
+    return f", an invisible U+{ord(char):04X} there: remove it" if char and _invisible(char) else ""
+
+
+def _invisible(char: str) -> bool:
+    """A format character (zero-width space, byte-order mark, word joiner) or a space other than " " (no-break)."""
+    return unicodedata.category(char) in ("Cf", "Zs") and char != " "
 
 
 def validated_line(obj: dict[str, Any]) -> DatasetLine:
