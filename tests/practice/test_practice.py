@@ -507,8 +507,9 @@ def test_a_client_that_fails_at_once_gives_one_line_and_no_traceback(tmp_path):
     result = run_script(PRACTICE, "--config_name", "math_reasoning", env=env, cwd=tmp_path)
     assert result.returncode == 2
     assert [line for line in result.stderr.splitlines() if line.strip()] == [
-        "error: the embedded model needs llama.cpp's llama-server: run `make install-local` (it builds it once), "
-        "or set UTU_LLM_BASE_URL, UTU_LLM_MODEL and UTU_LLM_API_KEY to use an API"
+        "error: UTU_LLAMA_SERVER=/nonexistent is not an executable file; the embedded model needs llama.cpp's "
+        "llama-server: run `make install-local` in a clone of utu (it builds it once) or point UTU_LLAMA_SERVER at "
+        "one, or set UTU_LLM_BASE_URL, UTU_LLM_MODEL and UTU_LLM_API_KEY to use an API"
     ]
 
 

@@ -50,10 +50,12 @@ def llama_server_binary() -> Path:
     explicit = os.environ.get("UTU_LLAMA_SERVER")
     beside = Path(sys.executable).parent / "llama-server"
     found = Path(explicit) if explicit else beside if beside.is_file() else shutil.which("llama-server")
-    if not found or not os.access(found, os.X_OK):
+    if not found or not os.path.isfile(found) or not os.access(found, os.X_OK):
+        named = f"UTU_LLAMA_SERVER={explicit} is not an executable file; " if explicit else ""
         raise LLMError(
-            "the embedded model needs llama.cpp's llama-server: run `make install-local` (it builds it once), "
-            "or set UTU_LLM_BASE_URL, UTU_LLM_MODEL and UTU_LLM_API_KEY to use an API"
+            f"{named}the embedded model needs llama.cpp's llama-server: run `make install-local` in a clone of utu "
+            "(it builds it once) or point UTU_LLAMA_SERVER at one, or set UTU_LLM_BASE_URL, UTU_LLM_MODEL and "
+            "UTU_LLM_API_KEY to use an API"
         )
     return Path(found)
 

@@ -70,7 +70,13 @@ def _load(path: str) -> list[Callable[..., Any]]:
     except (ImportError, AttributeError) as e:
         raise ConfigError(f"toolkit function {path!r}: cannot load it ({type(e).__name__}: {e})") from e
     if inspect.isclass(target):
-        instance = target()
+        try:
+            instance = target()  # one instance, made with no arguments: its public methods are the tools
+        except Exception as e:
+            raise ConfigError(
+                f"toolkit function {path!r}: the class is made with no arguments, which failed "
+                f"({type(e).__name__}: {e}); give its constructor defaults"
+            ) from e
         return [
             getattr(instance, n) for n, _ in inspect.getmembers(target, inspect.isfunction) if not n.startswith("_")
         ]
