@@ -23,9 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import write_result  # noqa: E402
 from suite import (  # noqa: E402
     CANDIDATES,
+    HELDOUT_SIZE,
     RESULTS,
     SEEDS,
     TASKS,
+    K,
     plan,
     read_result,
     registered_in,
@@ -383,6 +385,10 @@ def markdown(report: dict) -> str:
     candidates, as differences from practice."""
     names = {t: TASKS[t].source for t in report["tasks"]}
     lines = [
+        f"Held-out Mean@{K} on each task's {HELDOUT_SIZE} new problems: the baseline agent's, then each method's gain "
+        "over it; a seeded method's with its 95% CI (a bootstrap over seeds and questions) and its runs' mean agent "
+        "calls.",
+        "",
         "| task | baseline | reference rule | placebo | practice | GEPA | practice − GEPA "
         "| agent calls: practice / GEPA |",
         "|---|---|---|---|---|---|---|---|",
@@ -401,6 +407,9 @@ def markdown(report: dict) -> str:
     )
     ablations = [("hinted_s0", "hinted objective"), ("paper_s0", "the paper's algorithm")]
     lines += [
+        "",
+        "The hinted objective and the paper's algorithm (one seed) as gains over the baseline; each candidate as its "
+        "difference from practice on the same seeds, then from GEPA.",
         "",
         "| task | " + " | ".join([label for _, label in ablations] + [f"{c} − practice" for c in CANDIDATES]) + " |",
         "|---|" + "---|" * (len(ablations) + len(CANDIDATES)),
