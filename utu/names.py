@@ -8,7 +8,10 @@ utu adds its own suffixes (`_epoch_0`, `_eval_step12`, `.yaml`). Checked before 
 import contextlib
 import os
 import re
+import secrets
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, Any
 
 from utu.errors import ConfigError
 
@@ -61,9 +64,21 @@ def inside(base: Path, *parts: str) -> Path:
 
 def replace_text(path: Path, text: str) -> None:
     """Write `path` whole or not at all: a kill mid-write leaves the file as it was."""
-    partial = path.with_suffix(path.suffix + ".partial")
+    with replacing(path) as f:
+        f.write(text)
+
+
+@contextlib.contextmanager
+def replacing(path: Path, binary: bool = False) -> Iterator[IO[Any]]:
+    """A file that becomes `path` when the block ends, or is removed if it fails: a new file of a fresh name beside
+    it, created exclusively (a symlink planted at a name we would reuse is never followed), synced, then renamed."""
+    partial = path.with_name(f"{path.name}.{secrets.token_hex(6)}.partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        partial.write_text(text, encoding="utf-8")
+        with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(partial, path)
     except BaseException:
         partial.unlink(missing_ok=True)  # (a disk too full for the file: nothing of it left behind)

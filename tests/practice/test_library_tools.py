@@ -348,6 +348,28 @@ def test_a_failed_write_leaves_the_old_file(tmp_path, monkeypatch):
     assert target.read_text() == "experiences: {G0: kept}\n" and [f.name for f in tmp_path.iterdir()] == ["lib.yaml"]
 
 
+def test_a_write_never_follows_a_link_planted_beside_its_file(tmp_path):
+    """`library export --to lib.yaml` with lib.yaml.partial a symlink to another file once overwrote that file."""
+    from utu.names import replace_text
+
+    precious = tmp_path / "precious.txt"
+    precious.write_text("precious\n")
+    (tmp_path / "lib.yaml.partial").symlink_to(precious)
+    replace_text(tmp_path / "lib.yaml", "experiences: {G0: new}\n")
+    assert precious.read_text() == "precious\n"
+    written = tmp_path / "lib.yaml"
+    assert not written.is_symlink() and written.read_text() == "experiences: {G0: new}\n"
+    assert written.stat().st_mode & 0o777 == 0o666 & ~_umask()  # as a plain open() makes it, not private
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @pytest.mark.parametrize("json_flag", [["--json"], []])
 def test_output_cut_short_by_its_reader_ends_quietly(tmp_path, json_flag):
     """`library show --json | head`: the reader closes the pipe; no BrokenPipeError traceback, exit code 1."""

