@@ -31,13 +31,40 @@ def read_env() -> None:
 
 
 def setup(verbose: bool = False) -> None:
+    hold_standard_streams_open()
     read_env()
     escape_what_the_terminal_cannot_show()
-    handler = RichHandler(show_path=False, rich_tracebacks=True, console=Console(stderr=True))
+    handler = RichHandler(show_path=False, rich_tracebacks=True, console=log_console())
     handler.addFilter(RedactingFilter())  # no API key ever reaches a log line
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s", handlers=[handler])
     for noisy in ("httpx", "httpx2", "openai", "aiohttp", "aiosqlite"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def hold_standard_streams_open() -> None:
+    """Standard input, output and error on /dev/null where the command was started with them closed (`2>&-`):
+    else the next file opened (the database) takes their number, and what is written as a log line, by us or by
+    a server we start, lands in it. Error lines then go nowhere, never to standard output."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.dup2(os.open(os.devnull, os.O_RDWR), fd)  # (the open itself may take fd: dup2 onto itself is a no-op)
+            if getattr(sys, name) is None:
+                setattr(sys, name, open(fd, "r" if fd == 0 else "w", encoding="utf-8", closefd=False))
+
+
+class _LogConsole(Console):
+    """Rich's console for the log and the progress bar, on standard error. A reader that closes it (`2>&1 | head`)
+    ends the log, not the run: rich's default exits at once, and an evaluation lost its result that way."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())  # later lines go nowhere, quietly
+
+
+def log_console() -> Console:
+    return _LogConsole(stderr=True)
 
 
 def escape_what_the_terminal_cannot_show() -> None:
@@ -116,7 +143,8 @@ def exit_now(code: int) -> NoReturn:
     except BrokenPipeError:  # the last of the output found no reader
         stdout_closed()
         code = code or CUT_SHORT_EXIT
-    sys.stderr.flush()
+    if sys.stderr is not None:  # (None only where a test replaced it: setup holds it open)
+        sys.stderr.flush()
     os._exit(code)
 
 

@@ -637,6 +637,12 @@ def test_judging_while_attempts_are_not_rolled_out_writes_no_result(stub, tmp_pa
         *eval_args(db[1]), "--step", "judge", "--max_failed_share", "0.2", env=env_for(server), cwd=tmp_path
     )
     assert allowed.returncode == 0, allowed.stderr  # within the allowed share, a judge step writes its result
+    # --fresh with --step judge deleted the judged attempts and the result, then had nothing to judge
+    fresh = run_script(*eval_args(db[1]), "--step", "judge", "--fresh", env=env_for(server), cwd=tmp_path)
+    assert fresh.returncode == 2 and "--fresh starts over from the rollouts" in fresh.stderr, fresh.stderr
+    assert (tmp_path / "runs/e1/eval_metrics.json").exists()
+    with sqlite3.connect(db[0]) as conn:
+        assert conn.execute("SELECT count(*) FROM evaluation_data WHERE stage = 'judged'").fetchone()[0] == 10
 
 
 def test_an_offset_past_the_end_is_refused_not_scored(stub, tmp_path, db):
@@ -745,3 +751,27 @@ def test_a_reader_that_closes_the_output_early_does_not_stop_the_result_being_ke
     stderr = process.stderr.read().decode()
     assert process.wait(timeout=300) == 1 and "Traceback" not in stderr, stderr  # its result unread: not a success
     assert json.loads((tmp_path / "runs/e1/eval_metrics.json").read_text())["questions"] == 6
+
+
+@pytest.mark.parametrize("log", ["closed by its reader", "closed at start"])
+def test_a_log_stream_that_is_gone_does_not_stop_the_run(stub, tmp_path, db, log):
+    """`run_eval ... 2>&1 >out | head -1` ended the run at its first log line (rich exits on a broken pipe) and lost
+    its result; `2>&-` made a finished run exit 1, and sent its error lines to standard output."""
+    server = stub(StubScript(reply_fn=scripted()))
+    env = {**os.environ, **env_for(server)}
+    if log == "closed by its reader":
+        reader, writer = os.pipe()
+        os.close(reader)
+        done = subprocess.run(
+            [sys.executable, *eval_args(db[1])], stdout=subprocess.PIPE, stderr=writer, cwd=tmp_path, env=env
+        )
+        os.close(writer)
+    else:
+        closed = ["sh", "-c", 'exec "$@" 2>&-', "sh", sys.executable]
+        done = subprocess.run([*closed, *eval_args(db[1])], stdout=subprocess.PIPE, cwd=tmp_path, env=env)
+        refused = subprocess.run([*closed, *eval_args(db[1], "../x")], stdout=subprocess.PIPE, cwd=tmp_path, env=env)
+        assert refused.returncode == 2 and refused.stdout == b""  # the error line goes nowhere, not to the output
+    assert done.returncode == 0 and b"Mean@2" in done.stdout
+    assert json.loads((tmp_path / "runs/e1/eval_metrics.json").read_text())["questions"] == 6
+    with sqlite3.connect(db[0]) as conn:  # the database did not take the closed stream's number and its log lines
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)

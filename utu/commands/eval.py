@@ -64,6 +64,8 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     refuse_unknown_flags(parser, overrides)
     if not args.compare and not args.config_name:
         parser.error("--config_name is required (or use --compare EXP_A EXP_B)")
+    if args.fresh and args.step == "judge":  # it would delete the attempts, then have none to judge
+        parser.error("--fresh starts over from the rollouts: use it with --step all or --step rollout, not judge")
     return args, overrides
 
 
