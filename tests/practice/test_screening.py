@@ -304,6 +304,22 @@ def test_the_screen_command_refuses_bad_input_in_one_line(tmp_path, content, fla
     assert "Traceback" not in out.stderr
 
 
+def test_the_screen_command_reads_no_device_and_no_endless_line(tmp_path):
+    """`--file /dev/zero` was read until the memory ran out; a FIFO without a writer waited for ever."""
+    from utu.db.dataset_io import MAX_LINE_BYTES
+
+    command = [sys.executable, "-m", "utu.commands.library", "screen", "--file"]
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for device in ("/dev/zero", str(fifo)):
+        out = subprocess.run([*command, device], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2 and f"{device}: not a regular file" in out.stderr, out.stderr
+    long = tmp_path / "long.jsonl"
+    long.write_text('{"experience": "' + "x" * MAX_LINE_BYTES + '"}\n')
+    out = subprocess.run([*command, str(long)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and f"long.jsonl:1: longer than {MAX_LINE_BYTES} bytes" in out.stderr, out.stderr
+
+
 def test_only_a_strategy_told_as_its_question_is_sent_back_to_be_restated():
     """tells_its_story: a strategy refused for details of its question around it, which a restatement can drop."""
     for told, why in (

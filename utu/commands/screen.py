@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from utu import cli
 from utu.config.flags import add_flags, given
 from utu.config.models import ScreeningConfig
+from utu.db.dataset_io import MAX_LINE_BYTES, capped_lines
 from utu.errors import ConfigError
 from utu.practice.screening import Question, Source, screen
 
@@ -52,9 +53,13 @@ def read_rows(path: Path) -> list[Row]:
         raise ConfigError(f"{path}: a directory ({hint})")
     if str(path) != "-" and not path.exists():
         raise ConfigError(f"{path}: no such file ({hint})")
+    if str(path) != "-" and not path.is_file():  # /dev/zero was read until the memory ran out, a FIFO waited
+        raise ConfigError(f"{path}: not a regular file (a device or a pipe; {hint})")
     rows = []
     with contextlib.nullcontext(sys.stdin.buffer) if str(path) == "-" else path.open("rb") as f:
-        for number, raw in enumerate(f, 1):
+        for number, raw in enumerate(capped_lines(f, MAX_LINE_BYTES), 1):
+            if raw is None:
+                raise ConfigError(f"{path}:{number}: longer than {MAX_LINE_BYTES} bytes: one row per line")
             if number == 1:
                 raw = raw.removeprefix(b"\xef\xbb\xbf")  # a byte-order mark is no part of the first row
             try:

@@ -114,7 +114,7 @@ def parse_dataset_file(
     rows: list[DatasetLine] = []
     problems: list[str] = []
     with path.open("rb") as f:
-        for number, raw in enumerate(_lines(f, max_line_bytes), start=1):
+        for number, raw in enumerate(capped_lines(f, max_line_bytes), start=1):
             if raw is None:
                 problems.append(f"{path}:{number}: longer than {max_line_bytes} bytes: one question per line")
                 continue
@@ -157,7 +157,7 @@ def parse_dataset_file(
     return dataset_name or rows[0].dataset or "", rows
 
 
-def _lines(f: BinaryIO, max_bytes: int) -> Iterator[bytes | None]:
+def capped_lines(f: BinaryIO, max_bytes: int) -> Iterator[bytes | None]:
     """The file's lines; None for a line longer than `max_bytes`, whose rest is read past in chunks."""
     while line := f.readline(max_bytes + 1):
         if len(line) > max_bytes and not line.endswith(b"\n"):
