@@ -3,6 +3,7 @@
 import argparse
 import asyncio
 import atexit
+import errno
 import gc
 import json
 import logging
@@ -109,6 +110,14 @@ def run(main: Callable[[], Coroutine[Any, Any, int | None]]) -> None:
         if not stdout_closed():
             raise  # another pipe (a socket, a tool's process): a traceback, as for any other bug
         sys.exit(CUT_SHORT_EXIT)
+    except OSError as e:
+        if e.errno != errno.ENAMETOOLONG:
+            raise
+        # a path from the command line or a config, at whichever check first looks at it: one line, not a traceback
+        named = printable(str(e.filename or ""))
+        shown = named if len(named) <= 80 else f"{named[:77]}..."
+        print(f"error: {shown}: a file name too long (each name in a path holds at most 255 bytes)", file=sys.stderr)
+        sys.exit(2)
     exit_now(code or 0)
 
 

@@ -385,3 +385,15 @@ def test_youtu_agents_llamafactory_format_and_columns(tmp_path, db_url):
         UPLOAD, "--file_path", str(both), "--dataset_name", "C", "--data_format", "llamafactory", "--db_url", db_url
     )
     assert result.returncode == 2 and "has 'answer' beside 'output': keep one of them" in result.stderr
+
+
+def test_a_file_name_too_long_is_one_line(tmp_path, db_url):
+    """A name over 255 bytes made `Path.is_dir` raise: a traceback from upload, screen, eval and export alike."""
+    long = tmp_path / ("a" * 300 + ".jsonl")
+    for command in (
+        [UPLOAD, "--file_path", str(long), "--dataset_name", "T", "--db_url", db_url],
+        ["-m", "utu.commands.library", "screen", "--file", str(long)],
+    ):
+        result = run_script(*command)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert "a file name too long (each name in a path holds at most 255 bytes)" in result.stderr
