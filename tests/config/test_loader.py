@@ -252,3 +252,15 @@ def test_a_package_line_below_another_comment_is_named_not_left_to_fail_as_missi
         load_config("eval", "my/indented", EvalConfig)
     with pytest.raises(ConfigError, match=r"eval/my/bom.yaml:1: .* behind a byte-order mark: save the file as UTF-8"):
         load_config("eval", "my/bom", EvalConfig)
+    # a comment after the header line: Hydra raised "Too many components", a traceback
+    (tmp_path / "eval/my/trailing.yaml").write_text(config.replace("_global_", "_global_ # mine", 1))
+    with pytest.raises(ConfigError, match=r"eval/my/trailing.yaml:1: a '# @key value' line holds two words, no more"):
+        load_config("eval", "my/trailing", EvalConfig)
+    # no package line at the top, and one inside a text block: not the line to point at (as a comment it would be)
+    in_text = "agent:\n  instructions: |\n    Answer.\n    # @package _global_\ndata:\n  dataset: x\n"
+    (tmp_path / "eval/my/in_text.yaml").write_text(in_text)
+    with pytest.raises(ConfigError) as refused:
+        load_config("eval", "my/in_text", EvalConfig)
+    assert "in_text.yaml:4" not in str(refused.value)
+    # with no package line its settings land under eval: said so, in one line, not as "data: Field required"
+    assert str(refused.value).count("\n") == 0 and "put '# @package _global_' on its first line" in str(refused.value)

@@ -155,24 +155,39 @@ def check_package_line(path: Path) -> None:
     and not behind a byte-order mark. A default's does not matter where the defaults list names its package
     (`@agent`): practice's exported agents start with a comment."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return  # said by the composition, which reads it too
+    lines = text.splitlines()
     header = []  # Hydra's header: the first lines that are blank or `# @key value`
-    for line in lines:
+    for number, line in enumerate(lines, 1):
         if line.strip() and not re.match(r"\s*#\s*@", line):
             break
         header.append(line)
+        words = line.strip().lstrip("#").split(" ")  # as Hydra splits it: on spaces only
+        if line.strip() and len([w for w in words if w]) != 2:  # Hydra raised a ValueError: a traceback
+            raise ConfigError(f"{path}:{number}: a '# @key value' line holds two words, no more: {line.strip()!r}")
     if any(_PACKAGE_LINE.match(line) for line in header):
         return
     for number, line in enumerate(lines, 1):
-        if _PACKAGE_LINE.match(line.removeprefix("\ufeff")):
+        if _PACKAGE_LINE.match(line.removeprefix("\ufeff")) and not _inside_a_string(text, number):
             where = (
                 "behind a byte-order mark: save the file as UTF-8 without one"
                 if line.startswith("\ufeff")
                 else "only at the top of a file, before any other line or comment: move it to the first line"
             )
             raise ConfigError(f"{path}:{number}: Hydra reads '# @package' {where}")
+
+
+def _inside_a_string(text: str, number: int) -> bool:
+    """Whether line `number` of a YAML text is part of a string value (an agent's instructions), not a comment."""
+    try:
+        scalars = [t for t in yaml.scan(text) if isinstance(t, yaml.ScalarToken)]
+    except yaml.YAMLError:
+        return False  # the composition says what is wrong with it
+    line = text.splitlines()[number - 1].strip()
+    # (a block's span runs on over the comments after it: its value says whether the line is in it)
+    return any(t.start_mark.line < number - 1 <= t.end_mark.line and line in t.value for t in scalars)
 
 
 def _yaml_files() -> list[Path]:
@@ -198,6 +213,11 @@ def _add_or_set(override: str) -> str:
 def load_config(group: str, name: str, model: type[M], overrides: list[str] | None = None) -> M:
     """Compose and validate a config; raise `ConfigError` with one line per bad field."""
     composed = compose_config(group, name, overrides)
+    if isinstance(composed.data.get(group), dict) and group not in model.model_fields:
+        raise ConfigError(
+            f"{find_config(group, name)}: its settings are under '{group}', where Hydra puts those of a config in a "
+            "folder of that name: put '# @package _global_' on its first line"
+        )
     return validate(composed.data, model, composed.files, composed.source)
 
 
