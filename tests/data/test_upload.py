@@ -15,6 +15,8 @@ UPLOAD = str(ROOT / "scripts/data/upload_dataset.py")
 
 BAD_LINES = {
     "not json": ("{oops", "not valid JSON"),
+    "a key twice": ('{"question": "q", "answer": "1", "answer": "2"}', "key 'answer' appears twice in one object"),
+    "a meta key twice": ('{"question": "q", "meta": {"a": 1, "a": 2}}', "key 'a' appears twice in one object"),
     "an invisible character": ('\u200b{"question": "q"}', "column 1, an invisible U+200B there: remove it"),
     "a no-break space": ('{"question":\u00a0"q"}', "column 13, an invisible U+00A0 there: remove it"),
     "not an object": ("[1, 2]", "expected a JSON object, got list"),

@@ -293,6 +293,7 @@ def test_the_screen_command_reports_each_row_and_explains_refusals(tmp_path):
         ('{"anwser": "7", "experience": "fine text here"}\n', [], "rows.jsonl:1: anwser: Extra inputs"),
         (b'{"experience": "fine text \xff"}\n', [], "rows.jsonl:1: not UTF-8 text (byte 0xff)"),
         ("\n\n", [], "rows.jsonl: no rows"),
+        ('{"experience": "x", "experience": "When dividing, convert first."}\n', [], "rows.jsonl:1: key 'experience'"),
     ],
 )
 def test_the_screen_command_refuses_bad_input_in_one_line(tmp_path, content, flags, message):

@@ -8,6 +8,7 @@ are flags of the same name (--max_particulars 2, --require_directive false).
 
 import argparse
 import contextlib
+import json
 import sys
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from utu import cli
 from utu.config.flags import add_flags, given
 from utu.config.models import ScreeningConfig
-from utu.db.dataset_io import MAX_LINE_BYTES, capped_lines
+from utu.db.dataset_io import MAX_LINE_BYTES, DuplicateKey, capped_lines, one_value_per_key
 from utu.errors import ConfigError
 from utu.practice.screening import Question, Source, screen
 
@@ -74,6 +75,11 @@ def read_rows(path: Path) -> list[Row]:
 
 
 def _row(line: str, where: str) -> Row:
+    with contextlib.suppress(json.JSONDecodeError):  # (said below, as pydantic reads it)
+        try:
+            json.loads(line, object_pairs_hook=one_value_per_key)
+        except DuplicateKey as e:
+            raise ConfigError(f"{where}: {e}") from None
     try:
         return Row.model_validate_json(line)
     except ValidationError as e:

@@ -234,7 +234,7 @@ def _plain(value: Any) -> Any:
 
 def _parse_line(text: str, data_format: str = "default") -> DatasetLine:
     try:
-        obj = json.loads(text, parse_constant=_not_json, parse_float=_Written)
+        obj = json.loads(text, parse_constant=_not_json, parse_float=_Written, object_pairs_hook=one_value_per_key)
     except json.JSONDecodeError as e:
         raise ValueError(f"not valid JSON ({e.msg} at column {e.colno}{_invisible_at(text, e.pos)})") from None
     if not isinstance(obj, dict):
@@ -253,6 +253,20 @@ def _parse_line(text: str, data_format: str = "default") -> DatasetLine:
     if depth > MAX_META_DEPTH:  # deeper values broke the SQL insert's JSON encoder with a RecursionError
         raise ValueError(f"field 'meta' (or a key beside the known ones) nests {depth} levels, over {MAX_META_DEPTH}")
     return validated_line(_plain(obj))
+
+
+class DuplicateKey(ValueError):
+    pass
+
+
+def one_value_per_key(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict (json.loads' object_pairs_hook), refused where a key appears twice: json keeps the
+    last value unsaid, and an answer or a meta field was silently replaced."""
+    obj = dict(pairs)
+    if len(obj) < len(pairs):
+        twice = next(key for i, (key, _) in enumerate(pairs) if any(key == k for k, _ in pairs[:i]))
+        raise DuplicateKey(f"key {twice!r} appears twice in one object: keep one")
+    return obj
 
 
 def _invisible_at(text: str, position: int) -> str:
