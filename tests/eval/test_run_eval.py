@@ -775,3 +775,25 @@ def test_a_log_stream_that_is_gone_does_not_stop_the_run(stub, tmp_path, db, log
     assert json.loads((tmp_path / "runs/e1/eval_metrics.json").read_text())["questions"] == 6
     with sqlite3.connect(db[0]) as conn:  # the database did not take the closed stream's number and its log lines
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_the_config_s_own_data_set_written_as_a_reference_keeps_its_slice(monkeypatch, caplog, tmp_path):
+    """`dataset: ${oc.env:MY_DATA,Portions}` then `--dataset Portions` names the config's own set: its slice stays."""
+    from utu.commands import eval as eval_command
+
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval/mine.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - local/portions\n  - _self_\ndata:\n  dataset: ${oc.env:MY_DATA,Portions}\n"
+    )
+    monkeypatch.setenv("UTU_CONFIG_DIR", str(tmp_path))
+    monkeypatch.delenv("MY_DATA", raising=False)
+    monkeypatch.setattr(sys, "argv", ["run_eval.py", "--config_name", "mine", "--dataset", "Portions"])
+    config = eval_command.build_config(*eval_command.parse_args())
+    assert (config.data.dataset, config.data.limit, config.data.offset) == ("Portions", 12, 200)
+    assert "not applied" not in caplog.text
+    (tmp_path / "eval/unset.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - local/portions\n  - _self_\ndata:\n  dataset: ${oc.env:MY_DATA}\n"
+    )
+    monkeypatch.setattr(sys, "argv", ["run_eval.py", "--config_name", "unset", "data.dataset=Custom"])
+    config = eval_command.build_config(*eval_command.parse_args())  # the unset variable is not needed: replaced
+    assert (config.data.dataset, config.data.limit, config.data.offset) == ("Custom", None, 0)

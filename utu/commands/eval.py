@@ -100,7 +100,10 @@ def dropped_slice(name: str, config: EvalConfig, flags: dict, overrides: list[st
     typed = set(given_on_the_command_line(overrides)) | {f"data.{key}" for key in flags}
     if "data.dataset" not in typed:
         return {}, None
-    written = (compose_dict("eval", name, resolve=False)[0].get("data") or {}).get("dataset")
+    try:  # the config's own data set, resolved (`${oc.env:MY_DATA,Four}` is Four here too)
+        written = (compose_dict("eval", name)[0].get("data") or {}).get("dataset")
+    except ConfigError:  # a reference that resolves only with the override in place (`${oc.env:MY_DATA}`, unset)
+        written = (compose_dict("eval", name, resolve=False)[0].get("data") or {}).get("dataset")
     if flags.get("dataset", config.data.dataset) == written:
         return {}, written
     slice_ = {key: getattr(config.data, key) for key in ("limit", "offset") if f"data.{key}" not in typed}
