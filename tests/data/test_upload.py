@@ -15,6 +15,7 @@ UPLOAD = str(ROOT / "scripts/data/upload_dataset.py")
 
 BAD_LINES = {
     "not json": ("{oops", "not valid JSON"),
+    "a comma after it": ('{"question": "q", "answer": "1"},', "a comma after the object: remove it"),
     "a key twice": ('{"question": "q", "answer": "1", "answer": "2"}', "key 'answer' appears twice in one object"),
     "a meta key twice": ('{"question": "q", "meta": {"a": 1, "a": 2}}', "key 'a' appears twice in one object"),
     "an invisible character": ('\u200b{"question": "q"}', "column 1, an invisible U+200B there: remove it"),
@@ -122,6 +123,8 @@ def test_a_good_file_gives_exactly_its_rows(tmp_path, db_url):
         ('{"question": "q"}\n'.encode("utf-16-be"), "text without a byte-order mark: save it as UTF-8"),
         (b'[\n  {"question": "q", "answer": "1"},\n  {"question": "r", "answer": "2"}\n]\n', "a JSON array, not JSON"),
         (b"question,answer\n1+1?,2\n2+2?,4\n", "looks like CSV or TSV, not JSON Lines"),
+        (b'\n\n[\n  {"question": "q", "answer": "1"}\n]\n', "a JSON array, not JSON"),  # below blank lines
+        (b'{\n  "question": "q",\n  "answer": "1"\n}\n', "JSON objects written over several lines: write each on"),
         # copied from a web page: what the JSON error calls invisible is passed over here too
         ('\u00a0\u200b [{"question": "q"},\n{"question": "r"}]\n'.encode(), "a JSON array, not JSON"),
     ],

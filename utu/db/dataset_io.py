@@ -189,13 +189,19 @@ def _check_kind(path: Path) -> None:
 
 
 def _whole_file_problem(path: Path, any_read: bool) -> list[str]:
-    """One line if the file is a JSON array (its first line opens it), or CSV (no line of it reads), which JSON
-    Lines is not."""
+    """One line if the file is a JSON array (its first line opens it), objects written over several lines, or CSV
+    (no line of it reads), which JSON Lines is not."""
+    first = ""
     with path.open("rb") as f:
-        first = f.readline(4096).decode("utf-8-sig", errors="replace")
-    first = "".join(itertools.dropwhile(lambda c: c.isspace() or _invisible(c), first)).strip()
+        for raw in itertools.islice(iter(lambda: f.readline(4096), b""), 100):  # the first line that is not blank
+            text = raw.decode("utf-8-sig", errors="replace")
+            first = "".join(itertools.dropwhile(lambda c: c.isspace() or _invisible(c), text)).strip()
+            if first:
+                break
     if first.startswith("["):
         return [f"{path}: a JSON array, not JSON Lines: write one JSON object per line (no [ ] around them)"]
+    if first == "{":
+        return [f"{path}: JSON objects written over several lines: write each on one line (`jq -c . {path.name}`)"]
     if not any_read and not first.startswith("{") and ("," in first or "\t" in first):
         example = '{"question": "...", "answer": "..."}'
         return [f"{path}: looks like CSV or TSV, not JSON Lines: write one JSON object per line, e.g. {example}"]
@@ -236,6 +242,8 @@ def _parse_line(text: str, data_format: str = "default") -> DatasetLine:
     try:
         obj = json.loads(text, parse_constant=_not_json, parse_float=_Written, object_pairs_hook=one_value_per_key)
     except json.JSONDecodeError as e:
+        if e.msg == "Extra data" and text[e.pos :].strip() == ",":  # copied out of an array
+            raise ValueError("a comma after the object: remove it (JSON Lines puts nothing between lines)") from None
         raise ValueError(f"not valid JSON ({e.msg} at column {e.colno}{_invisible_at(text, e.pos)})") from None
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
