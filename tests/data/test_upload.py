@@ -15,6 +15,11 @@ UPLOAD = str(ROOT / "scripts/data/upload_dataset.py")
 
 BAD_LINES = {
     "not json": ("{oops", "not valid JSON"),
+    "a key with an invisible character": (
+        '{"question": "q", "answer\u200b": "1"}',
+        "is 'answer' with an invisible U+200B",
+    ),
+    "a key with a space": ('{"question ": "q"}', "key 'question ' is 'question' with a space at its end or start"),
     "a comma after it": ('{"question": "q", "answer": "1"},', "a comma after the object: remove it"),
     "a key twice": ('{"question": "q", "answer": "1", "answer": "2"}', "key 'answer' appears twice in one object"),
     "a meta key twice": ('{"question": "q", "meta": {"a": 1, "a": 2}}', "key 'a' appears twice in one object"),
@@ -119,6 +124,7 @@ def test_a_good_file_gives_exactly_its_rows(tmp_path, db_url):
     [
         (__import__("gzip").compress(b'{"question": "q"}\n'), "gzip-compressed: decompress it first"),
         ('{"question": "q"}\n'.encode("utf-16"), "UTF-16 text: save it as UTF-8"),
+        ('{"question": "q"}\n'.encode("utf-32"), "UTF-32 text: save it as UTF-8"),
         ('{"question": "q"}\n'.encode("utf-16-le"), "text without a byte-order mark: save it as UTF-8"),
         ('{"question": "q"}\n'.encode("utf-16-be"), "text without a byte-order mark: save it as UTF-8"),
         (b'[\n  {"question": "q", "answer": "1"},\n  {"question": "r", "answer": "2"}\n]\n', "a JSON array, not JSON"),
@@ -390,6 +396,15 @@ def test_youtu_agents_llamafactory_format_and_columns(tmp_path, db_url):
         UPLOAD, "--file_path", str(both), "--dataset_name", "C", "--data_format", "llamafactory", "--db_url", db_url
     )
     assert result.returncode == 2 and "has 'answer' beside 'output': keep one of them" in result.stderr
+    for line, field in (('"input": 5, "output": "o"', "input"), ('"input": ["a"], "output": "o"', "input")) + (
+        ('"output": {"a": 1}', "output"),
+        ('"output": true', "output"),
+    ):  # a number or a list as input was dropped unsaid; an output's error named 'answer', not the user's field
+        odd = write(tmp_path / "odd.jsonl", [f'{{"instruction": "i", {line}}}'])
+        result = run_script(
+            UPLOAD, "--file_path", str(odd), "--dataset_name", "D", "--data_format", "llamafactory", "--db_url", db_url
+        )
+        assert result.returncode == 2 and f"llamafactory: field '{field}' must be text" in result.stderr, line
 
 
 def test_a_file_name_too_long_is_one_line(tmp_path, db_url):

@@ -172,6 +172,8 @@ def capped_lines(f: BinaryIO, max_bytes: int) -> Iterator[bytes | None]:
 _NOT_TEXT = {
     b"\x1f\x8b": "gzip-compressed: decompress it first (gunzip)",
     b"PK\x03\x04": "a zip archive: unpack it first",
+    b"\xff\xfe\x00\x00": "UTF-32 text: save it as UTF-8",  # (before UTF-16's mark, which begins it)
+    b"\x00\x00\xfe\xff": "UTF-32 text: save it as UTF-8",
     b"\xff\xfe": "UTF-16 text: save it as UTF-8",
     b"\xfe\xff": "UTF-16 text: save it as UTF-8",
 }
@@ -247,6 +249,7 @@ def _parse_line(text: str, data_format: str = "default") -> DatasetLine:
         raise ValueError(f"not valid JSON ({e.msg} at column {e.colno}{_invisible_at(text, e.pos)})") from None
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    _check_key_spelling(obj)
     if data_format == "llamafactory":
         obj = _from_alpaca(obj)
     if isinstance(obj.get("answer"), _Written):
@@ -265,6 +268,17 @@ def _parse_line(text: str, data_format: str = "default") -> DatasetLine:
 
 class DuplicateKey(ValueError):
     pass
+
+
+def _check_key_spelling(obj: dict[str, Any]) -> None:
+    """Refuse a known key with a space or an invisible character in it ("answer\u200b", "answer "): it went to meta,
+    and the row had no answer."""
+    for key in obj:
+        bare = "".join(c for c in key if not _invisible(c)).strip()
+        if bare != key and bare in KNOWN_KEYS | {"instruction", "input", "output"}:
+            odd = next((c for c in key if _invisible(c)), None)
+            what = f"an invisible U+{ord(odd):04X}" if odd else "a space at its end or start"
+            raise ValueError(f"key {key!r} is {bare!r} with {what}: remove it")
 
 
 def one_value_per_key(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -346,6 +360,11 @@ def _from_alpaca(obj: dict[str, Any]) -> dict[str, Any]:
     for taken, by in (("question", "instruction"), ("answer", "output")):
         if taken in obj:  # it would be replaced unsaid
             raise ValueError(f"--data_format llamafactory: the line has {taken!r} beside {by!r}: keep one of them")
+    kinds = {"input": (str, type(None)), "output": (str, int, float, type(None))}  # (a bool is an int: below)
+    for field, kind in kinds.items():  # named as the line names them (a list input was dropped unsaid)
+        if not isinstance(obj.get(field), kind) or isinstance(obj.get(field), bool):
+            allowed = "text" if field == "input" else "text or a number"
+            raise ValueError(f"--data_format llamafactory: field {field!r} must be {allowed}")
     parts = [obj.pop("instruction"), obj.pop("input", None) or ""]
     question = "\n\n".join(p for p in parts if isinstance(p, str) and p.strip())
     answer = obj.pop("output")  # before the rest goes to meta: the answer is not kept twice
