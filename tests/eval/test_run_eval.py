@@ -345,6 +345,8 @@ def test_step_rollout_then_judge(stub, tmp_path, db):
     assert run_script(*eval_args(db[1]), "--step", "judge", env=env_for(server), cwd=tmp_path).returncode == 0
     assert {r[2] for r in rows(db[0], "e1")} == {"judged"} and server.request_count == 24
     assert run_script(*eval_args(db[1]), env=env_for(server), cwd=tmp_path).returncode == 0  # a rerun: nothing to do
+    again = run_script(*eval_args(db[1]), "--step", "rollout", env=env_for(server), cwd=tmp_path)
+    assert "12 of 12 attempts rolled out; all judged already" in again.stdout, again.stdout
     with sqlite3.connect(db[0]) as conn:
         assert conn.execute("SELECT count(*) FROM eval_results WHERE exp_id = 'e1'").fetchone() == (1,)
     split = json.loads((tmp_path / "runs/e1/eval_metrics.json").read_text())

@@ -176,8 +176,9 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
         remedy = ROLL_OUT_AGAIN if args.step == "judge" else RERUN  # a judge step retries no rollout
         check_attempts(rows, config.max_failed_share, config.exp_id, args.step != "rollout", remedy)
         if args.step == "rollout":  # nothing judged yet: no metrics to show or keep
-            rolled = sum(r.stage in ("rollout", "judged") for r in rows)
-            console.print(f"{config.exp_id}: {rolled} of {len(rows)} attempts rolled out; judge them with --step judge")
+            rolled, judged = sum(r.stage in ("rollout", "judged") for r in rows), sum(r.stage == "judged" for r in rows)
+            next_step = "judge them with --step judge" if judged < rolled else "all judged already"
+            console.print(f"{config.exp_id}: {rolled} of {len(rows)} attempts rolled out; {next_step}")
             return 0
         metrics = compute_metrics((ScoredAttempt.from_row(r) for r in rows), config.pass_k)
         metrics = metrics.model_copy(
