@@ -102,6 +102,11 @@ def test_one_line_per_bad_field_naming_where_it_was_given(tmp_path, monkeypatch)
         (["foo.bar=1"], "command line (foo.bar=1): foo: Extra inputs are not permitted"),
         (["pass_k"], "command line (pass_k): cannot parse it"),  # no "=": not an override
         (["data.dataset=a b"], "command line (data.dataset=a b): data.dataset: not a plain name"),
+        # overrides Hydra cannot apply: the command line's, not the config file's
+        (["~nonexistent"], "command line (~nonexistent): Could not delete from config. 'nonexistent' does not"),
+        (["pass_k=3", "~data.limit=41"], "command line (~data.limit=41): Could not delete from config. The value"),
+        (["+pass_k=3"], "command line (+pass_k=3): Could not append to config."),
+        (["data@foo=bar"], "command line (data@foo=bar): Override data@foo=bar looks like a config group override"),
     ],
 )
 def test_a_bad_value_given_on_the_command_line_names_the_override_as_typed(overrides, line):

@@ -127,7 +127,11 @@ def _compose(group: str, name: str, overrides: list[str] | None) -> tuple[DictCo
         hint = _practice_that_exports(missing.group(1)) if missing else None
         if hint:
             raise ConfigError(f"{primary}: its agent {hint}") from e
-        raise ConfigError(f"{primary}: {_one_line(e)}") from e
+        message = _one_line(e)
+        if overrides and _OVERRIDE_FAILED.match(message):  # the command line's doing, not the file's
+            typed = [o for o in overrides if o in message or f"'{_override_key(o)}'" in message]
+            raise ConfigError(f"command line ({typed[0] if typed else ' '.join(overrides)}): {message}") from e
+        raise ConfigError(f"{primary}: {message}") from e
     except UnicodeDecodeError as e:  # Hydra reads the primary config or one of its defaults: say which
         bad = [p for p in [primary, *_yaml_files()] if not _is_utf8(p)]
         path = next((p for p in bad if e.object in p.read_bytes()), bad[0] if bad else primary)
@@ -147,6 +151,13 @@ def _compose(group: str, name: str, overrides: list[str] | None) -> tuple[DictCo
 
 
 _PACKAGE_LINE = re.compile(r"\s*#\s*@package\b")
+# How Hydra says an override could not be applied (to a key or a config group)
+_OVERRIDE_FAILED = re.compile(r"Could not (?:override|delete from config|append to config)|Override \S+ looks like")
+
+
+def _override_key(typed: str) -> str:
+    """`~data.limit=41` -> data.limit: the key an override names, as Hydra quotes it."""
+    return typed.split("=", 1)[0].lstrip("~+")
 
 
 def check_package_line(path: Path) -> None:
