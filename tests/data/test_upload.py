@@ -20,6 +20,7 @@ BAD_LINES = {
         "is 'answer' with an invisible U+200B",
     ),
     "a key with a space": ('{"question ": "q"}', "key 'question ' is 'question' with a space at its end or start"),
+    "a huge whole number": ('{"question": "q", "answer": ' + "9" * 5000 + "}", "a number of 5000 digits: write it as"),
     "a comma after it": ('{"question": "q", "answer": "1"},', "a comma after the object: remove it"),
     "a key twice": ('{"question": "q", "answer": "1", "answer": "2"}', "key 'answer' appears twice in one object"),
     "a meta key twice": ('{"question": "q", "meta": {"a": 1, "a": 2}}', "key 'a' appears twice in one object"),

@@ -12,6 +12,7 @@ import itertools
 import json
 import logging
 import math
+import sys
 import unicodedata
 from collections.abc import Iterator
 from decimal import Decimal
@@ -242,7 +243,9 @@ def _plain(value: Any) -> Any:
 
 def _parse_line(text: str, data_format: str = "default") -> DatasetLine:
     try:
-        obj = json.loads(text, parse_constant=_not_json, parse_float=_Written, object_pairs_hook=one_value_per_key)
+        obj = json.loads(
+            text, parse_constant=_not_json, parse_float=_Written, parse_int=_whole, object_pairs_hook=one_value_per_key
+        )
     except json.JSONDecodeError as e:
         if e.msg == "Extra data" and text[e.pos :].strip() == ",":  # copied out of an array
             raise ValueError("a comma after the object: remove it (JSON Lines puts nothing between lines)") from None
@@ -340,6 +343,14 @@ def _named_otherwise(extra: object, names: tuple[str, ...], field: str) -> str:
 def _not_json(constant: str) -> NoReturn:
     """NaN and Infinity, which Python's reader takes and JSON has not: an answer "nan" is no answer."""
     raise ValueError(f"{constant} is not a JSON value: write a number, or the text in quotes")
+
+
+def _whole(text: str) -> int:
+    """A JSON integer; one longer than Python reads (4300 digits) is refused as such, not with its advice to call
+    sys.set_int_max_str_digits."""
+    if len(text.lstrip("-")) > sys.get_int_max_str_digits() > 0:
+        raise ValueError(f"a number of {len(text.lstrip('-'))} digits: write it as text, in quotes")
+    return int(text)
 
 
 def _depth(value: Any) -> int:
