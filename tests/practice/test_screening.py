@@ -306,15 +306,23 @@ def test_the_screen_command_refuses_bad_input_in_one_line(tmp_path, content, fla
 
 
 def test_the_screen_command_reads_no_device_and_no_endless_line(tmp_path):
-    """`--file /dev/zero` was read until the memory ran out; a FIFO without a writer waited for ever."""
+    """`--file /dev/zero` was read until the memory ran out; a pipe (`--file <(...)`) is read as a file."""
     from utu.db.dataset_io import MAX_LINE_BYTES
 
     command = [sys.executable, "-m", "utu.commands.library", "screen", "--file"]
-    fifo = tmp_path / "fifo"
-    os.mkfifo(fifo)
-    for device in ("/dev/zero", str(fifo)):
-        out = subprocess.run([*command, device], capture_output=True, text=True, timeout=60)
-        assert out.returncode == 2 and f"{device}: not a regular file" in out.stderr, out.stderr
+    out = subprocess.run([*command, "/dev/zero"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "/dev/zero: a device, not a file" in out.stderr, out.stderr
+    piped = subprocess.run(
+        ["bash", "-c", '"$0" "$@" <(echo \'{"experience": "When dividing, convert first."}\')', *command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert piped.returncode == 0 and "0 of 1 refused" in piped.stderr, piped.stderr
+    for odd in ("9" * 5000, "[" * 3000 + "]" * 3000):  # what json cannot read is pydantic's to say, in one line
+        (tmp_path / "odd.jsonl").write_text(f'{{"experience": "e", "answer": {odd}}}\n')
+        out = subprocess.run([*command, str(tmp_path / "odd.jsonl")], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2 and "odd.jsonl:1:" in out.stderr and "Traceback" not in out.stderr, out.stderr
     long = tmp_path / "long.jsonl"
     long.write_text('{"experience": "' + "x" * MAX_LINE_BYTES + '"}\n')
     out = subprocess.run([*command, str(long)], capture_output=True, text=True, timeout=60)

@@ -9,6 +9,7 @@ are flags of the same name (--max_particulars 2, --require_directive false).
 import argparse
 import contextlib
 import json
+import stat
 import sys
 from pathlib import Path
 
@@ -54,8 +55,8 @@ def read_rows(path: Path) -> list[Row]:
         raise ConfigError(f"{path}: a directory ({hint})")
     if str(path) != "-" and not path.exists():
         raise ConfigError(f"{path}: no such file ({hint})")
-    if str(path) != "-" and not path.is_file():  # /dev/zero was read until the memory ran out, a FIFO waited
-        raise ConfigError(f"{path}: not a regular file (a device or a pipe; {hint})")
+    if str(path) != "-" and (stat.S_ISCHR(path.stat().st_mode) or stat.S_ISBLK(path.stat().st_mode)):
+        raise ConfigError(f"{path}: a device, not a file ({hint})")  # /dev/zero was read until the memory ran out
     rows = []
     with contextlib.nullcontext(sys.stdin.buffer) if str(path) == "-" else path.open("rb") as f:
         for number, raw in enumerate(capped_lines(f, MAX_LINE_BYTES), 1):
@@ -75,11 +76,12 @@ def read_rows(path: Path) -> list[Row]:
 
 
 def _row(line: str, where: str) -> Row:
-    with contextlib.suppress(json.JSONDecodeError):  # (said below, as pydantic reads it)
-        try:
-            json.loads(line, object_pairs_hook=one_value_per_key)
-        except DuplicateKey as e:
-            raise ConfigError(f"{where}: {e}") from None
+    try:  # only to refuse a key given twice: pydantic reads the line, and says what else is wrong with it
+        json.loads(line, object_pairs_hook=one_value_per_key)
+    except DuplicateKey as e:
+        raise ConfigError(f"{where}: {e}") from None
+    except (ValueError, RecursionError):
+        pass
     try:
         return Row.model_validate_json(line)
     except ValidationError as e:

@@ -10,11 +10,11 @@ import statistics
 from collections.abc import Sequence
 from typing import Literal
 
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from sqlalchemy import delete, select
 
 from utu.agents.agent import Agent
-from utu.cli import log_console
 from utu.config.models import EvalConfig, check_run_size
 from utu.db.attempts import AttemptWriter
 from utu.db.dataset_io import select_questions
@@ -159,7 +159,7 @@ class EvalRunner:
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            console=log_console(),
+            console=Console(stderr=True),
             disable=not self.show_progress,
         )
 

@@ -142,6 +142,8 @@ def gguf_path(name: str) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     with _lock(target.with_suffix(".lock")):
         if not _is_complete(target, model):  # another process may have joined it while we waited
+            for stale in target.parent.glob(f"{target.name}.*.partial"):  # a join killed before (491 MB each)
+                stale.unlink(missing_ok=True)
             _join(model, sources, target)
     return target
 
