@@ -136,7 +136,10 @@ def run(main: Callable[[], Coroutine[Any, Any, int | None]]) -> None:
         # a path from the command line or a config, at whichever check first looks at it: one line, not a traceback
         named = printable(str(e.filename or ""))
         shown = named if len(named) <= 80 else f"{named[:77]}..."
-        print(f"error: {shown}: a file name too long (each name in a path holds at most 255 bytes)", file=sys.stderr)
+        print(
+            f"error: {shown}: a file name too long (a name in a path holds at most 255 bytes, a path 4096)",
+            file=sys.stderr,
+        )
         sys.exit(2)
     exit_now(code or 0)
 

@@ -17,6 +17,8 @@ import zlib
 from contextlib import closing
 from pathlib import Path
 
+from utu.names import replacing
+
 DB_MEMBER, INDEX_MEMBER, GEPA_PREFIX = "learning_suite.db", "parked.json", "gepa/"
 SQLITE_HEADER = b"SQLite format 3\x00"
 MAX_BYTES = 512 * 1024 * 1024  # unpacked; a parked run is well under a MiB
@@ -61,24 +63,19 @@ def park(db_path: Path, runs: dict[str, Path], archive: Path) -> list[str]:
     if not db_path.is_file():
         raise FileNotFoundError(f"{db_path}: no suite database here, so nothing to park")
     archive.parent.mkdir(parents=True, exist_ok=True)
-    partial = archive.with_name(archive.name + ".partial")
-    try:
-        with tempfile.TemporaryDirectory() as scratch:
-            copy = Path(scratch) / DB_MEMBER
-            read_only = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)  # never creates a database
-            with closing(read_only) as source, closing(sqlite3.connect(copy)) as target:
-                source.backup(target)
-                with_rows = _keep_only(target, set(runs))
-            with_folder = {name for name, folder in runs.items() if folder.is_dir()}
-            carried = sorted(with_rows | with_folder)
-            with tarfile.open(partial, "w:gz") as tar:
-                tar.add(copy, arcname=DB_MEMBER)
-                for name in sorted(with_folder):
-                    tar.add(runs[name], arcname=GEPA_PREFIX + runs[name].name)
-                _add_bytes(tar, INDEX_MEMBER, json.dumps({"version": 1, "runs": carried}).encode())
-        partial.replace(archive)
-    finally:
-        partial.unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory() as scratch, replacing(archive, binary=True) as out:
+        copy = Path(scratch) / DB_MEMBER
+        read_only = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)  # never creates a database
+        with closing(read_only) as source, closing(sqlite3.connect(copy)) as target:
+            source.backup(target)
+            with_rows = _keep_only(target, set(runs))
+        with_folder = {name for name, folder in runs.items() if folder.is_dir()}
+        carried = sorted(with_rows | with_folder)
+        with tarfile.open(fileobj=out, mode="w:gz") as tar:
+            tar.add(copy, arcname=DB_MEMBER)
+            for name in sorted(with_folder):
+                tar.add(runs[name], arcname=GEPA_PREFIX + runs[name].name)
+            _add_bytes(tar, INDEX_MEMBER, json.dumps({"version": 1, "runs": carried}).encode())
     return carried
 
 
@@ -115,10 +112,8 @@ def unpark(archive: Path, db_path: Path, gepa_root: Path) -> list[str]:
             gepa_root.mkdir(parents=True, exist_ok=True)
             tar.extractall(gepa_root, members=folders, filter="data")
             db_path.parent.mkdir(parents=True, exist_ok=True)
-            partial = db_path.with_name(db_path.name + ".partial")
-            with tar.extractfile(DB_MEMBER) as packed, partial.open("wb") as out:
+            with tar.extractfile(DB_MEMBER) as packed, replacing(db_path, binary=True) as out:
                 shutil.copyfileobj(packed, out)
-            partial.replace(db_path)
     except ParkedFileError as refused:
         raise ParkedFileError(f"{archive}: {refused}") from None
     except (tarfile.TarError, gzip.BadGzipFile, zlib.error, EOFError, KeyError, TypeError, ValueError) as broken:

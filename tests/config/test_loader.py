@@ -107,6 +107,9 @@ def test_one_line_per_bad_field_naming_where_it_was_given(tmp_path, monkeypatch)
         (["pass_k=3", "~data.limit=41"], "command line (~data.limit=41): Could not delete from config. The value"),
         (["+pass_k=3"], "command line (+pass_k=3): Could not append to config."),
         (["data@foo=bar"], "command line (data@foo=bar): Override data@foo=bar looks like a config group override"),
+        (["data.limit=5", "+data.limit=3"], "command line (+data.limit=3): Could not append to config."),
+        (["agents/practice@agent=nosuch"], "command line (agents/practice@agent=nosuch): In 'eval/local/mawps'"),
+        (["eval.limit=3"], "command line (eval.limit=3): eval: Extra inputs"),  # not "put # @package on line 1"
     ],
 )
 def test_a_bad_value_given_on_the_command_line_names_the_override_as_typed(overrides, line):
@@ -259,8 +262,16 @@ def test_a_package_line_below_another_comment_is_named_not_left_to_fail_as_missi
         load_config("eval", "my/bom", EvalConfig)
     # a comment after the header line: Hydra raised "Too many components", a traceback
     (tmp_path / "eval/my/trailing.yaml").write_text(config.replace("_global_", "_global_ # mine", 1))
-    with pytest.raises(ConfigError, match=r"eval/my/trailing.yaml:1: a '# @key value' line holds two words, no more"):
+    with pytest.raises(ConfigError, match=r"eval/my/trailing.yaml:1: a '# @key value' line holds exactly two words"):
         load_config("eval", "my/trailing", EvalConfig)
+    # the same in a default the config names (an agent): its file and line, not Hydra's ValueError traceback
+    (tmp_path / "agents/practice").mkdir(parents=True)
+    (tmp_path / "agents/practice/mine.yaml").write_text("# @package _global_ # my agent\nname: a\ninstructions: b\n")
+    (tmp_path / "eval/my/with_agent.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - /agents/practice/mine@agent\n  - _self_\ndata:\n  dataset: x\n"
+    )
+    with pytest.raises(ConfigError, match=r"agents/practice/mine.yaml:1: a '# @key value' line holds exactly two"):
+        load_config("eval", "my/with_agent", EvalConfig)
     # no package line at the top, and one inside a text block: not the line to point at (as a comment it would be)
     in_text = "agent:\n  instructions: |\n    Answer.\n    # @package _global_\ndata:\n  dataset: x\n"
     (tmp_path / "eval/my/in_text.yaml").write_text(in_text)

@@ -19,7 +19,7 @@ BAD_LINES = {
         '{"question": "q", "answer\u200b": "1"}',
         "is 'answer' with an invisible U+200B",
     ),
-    "a key with a space": ('{"question ": "q"}', "key 'question ' is 'question' with a space at its end or start"),
+    "a key with a space": ('{"question ": "q"}', "key 'question ' is 'question' with white space at its end or start"),
     "a huge whole number": ('{"question": "q", "answer": ' + "9" * 5000 + "}", "a number of 5000 digits: write it as"),
     "a comma after it": ('{"question": "q", "answer": "1"},', "a comma after the object: remove it"),
     "a key twice": ('{"question": "q", "answer": "1", "answer": "2"}', "key 'answer' appears twice in one object"),
@@ -417,4 +417,4 @@ def test_a_file_name_too_long_is_one_line(tmp_path, db_url):
     ):
         result = run_script(*command)
         assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-        assert "a file name too long (each name in a path holds at most 255 bytes)" in result.stderr
+        assert "a file name too long (a name in a path holds at most 255 bytes, a path 4096)" in result.stderr

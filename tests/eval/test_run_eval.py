@@ -799,3 +799,11 @@ def test_the_config_s_own_data_set_written_as_a_reference_keeps_its_slice(monkey
     monkeypatch.setattr(sys, "argv", ["run_eval.py", "--config_name", "unset", "data.dataset=Custom"])
     config = eval_command.build_config(*eval_command.parse_args())  # the unset variable is not needed: replaced
     assert (config.data.dataset, config.data.limit, config.data.offset) == ("Custom", None, 0)
+    # another reference that needs the command line (an exp_id from a variable, given as an override instead)
+    (tmp_path / "eval/other.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - local/portions\n  - _self_\nexp_id: ${oc.env:MY_EXP}\n"
+        "data:\n  dataset: ${oc.env:MY_DATA,Portions}\n"
+    )
+    monkeypatch.setattr(sys, "argv", ["run_eval.py", "--config_name", "other", "--dataset", "Portions", "exp_id=e1"])
+    config = eval_command.build_config(*eval_command.parse_args())
+    assert (config.data.dataset, config.data.limit, config.data.offset) == ("Portions", 12, 200)

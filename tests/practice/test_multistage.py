@@ -146,7 +146,7 @@ def test_a_second_stage_that_learns_nothing_fails(tmp_path, stub):
     ("name", "text", "message"),
     [
         ("twice.yaml", "G0: first\nG1: other\nG0: second\n", "line 3: the key 'G0' is given twice"),
-        ("twice.json", '{"experiences": {"G0": "first", "G0": "second"}}', "the key 'G0' is given twice"),
+        ("twice.json", '{"experiences": {"G0": "first", "G0": "second"}}', "key 'G0' appears twice in one object"),
         ("as_one_id.yaml", "1: first\n'1': second\n", "line 2: the key '1' is given twice"),  # both the id '1'
         ("my@lib.yaml", None, "no such file"),  # an @ in a file's name is no EXP@STEP
         ("lib.md", "# Experiences of t, step 3\n\n- **[G0]** a rule\n", "a Markdown export is for reading"),

@@ -22,7 +22,7 @@ from utu.app import Claim, build_eval, claim_experiment
 from utu.cli import refuse_unknown_flags
 from utu.config import EvalConfig, load_agent_config, load_config
 from utu.config.flags import add_flags, add_place_flags, given
-from utu.config.loader import compose_dict, given_on_the_command_line, validate
+from utu.config.loader import given_on_the_command_line, validate, written_value
 from utu.config.models import DataConfig, check_run_size, shaping_dump
 from utu.db import Database, EvalResult, EvaluationSample, Experiment
 from utu.db.dataset_io import (
@@ -100,10 +100,7 @@ def dropped_slice(name: str, config: EvalConfig, flags: dict, overrides: list[st
     typed = set(given_on_the_command_line(overrides)) | {f"data.{key}" for key in flags}
     if "data.dataset" not in typed:
         return {}, None
-    try:  # the config's own data set, resolved (`${oc.env:MY_DATA,Four}` is Four here too)
-        written = (compose_dict("eval", name)[0].get("data") or {}).get("dataset")
-    except ConfigError:  # a reference that resolves only with the override in place (`${oc.env:MY_DATA}`, unset)
-        written = (compose_dict("eval", name, resolve=False)[0].get("data") or {}).get("dataset")
+    written = written_value("eval", name, "data.dataset")  # resolved: `${oc.env:MY_DATA,Four}` is Four too
     if flags.get("dataset", config.data.dataset) == written:
         return {}, written
     slice_ = {key: getattr(config.data, key) for key in ("limit", "offset") if f"data.{key}" not in typed}
@@ -177,7 +174,7 @@ async def evaluate(args: argparse.Namespace, overrides: list[str], db: Database)
         check_attempts(rows, config.max_failed_share, config.exp_id, args.step != "rollout", remedy)
         if args.step == "rollout":  # nothing judged yet: no metrics to show or keep
             rolled, judged = sum(r.stage in ("rollout", "judged") for r in rows), sum(r.stage == "judged" for r in rows)
-            next_step = "judge them with --step judge" if judged < rolled else "all judged already"
+            next_step = "all judged already" if judged == rolled > 0 else "judge them with --step judge"
             console.print(f"{config.exp_id}: {rolled} of {len(rows)} attempts rolled out; {next_step}")
             return 0
         metrics = compute_metrics((ScoredAttempt.from_row(r) for r in rows), config.pass_k)

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import yaml
 from hydra import compose, initialize_config_dir
@@ -99,6 +99,18 @@ def compose_dict(
     return _to_dict(cfg, resolve=False), files
 
 
+def written_value(group: str, name: str, key: str) -> Any:
+    """One value of a config as its files give it, no override applied: resolved alone (another key's reference
+    that needs the command line does not stop it), or as written where it cannot be resolved here."""
+    cfg, _ = _compose(group, name, None)
+    try:
+        return OmegaConf.select(cfg, key, throw_on_missing=True)
+    except OmegaConfBaseException:  # `${oc.env:MY_DATA}` with the variable unset
+        parent, _, leaf = key.rpartition(".")
+        node = OmegaConf.select(cfg, parent) if parent else cfg
+        return _to_dict(node, resolve=False).get(leaf) if isinstance(node, DictConfig) else None
+
+
 def _to_dict(cfg: DictConfig, resolve: bool, throw_on_missing: bool = False) -> dict:
     data = OmegaConf.to_container(cfg, resolve=resolve, throw_on_missing=throw_on_missing)
     assert isinstance(data, dict)  # a DictConfig's container is a dict (OmegaConf types it as any container)
@@ -128,15 +140,18 @@ def _compose(group: str, name: str, overrides: list[str] | None) -> tuple[DictCo
         if hint:
             raise ConfigError(f"{primary}: its agent {hint}") from e
         message = _one_line(e)
-        if overrides and _OVERRIDE_FAILED.match(message):  # the command line's doing, not the file's
-            typed = [o for o in overrides if o in message or f"'{_override_key(o)}'" in message]
-            raise ConfigError(f"command line ({typed[0] if typed else ' '.join(overrides)}): {message}") from e
-        raise ConfigError(f"{primary}: {message}") from e
+        typed = _override_at_fault(message, overrides or [])
+        raise ConfigError(f"command line ({typed}): {message}" if typed else f"{primary}: {message}") from e
     except UnicodeDecodeError as e:  # Hydra reads the primary config or one of its defaults: say which
         bad = [p for p in [primary, *_yaml_files()] if not _is_utf8(p)]
         path = next((p for p in bad if e.object in p.read_bytes()), bad[0] if bad else primary)
         byte = e.object[e.start]
         raise ConfigError(f"{path}: not UTF-8 text (byte {byte:#04x}); save it as UTF-8") from None
+    except ValueError as e:  # a default's header line Hydra cannot split (the primary's is checked above)
+        problem = next(filter(None, map(header_problem, [primary, *_yaml_files()])), None)
+        if problem is None:
+            raise
+        raise ConfigError(problem) from e
     files: dict[str, Path | str] = {"": primary}
     for key, option in cfg.hydra.runtime.choices.items():
         if option is None or key.startswith("hydra/"):
@@ -155,9 +170,16 @@ _PACKAGE_LINE = re.compile(r"\s*#\s*@package\b")
 _OVERRIDE_FAILED = re.compile(r"Could not (?:override|delete from config|append to config)|Override \S+ looks like")
 
 
-def _override_key(typed: str) -> str:
-    """`~data.limit=41` -> data.limit: the key an override names, as Hydra quotes it."""
-    return typed.split("=", 1)[0].lstrip("~+")
+def _override_at_fault(message: str, overrides: list[str]) -> str | None:
+    """The override, as typed, that a composition error is about: one Hydra could not apply (quoted whole, else by
+    its key), or a group choice that names no file; None where the files are at fault."""
+    whole = [o for o in overrides if o in message]
+    by_key = [o for o in overrides if f"'{o.split('=', 1)[0].lstrip('~+')}'" in message]
+    if _OVERRIDE_FAILED.match(message):
+        return next(iter(whole + by_key), " ".join(overrides))
+    # `agents/practice@agent=nosuch`: "Could not find 'agents/practice/nosuch'"
+    choices = {o: o.split("@")[0].strip("/+~").split("=")[0] + "/" + o.split("=", 1)[1] for o in overrides if "/" in o}
+    return next((o for o, choice in choices.items() if f"'{choice}'" in message or f"'/{choice}'" in message), None)
 
 
 def check_package_line(path: Path) -> None:
@@ -165,22 +187,13 @@ def check_package_line(path: Path) -> None:
     the lines before any other (below a comment, an RL config's keys landed under `rl`, then failed as unknown),
     and not behind a byte-order mark. A default's does not matter where the defaults list names its package
     (`@agent`): practice's exported agents start with a comment."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return  # said by the composition, which reads it too
-    lines = text.splitlines()
-    header = []  # Hydra's header: the first lines that are blank or `# @key value`
-    for number, line in enumerate(lines, 1):
-        if line.strip() and not re.match(r"\s*#\s*@", line):
-            break
-        header.append(line)
-        words = line.strip().lstrip("#").split(" ")  # as Hydra splits it: on spaces only
-        if line.strip() and len([w for w in words if w]) != 2:  # Hydra raised a ValueError: a traceback
-            raise ConfigError(f"{path}:{number}: a '# @key value' line holds two words, no more: {line.strip()!r}")
-    if any(_PACKAGE_LINE.match(line) for line in header):
+    text = _text_of(path)
+    if text is None or has_package_header(path):
         return
-    for number, line in enumerate(lines, 1):
+    problem = header_problem(path)
+    if problem:
+        raise ConfigError(problem)
+    for number, line in enumerate(text.splitlines(), 1):
         if _PACKAGE_LINE.match(line.removeprefix("\ufeff")) and not _inside_a_string(text, number):
             where = (
                 "behind a byte-order mark: save the file as UTF-8 without one"
@@ -188,6 +201,38 @@ def check_package_line(path: Path) -> None:
                 else "only at the top of a file, before any other line or comment: move it to the first line"
             )
             raise ConfigError(f"{path}:{number}: Hydra reads '# @package' {where}")
+
+
+def _text_of(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None  # said by the composition, which reads it too
+
+
+def _header(path: Path) -> list[tuple[int, str]]:
+    """Hydra's header of a config file, numbered: its first lines that are blank or `# @key value`."""
+    header = []
+    for number, line in enumerate((_text_of(path) or "").splitlines(), 1):
+        if line.strip() and not re.match(r"\s*#\s*@", line):
+            break
+        header.append((number, line))
+    return header
+
+
+def has_package_header(path: Path) -> bool:
+    return any(_PACKAGE_LINE.match(line) for _, line in _header(path))
+
+
+def header_problem(path: Path) -> str | None:
+    """`FILE:LINE: ...` for a header line Hydra refuses with a bare ValueError (a traceback): it splits each on
+    spaces and takes exactly two words."""
+    for number, line in _header(path):
+        if line.strip() and len([w for w in line.strip().lstrip("#").split(" ") if w]) != 2:
+            return (
+                f"{path}:{number}: a '# @key value' line holds exactly two words, separated by spaces: {line.strip()!r}"
+            )
+    return None
 
 
 def _inside_a_string(text: str, number: int) -> bool:
@@ -224,7 +269,8 @@ def _add_or_set(override: str) -> str:
 def load_config(group: str, name: str, model: type[M], overrides: list[str] | None = None) -> M:
     """Compose and validate a config; raise `ConfigError` with one line per bad field."""
     composed = compose_config(group, name, overrides)
-    if isinstance(composed.data.get(group), dict) and group not in model.model_fields:
+    landed = isinstance(composed.data.get(group), dict) and group not in model.model_fields
+    if landed and not has_package_header(find_config(group, name)):
         raise ConfigError(
             f"{find_config(group, name)}: its settings are under '{group}', where Hydra puts those of a config in a "
             "folder of that name: put '# @package _global_' on its first line"

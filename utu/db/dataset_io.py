@@ -280,7 +280,7 @@ def _check_key_spelling(obj: dict[str, Any]) -> None:
         bare = "".join(c for c in key if not _invisible(c)).strip()
         if bare != key and bare in KNOWN_KEYS | {"instruction", "input", "output"}:
             odd = next((c for c in key if _invisible(c)), None)
-            what = f"an invisible U+{ord(odd):04X}" if odd else "a space at its end or start"
+            what = f"an invisible U+{ord(odd):04X}" if odd else "white space at its end or start"
             raise ValueError(f"key {key!r} is {bare!r} with {what}: remove it")
 
 

@@ -17,6 +17,7 @@ import yaml
 
 from utu.cli import MAX_STEP, step_argument
 from utu.db import Database
+from utu.db.dataset_io import one_value_per_key
 from utu.errors import ConfigError
 from utu.names import is_plain_name
 from utu.practice.library import Library
@@ -101,7 +102,7 @@ def _from_file(path: Path) -> dict[str, str]:
     try:
         text = path.read_text(encoding="utf-8-sig")  # (a byte-order mark is no part of the text)
         if path.suffix.lower() == ".json":
-            data = json.loads(text, object_pairs_hook=_each_key_once)
+            data = json.loads(text, object_pairs_hook=one_value_per_key)  # (json keeps the last)
         else:
             data = yaml.load(text, Loader=_EachKeyOnce)  # a SafeLoader
     except (OSError, ValueError, yaml.YAMLError, RecursionError) as e:
@@ -121,15 +122,6 @@ def _from_file(path: Path) -> dict[str, str]:
         if not isinstance(text, str) or not text.strip():
             raise ConfigError(f"{where}: experience {key}: expected its text, got {type(text).__name__} {text!r:.40}")
     return {str(key): text.strip() for key, text in data.items()}
-
-
-def _each_key_once(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    seen: set[str] = set()
-    for key, _ in pairs:
-        if key in seen:  # json keeps the last, and the first experience would be lost
-            raise ValueError(f"the key {key!r} is given twice")
-        seen.add(key)
-    return dict(pairs)
 
 
 class _EachKeyOnce(yaml.SafeLoader):

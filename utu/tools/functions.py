@@ -71,12 +71,17 @@ def _load(path: str) -> list[Callable[..., Any]]:
         raise ConfigError(f"toolkit function {path!r}: cannot load it ({type(e).__name__}: {e})") from e
     if inspect.isclass(target):
         try:
-            instance = target()  # one instance, made with no arguments: its public methods are the tools
-        except Exception as e:
+            inspect.signature(target).bind()  # one instance, made with no arguments: its public methods are the tools
+        except TypeError as e:
             raise ConfigError(
-                f"toolkit function {path!r}: the class is made with no arguments, which failed "
-                f"({type(e).__name__}: {e}); give its constructor defaults"
-            ) from e
+                f"toolkit function {path!r}: the class is made with no arguments ({e}); give them defaults"
+            ) from None
+        except ValueError:  # no signature to read (a builtin class): its constructor says
+            pass
+        try:
+            instance = target()
+        except Exception as e:
+            raise ConfigError(f"toolkit function {path!r}: making the class failed ({type(e).__name__}: {e})") from e
         return [
             getattr(instance, n) for n, _ in inspect.getmembers(target, inspect.isfunction) if not n.startswith("_")
         ]
