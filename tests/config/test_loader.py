@@ -110,6 +110,7 @@ def test_one_line_per_bad_field_naming_where_it_was_given(tmp_path, monkeypatch)
         (["data.limit=5", "+data.limit=3"], "command line (+data.limit=3): Could not append to config."),
         (["agents/practice@agent=nosuch"], "command line (agents/practice@agent=nosuch): In 'eval/local/mawps'"),
         (["eval.limit=3"], "command line (eval.limit=3): eval: Extra inputs"),  # not "put # @package on line 1"
+        (["~agents/nosuch"], "command line (~agents/nosuch): Could not delete from config."),
     ],
 )
 def test_a_bad_value_given_on_the_command_line_names_the_override_as_typed(overrides, line):

@@ -177,8 +177,12 @@ def _override_at_fault(message: str, overrides: list[str]) -> str | None:
     by_key = [o for o in overrides if f"'{o.split('=', 1)[0].lstrip('~+')}'" in message]
     if _OVERRIDE_FAILED.match(message):
         return next(iter(whole + by_key), " ".join(overrides))
-    # `agents/practice@agent=nosuch`: "Could not find 'agents/practice/nosuch'"
-    choices = {o: o.split("@")[0].strip("/+~").split("=")[0] + "/" + o.split("=", 1)[1] for o in overrides if "/" in o}
+    # a group choice, `agents/practice@agent=nosuch`: "Could not find 'agents/practice/nosuch'"
+    choices = {}
+    for typed in overrides:
+        group, _, option = typed.partition("=")
+        if "/" in group and option:
+            choices[typed] = f"{group.split('@')[0].strip('/+~')}/{option}"
     return next((o for o, choice in choices.items() if f"'{choice}'" in message or f"'/{choice}'" in message), None)
 
 
@@ -188,11 +192,12 @@ def check_package_line(path: Path) -> None:
     and not behind a byte-order mark. A default's does not matter where the defaults list names its package
     (`@agent`): practice's exported agents start with a comment."""
     text = _text_of(path)
-    if text is None or has_package_header(path):
+    if text is None:
         return
-    problem = header_problem(path)
-    if problem:
+    if problem := header_problem(path):
         raise ConfigError(problem)
+    if has_package_header(path):
+        return
     for number, line in enumerate(text.splitlines(), 1):
         if _PACKAGE_LINE.match(line.removeprefix("\ufeff")) and not _inside_a_string(text, number):
             where = (
