@@ -274,7 +274,7 @@ class DuplicateKey(ValueError):
 
 
 def _check_key_spelling(obj: dict[str, Any]) -> None:
-    """Refuse a known key with a space or an invisible character in it ("answer\u200b", "answer "): it went to meta,
+    """Refuse a known key with a space or an invisible character in it ("answer" and a U+200B, "answer "): it went to meta,
     and the row had no answer."""
     for key in obj:
         bare = "".join(c for c in key if not _invisible(c)).strip()
