@@ -274,8 +274,8 @@ class DuplicateKey(ValueError):
 
 
 def _check_key_spelling(obj: dict[str, Any]) -> None:
-    """Refuse a known key with a space or an invisible character in it ("answer" and a U+200B, "answer "): it went to meta,
-    and the row had no answer."""
+    """Refuse a known key with a space or an invisible character in it ("answer " or "answer" and a U+200B): it went
+    to meta, and the row had no answer."""
     for key in obj:
         bare = "".join(c for c in key if not _invisible(c)).strip()
         if bare != key and bare in KNOWN_KEYS | {"instruction", "input", "output"}:
