@@ -418,3 +418,10 @@ def test_a_file_name_too_long_is_one_line(tmp_path, db_url):
         result = run_script(*command)
         assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
         assert "a file name too long (a name in a path holds at most 255 bytes, a path 4096)" in result.stderr
+
+
+def test_a_dangling_link_is_named_as_one(tmp_path, db_url):
+    link = tmp_path / "data.jsonl"
+    link.symlink_to(tmp_path / "moved.jsonl")
+    result = run_script(UPLOAD, "--file_path", str(link), "--dataset_name", "T", "--db_url", db_url)
+    assert result.returncode == 2 and f"{link}: a link to nothing (or a loop)" in result.stderr, result.stderr

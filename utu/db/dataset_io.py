@@ -110,7 +110,7 @@ def parse_dataset_file(
     if path.exists() and not path.is_file():
         raise DataError(f"{path}: not a regular file (a device or a pipe); give the JSONL file itself")
     if not path.is_file():
-        raise DataError(f"{path}: no such file")
+        raise DataError(f"{path}: a link to nothing (or a loop)" if path.is_symlink() else f"{path}: no such file")
     _check_kind(path)
     rows: list[DatasetLine] = []
     problems: list[str] = []
