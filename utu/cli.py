@@ -69,14 +69,14 @@ class _OutlivesItsReader:
     def write(self, text: str) -> int:
         try:
             return self._stream.write(text)
-        except BrokenPipeError:
+        except OSError:  # its reader left (EPIPE), or its disk is full (`2>log`): the log is lost, not the run
             self._gone()
             return len(text)
 
     def flush(self) -> None:
         try:
             self._stream.flush()
-        except BrokenPipeError:
+        except OSError:
             self._gone()
 
     def _gone(self) -> None:

@@ -72,7 +72,7 @@ def replace_text(path: Path, text: str) -> None:
 def replacing(path: Path, binary: bool = False) -> Iterator[IO[Any]]:
     """A file that becomes `path` when the block ends, or is removed if it fails: a new file of a fresh name beside
     it, created exclusively (a symlink planted at a name we would reuse is never followed), synced, then renamed."""
-    start = path.name.encode()[:200].decode(errors="ignore")  # a name holds 255 bytes: room for the suffix
+    start = os.fsdecode(os.fsencode(path.name)[:200])  # a name holds 255 bytes: room for the suffix
     partial = path.with_name(f"{start}.{secrets.token_hex(6)}.partial")
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:

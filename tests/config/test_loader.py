@@ -111,6 +111,12 @@ def test_one_line_per_bad_field_naming_where_it_was_given(tmp_path, monkeypatch)
         (["agents/practice@agent=nosuch"], "command line (agents/practice@agent=nosuch): In 'eval/local/mawps'"),
         (["eval.limit=3"], "command line (eval.limit=3): eval: Extra inputs"),  # not "put # @package on line 1"
         (["~agents/nosuch"], "command line (~agents/nosuch): Could not delete from config."),
+        # Hydra's bare ValueError for a group choice of null: a traceback before
+        (["agents/practice@agent=null"], "command line (agents/practice@agent=null): Config group override must be"),
+        (
+            ["model@agent.model=nosuch"],
+            "command line (model@agent.model=nosuch): In 'agents/practice/local_math_agent'",
+        ),
     ],
 )
 def test_a_bad_value_given_on_the_command_line_names_the_override_as_typed(overrides, line):
@@ -281,3 +287,24 @@ def test_a_package_line_below_another_comment_is_named_not_left_to_fail_as_missi
     assert "in_text.yaml:4" not in str(refused.value)
     # with no package line its settings land under eval: said so, in one line, not as "data: Field required"
     assert str(refused.value).count("\n") == 0 and "put '# @package _global_' on its first line" in str(refused.value)
+
+
+def test_a_bad_header_is_blamed_on_its_own_file_only(tmp_path, monkeypatch):
+    """Hydra's ValueError for a header line names no file: the one blamed is the one whose header holds the line,
+    never another file with a bad header that the config does not use; an agent file given by path is checked too."""
+    (tmp_path / "eval/my").mkdir(parents=True)
+    (tmp_path / "eval/my/unused.yaml").write_text("# @package _global_ # old\n")
+    (tmp_path / "eval/my/fine.yaml").write_text("# @package _global_\ndata:\n  dataset: MAWPS_singleop\n")
+    monkeypatch.setenv("UTU_CONFIG_DIR", str(tmp_path))
+    with pytest.raises(ConfigError) as refused:
+        load_config("eval", "my/fine", EvalConfig, ["agents/practice@agent=null"])
+    assert "unused.yaml" not in str(refused.value) and str(refused.value).startswith("command line (")
+    agent = tmp_path / "agent.yaml"
+    agent.write_text("# @package _global_ # mine\ndefaults:\n  - /model/base@model\n  - _self_\nname: a\n")
+    from utu.config import load_agent_config
+
+    with pytest.raises(ConfigError, match=r"agent.yaml:1: a '# @key value' line holds exactly two words"):
+        load_agent_config(str(agent))
+    (tmp_path / "eval/my/colon.yaml").write_text("# @package: _global_\ndata:\n  dataset: MAWPS_singleop\n")
+    with pytest.raises(ConfigError, match=r"colon.yaml:1: Hydra reads '# @package' as '# @package _global_', its word"):
+        load_config("eval", "my/colon", EvalConfig)

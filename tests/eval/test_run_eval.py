@@ -782,6 +782,7 @@ def test_a_log_stream_that_is_gone_does_not_stop_the_run(stub, tmp_path, db, log
 def test_the_config_s_own_data_set_written_as_a_reference_keeps_its_slice(monkeypatch, caplog, tmp_path):
     """`dataset: ${oc.env:MY_DATA,Portions}` then `--dataset Portions` names the config's own set: its slice stays."""
     from utu.commands import eval as eval_command
+    from utu.config.loader import written_value
 
     (tmp_path / "eval").mkdir()
     (tmp_path / "eval/mine.yaml").write_text(
@@ -807,3 +808,7 @@ def test_the_config_s_own_data_set_written_as_a_reference_keeps_its_slice(monkey
     monkeypatch.setattr(sys, "argv", ["run_eval.py", "--config_name", "other", "--dataset", "Portions", "exp_id=e1"])
     config = eval_command.build_config(*eval_command.parse_args())
     assert (config.data.dataset, config.data.limit, config.data.offset) == ("Portions", 12, 200)
+    # a data set the config leaves to the command line (`???`): its slice is for whichever is given
+    (tmp_path / "eval/open.yaml").write_text("# @package _global_\ndata:\n  dataset: ???\n  limit: 5\n")
+    assert written_value("eval", "open", "data.dataset", ["data.dataset=Custom"]) == "???"
+    assert eval_command.dropped_slice("open", config, {}, ["data.dataset=Custom"]) == ({}, "???")

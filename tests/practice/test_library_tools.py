@@ -350,6 +350,8 @@ def test_a_failed_write_leaves_the_old_file(tmp_path, monkeypatch):
 
 def test_a_write_never_follows_a_link_planted_beside_its_file(tmp_path):
     """`library export --to lib.yaml` with lib.yaml.partial a symlink to another file once overwrote that file."""
+    import os
+
     from utu.names import replace_text
 
     precious = tmp_path / "precious.txt"
@@ -363,6 +365,9 @@ def test_a_write_never_follows_a_link_planted_beside_its_file(tmp_path):
     longest = tmp_path / ("n" * 250 + ".yaml")  # 255 bytes: its temporary name must fit too
     replace_text(longest, "x\n")
     assert longest.read_text() == "x\n"
+    latin1 = tmp_path / os.fsdecode(b"caf\xe9.yaml")  # a name that is not UTF-8, as the command line can give it
+    replace_text(latin1, "x\n")
+    assert latin1.read_text() == "x\n"
 
 
 def _umask() -> int:

@@ -100,9 +100,9 @@ def dropped_slice(name: str, config: EvalConfig, flags: dict, overrides: list[st
     typed = set(given_on_the_command_line(overrides)) | {f"data.{key}" for key in flags}
     if "data.dataset" not in typed:
         return {}, None
-    written = written_value("eval", name, "data.dataset")  # resolved: `${oc.env:MY_DATA,Four}` is Four too
-    if flags.get("dataset", config.data.dataset) == written:
-        return {}, written
+    written = written_value("eval", name, "data.dataset", overrides)  # resolved: `${oc.env:MY_DATA,Four}` is Four
+    if written in (None, "???") or flags.get("dataset", config.data.dataset) == written:
+        return {}, written  # the config's own data set, or it has none of its own (`???`): its slice is for this one
     slice_ = {key: getattr(config.data, key) for key in ("limit", "offset") if f"data.{key}" not in typed}
     return {key: value for key, value in slice_.items() if value}, written
 

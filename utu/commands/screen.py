@@ -55,8 +55,9 @@ def read_rows(path: Path) -> list[Row]:
         raise ConfigError(f"{path}: a directory ({hint})")
     if str(path) != "-" and not path.exists():
         raise ConfigError(f"{path}: no such file ({hint})")
-    if str(path) != "-" and (stat.S_ISCHR(path.stat().st_mode) or stat.S_ISBLK(path.stat().st_mode)):
-        raise ConfigError(f"{path}: a device, not a file ({hint})")  # /dev/zero was read until the memory ran out
+    mode = 0 if str(path) == "-" else path.stat().st_mode
+    if mode and not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):  # /dev/zero was read until the memory ran out
+        raise ConfigError(f"{path}: not a file or a pipe (a device, a socket; {hint})")
     rows = []
     with contextlib.nullcontext(sys.stdin.buffer) if str(path) == "-" else path.open("rb") as f:
         for number, raw in enumerate(capped_lines(f, MAX_LINE_BYTES), 1):

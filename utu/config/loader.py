@@ -99,16 +99,22 @@ def compose_dict(
     return _to_dict(cfg, resolve=False), files
 
 
-def written_value(group: str, name: str, key: str) -> Any:
-    """One value of a config as its files give it, no override applied: resolved alone (another key's reference
-    that needs the command line does not stop it), or as written where it cannot be resolved here."""
-    cfg, _ = _compose(group, name, None)
+def written_value(group: str, name: str, key: str, overrides: list[str]) -> Any:
+    """One value as the config's files give it: composed with the command line's other overrides (a `???` they
+    fill, a reference they make resolvable), not those that set `key` or a key above it; resolved alone where it
+    can be, else as written; None where even that cannot be read."""
+    above = {".".join(key.split(".")[:n]) for n in range(1, key.count(".") + 2)}
+    others = [o for o in overrides if o.split("=", 1)[0].lstrip("~+") not in above]
     try:
-        return OmegaConf.select(cfg, key, throw_on_missing=True)
-    except OmegaConfBaseException:  # `${oc.env:MY_DATA}` with the variable unset
-        parent, _, leaf = key.rpartition(".")
-        node = OmegaConf.select(cfg, parent) if parent else cfg
-        return _to_dict(node, resolve=False).get(leaf) if isinstance(node, DictConfig) else None
+        cfg, _ = _compose(group, name, others)
+        try:
+            return OmegaConf.select(cfg, key, throw_on_missing=True)
+        except OmegaConfBaseException:  # `${oc.env:MY_DATA}` with the variable unset
+            parent, _, leaf = key.rpartition(".")
+            node = OmegaConf.select(cfg, parent) if parent else cfg
+            return _to_dict(node, resolve=False).get(leaf) if isinstance(node, DictConfig) else None
+    except (ConfigError, OmegaConfBaseException):
+        return None
 
 
 def _to_dict(cfg: DictConfig, resolve: bool, throw_on_missing: bool = False) -> dict:
@@ -147,11 +153,8 @@ def _compose(group: str, name: str, overrides: list[str] | None) -> tuple[DictCo
         path = next((p for p in bad if e.object in p.read_bytes()), bad[0] if bad else primary)
         byte = e.object[e.start]
         raise ConfigError(f"{path}: not UTF-8 text (byte {byte:#04x}); save it as UTF-8") from None
-    except ValueError as e:  # a default's header line Hydra cannot split (the primary's is checked above)
-        problem = next(filter(None, map(header_problem, [primary, *_yaml_files()])), None)
-        if problem is None:
-            raise
-        raise ConfigError(problem) from e
+    except ValueError as e:  # Hydra's bare ValueErrors: a header line it cannot split, a group choice of null, ...
+        raise ConfigError(_value_error_line(e, primary, overrides or [])) from e
     files: dict[str, Path | str] = {"": primary}
     for key, option in cfg.hydra.runtime.choices.items():
         if option is None or key.startswith("hydra/"):
@@ -167,23 +170,46 @@ def _compose(group: str, name: str, overrides: list[str] | None) -> tuple[DictCo
 
 _PACKAGE_LINE = re.compile(r"\s*#\s*@package\b")
 # How Hydra says an override could not be applied (to a key or a config group)
-_OVERRIDE_FAILED = re.compile(r"Could not (?:override|delete from config|append to config)|Override \S+ looks like")
+_OVERRIDE_FAILED = re.compile(
+    r"Could not (?:override|delete|append)|Override \S+ looks like|Error merging override|force-add of config groups"
+    r"|Ambiguous value|Config group override must be"
+)
 
 
 def _override_at_fault(message: str, overrides: list[str]) -> str | None:
-    """The override, as typed, that a composition error is about: one Hydra could not apply (quoted whole, else by
-    its key), or a group choice that names no file; None where the files are at fault."""
-    whole = [o for o in overrides if o in message]
-    by_key = [o for o in overrides if f"'{o.split('=', 1)[0].lstrip('~+')}'" in message]
-    if _OVERRIDE_FAILED.match(message):
-        return next(iter(whole + by_key), " ".join(overrides))
-    # a group choice, `agents/practice@agent=nosuch`: "Could not find 'agents/practice/nosuch'"
-    choices = {}
+    """The override, as typed, that a composition error is about: one Hydra could not apply (by the operation it
+    names, then its key), or a group choice that names no file; None where the files are at fault."""
+    if failed := _OVERRIDE_FAILED.search(message):
+        sign = "+" if "append" in failed.group(0) else "~" if "delete" in failed.group(0) else ""
+        candidates = [o for o in overrides if sign and o.startswith(sign)] or overrides
+        by_key = [o for o in candidates if f"'{o.split('=', 1)[0].lstrip('~+')}'" in message or o in message]
+        found = by_key or candidates
+        return found[-1] if found else None
+    # a group choice, `agents/practice@agent=nosuch`: "Could not find 'agents/practice/nosuch'"; a choice found whose
+    # own defaults name a missing file is that file's fault ("In 'agents/practice/x': Could not find 'model/bse'")
+    missing = re.search(r"Could not (?:find|load) '/?([^']*)'", message)
+    if missing is None:
+        return None
     for typed in overrides:
-        group, _, option = typed.partition("=")
-        if "/" in group and option:
-            choices[typed] = f"{group.split('@')[0].strip('/+~')}/{option}"
-    return next((o for o, choice in choices.items() if f"'{choice}'" in message or f"'/{choice}'" in message), None)
+        key, _, option = typed.partition("=")
+        group = key.split("@")[0]
+        choice = f"{group.strip('/+')}/{option}"
+        if "." not in group and not group.startswith("~") and missing.group(1).endswith(choice):
+            return typed
+    return None
+
+
+def _value_error_line(e: ValueError, primary: Path, overrides: list[str]) -> str:
+    """One line for a ValueError Hydra raised: a header line it cannot split is named in its file (the one whose
+    header holds the line it quotes), else the override or the config it is about."""
+    message = _one_line(e)
+    quoted = re.search(r"(?:Too many components in|Expected header format: KEY VALUE, got) '(.*)'$", str(e))
+    if quoted is not None:
+        for path in [primary, *_yaml_files()]:
+            if any(line.strip().lstrip("#").strip() == quoted.group(1) for _, line in _header(path)):
+                return header_problem(path) or f"{path}: {message}"
+    typed = _override_at_fault(message, overrides)
+    return f"command line ({typed}): {message}" if typed else f"{primary}: {message}"
 
 
 def check_package_line(path: Path) -> None:
@@ -203,6 +229,8 @@ def check_package_line(path: Path) -> None:
             where = (
                 "behind a byte-order mark: save the file as UTF-8 without one"
                 if line.startswith("\ufeff")
+                else "as '# @package _global_', its word then a space (not '@package:')"
+                if number <= len(_header(path))
                 else "only at the top of a file, before any other line or comment: move it to the first line"
             )
             raise ConfigError(f"{path}:{number}: Hydra reads '# @package' {where}")
@@ -216,24 +244,31 @@ def _text_of(path: Path) -> str | None:
 
 
 def _header(path: Path) -> list[tuple[int, str]]:
-    """Hydra's header of a config file, numbered: its first lines that are blank or `# @key value`."""
+    """Hydra's header of a config file, numbered: its first lines that are blank or `# @key value`, within the
+    first 512 characters, all Hydra reads of it."""
     header = []
-    for number, line in enumerate((_text_of(path) or "").splitlines(), 1):
+    for number, line in enumerate((_text_of(path) or "")[:512].splitlines(), 1):
         if line.strip() and not re.match(r"\s*#\s*@", line):
             break
         header.append((number, line))
     return header
 
 
+def _header_words(line: str) -> list[str]:
+    """A header line's words as Hydra splits them: on spaces only (a tab is part of a word)."""
+    return [word for word in line.strip().lstrip("#").strip().split(" ") if word]
+
+
 def has_package_header(path: Path) -> bool:
-    return any(_PACKAGE_LINE.match(line) for _, line in _header(path))
+    """Whether Hydra reads a package in the file's header (`# @package: x` is another key to it)."""
+    return any(_header_words(line)[:1] == ["@package"] for _, line in _header(path))
 
 
 def header_problem(path: Path) -> str | None:
     """`FILE:LINE: ...` for a header line Hydra refuses with a bare ValueError (a traceback): it splits each on
     spaces and takes exactly two words."""
     for number, line in _header(path):
-        if line.strip() and len([w for w in line.strip().lstrip("#").split(" ") if w]) != 2:
+        if line.strip() and len(_header_words(line)) != 2:
             return (
                 f"{path}:{number}: a '# @key value' line holds exactly two words, separated by spaces: {line.strip()!r}"
             )
@@ -334,6 +369,8 @@ def _read_agent_file(path: Path, resolve: bool) -> dict:
     except UnicodeDecodeError as e:
         byte = e.object[e.start]
         raise ConfigError(f"{path}: not UTF-8 text (byte {byte:#04x} at offset {e.start}); save it as UTF-8") from None
+    except ValueError as e:  # Hydra's bare ones: a header line it cannot split, a defaults item it cannot read
+        raise ConfigError(_value_error_line(e, path, [])) from e
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of agent settings")
     if not data:  # (every setting at its default would make a run of an agent nobody configured)
@@ -478,7 +515,10 @@ def _practice_that_exports(agent: str) -> str | None:
     """'agents/practice/<agent>.yaml does not exist yet: <the practice command that writes it>', if one does."""
     for root in config_dirs():
         for path in sorted((root / "practice").rglob("*.yaml")):
-            text = path.read_text()
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:  # a link to nothing: not the config being loaded, so not this error's to report
+                continue
             exported = re.search(rf"^export_agent:\s*['\"]?{re.escape(agent)}['\"]?\s*$", text, re.M)
             by_exp_id = (
                 agent.endswith("_agent")

@@ -71,23 +71,30 @@ def _load(path: str) -> list[Callable[..., Any]]:
         raise ConfigError(f"toolkit function {path!r}: cannot load it ({type(e).__name__}: {e})") from e
     if inspect.isclass(target):
         try:
-            inspect.signature(target).bind()  # one instance, made with no arguments: its public methods are the tools
-        except TypeError as e:
-            raise ConfigError(
-                f"toolkit function {path!r}: the class is made with no arguments ({e}); give them defaults"
-            ) from None
-        except ValueError:  # no signature to read (a builtin class): its constructor says
-            pass
-        try:
-            instance = target()
+            instance = target()  # one instance, made with no arguments: its public methods are the tools
         except Exception as e:
-            raise ConfigError(f"toolkit function {path!r}: making the class failed ({type(e).__name__}: {e})") from e
+            why = f"the class is made with no arguments ({e}); give them defaults"
+            raise ConfigError(
+                f"toolkit function {path!r}: {why if _needs_arguments(target) else f'making the class failed ({e!r})'}"
+            ) from e
         return [
             getattr(instance, n) for n, _ in inspect.getmembers(target, inspect.isfunction) if not n.startswith("_")
         ]
     if not callable(target):
         raise ConfigError(f"toolkit function {path!r} is not a function or a class")
     return [target]
+
+
+def _needs_arguments(cls: type) -> bool:
+    """Whether a class's constructor has parameters without defaults (read only once making it failed: a decorated
+    constructor may be made without them though its signature says otherwise)."""
+    try:
+        inspect.signature(cls).bind()
+    except TypeError:
+        return True
+    except ValueError:  # no signature to read (a builtin class)
+        return False
+    return False
 
 
 def _arguments_model(fn: Callable[..., Any]) -> type[BaseModel]:
