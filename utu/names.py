@@ -9,6 +9,7 @@ import contextlib
 import os
 import re
 import secrets
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -76,6 +77,8 @@ def replacing(path: Path, binary: bool = False) -> Iterator[IO[Any]]:
     partial = path.with_name(f"{start}.{secrets.token_hex(6)}.partial")
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
+        with contextlib.suppress(FileNotFoundError):  # a file replaced keeps its mode (one made private stays so)
+            os.fchmod(fd, stat.S_IMODE(os.stat(path).st_mode))
         with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8") as f:
             yield f
             f.flush()

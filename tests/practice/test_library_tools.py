@@ -365,6 +365,9 @@ def test_a_write_never_follows_a_link_planted_beside_its_file(tmp_path):
     longest = tmp_path / ("n" * 250 + ".yaml")  # 255 bytes: its temporary name must fit too
     replace_text(longest, "x\n")
     assert longest.read_text() == "x\n"
+    written.chmod(0o600)
+    replace_text(written, "experiences: {G0: private}\n")
+    assert written.stat().st_mode & 0o777 == 0o600  # a file made private stays private when it is replaced
     latin1 = tmp_path / os.fsdecode(b"caf\xe9.yaml")  # a name that is not UTF-8, as the command line can give it
     replace_text(latin1, "x\n")
     assert latin1.read_text() == "x\n"
