@@ -191,7 +191,9 @@ def test_broken_yaml_is_a_config_error(tmp_path, monkeypatch):
 
 def test_missing_env_var_without_default_names_the_field(tmp_path, monkeypatch):
     (tmp_path / "eval").mkdir()
-    (tmp_path / "eval" / "e.yaml").write_text("data:\n  dataset: ${oc.env:UTU_TEST_SURELY_UNSET}\n")
+    (tmp_path / "eval" / "e.yaml").write_text(
+        "# @package _global_\ndata:\n  dataset: ${oc.env:UTU_TEST_SURELY_UNSET}\n"
+    )
     monkeypatch.setenv("UTU_CONFIG_DIR", str(tmp_path))
     with pytest.raises(ConfigError, match="data.dataset.*UTU_TEST_SURELY_UNSET"):
         load_config("eval", "e", EvalConfig)

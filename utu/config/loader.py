@@ -75,11 +75,21 @@ class Composed:
     files: dict[str, Path | str]  # a value given on the command line: "command line (key=value)"
 
 
+GLOBAL_GROUPS = ("eval", "practice", "rl", "agents")  # whose configs hold a run's (or an agent's) settings at the top
+
+
 def compose_config(group: str, name: str, overrides: list[str] | None = None) -> Composed:
     """Compose `configs/<group>/<name>.yaml` with overrides, once, into both the resolved and the written form.
     Defaults a user's config names may come from the packaged configs."""
     cfg, files = _compose(group, name, overrides)
     source = _to_dict(cfg, resolve=False)
+    # a run's config without its package line: Hydra put its settings under the folder's name (for practice, one
+    # level down its own `practice:` key), and they failed as unknown or missing fields
+    if group in GLOBAL_GROUPS and isinstance(source.get(group), dict) and not has_package_header(Path(files[""])):
+        raise ConfigError(
+            f"{files['']}: its settings are under '{group}', where Hydra puts those of a config in a folder of that "
+            "name: put '# @package _global_' on its first line"
+        )
     try:
         data = _to_dict(cfg, resolve=True, throw_on_missing=True)
     except OmegaConfBaseException as e:
@@ -309,12 +319,6 @@ def _add_or_set(override: str) -> str:
 def load_config(group: str, name: str, model: type[M], overrides: list[str] | None = None) -> M:
     """Compose and validate a config; raise `ConfigError` with one line per bad field."""
     composed = compose_config(group, name, overrides)
-    landed = isinstance(composed.data.get(group), dict) and group not in model.model_fields
-    if landed and not has_package_header(find_config(group, name)):
-        raise ConfigError(
-            f"{find_config(group, name)}: its settings are under '{group}', where Hydra puts those of a config in a "
-            "folder of that name: put '# @package _global_' on its first line"
-        )
     return validate(composed.data, model, composed.files, composed.source)
 
 
