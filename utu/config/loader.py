@@ -216,8 +216,9 @@ def _value_error_line(e: ValueError, primary: Path, overrides: list[str]) -> str
     quoted = re.search(r"(?:Too many components in|Expected header format: KEY VALUE, got) '(.*)'$", str(e))
     if quoted is not None:
         for path in [primary, *_yaml_files()]:
-            if any(line.strip().lstrip("#").strip() == quoted.group(1) for _, line in _header(path)):
-                return header_problem(path) or f"{path}: {message}"
+            header = _header(_text_of(path) or "")
+            if any(line.strip().lstrip("#").strip() == quoted.group(1) for _, line in header):
+                return _header_problem(path, header) or f"{path}: {message}"
     typed = _override_at_fault(message, overrides)
     return f"command line ({typed}): {message}" if typed else f"{primary}: {message}"
 
@@ -230,9 +231,10 @@ def check_package_line(path: Path) -> None:
     text = _text_of(path)
     if text is None:
         return
-    if problem := header_problem(path):
+    header = _header(text)
+    if problem := _header_problem(path, header):
         raise ConfigError(problem)
-    if has_package_header(path):
+    if _names_a_package(header):
         return
     for number, line in enumerate(text.splitlines(), 1):
         if _PACKAGE_LINE.match(line.removeprefix("\ufeff")) and not _inside_a_string(text, number):
@@ -240,7 +242,7 @@ def check_package_line(path: Path) -> None:
                 "behind a byte-order mark: save the file as UTF-8 without one"
                 if line.startswith("\ufeff")
                 else "as '# @package _global_', its word then a space (not '@package:')"
-                if number <= len(_header(path))
+                if number <= len(header)
                 else "only at the top of a file, before any other line or comment: move it to the first line"
             )
             raise ConfigError(f"{path}:{number}: Hydra reads '# @package' {where}")
@@ -253,11 +255,11 @@ def _text_of(path: Path) -> str | None:
         return None  # said by the composition, which reads it too
 
 
-def _header(path: Path) -> list[tuple[int, str]]:
-    """Hydra's header of a config file, numbered: its first lines that are blank or `# @key value`, within the
-    first 512 characters, all Hydra reads of it."""
+def _header(text: str) -> list[tuple[int, str]]:
+    """Hydra's header of a config file's text, numbered: its first lines that are blank or `# @key value`, within
+    the first 512 characters, all Hydra reads of it."""
     header = []
-    for number, line in enumerate((_text_of(path) or "")[:512].splitlines(), 1):
+    for number, line in enumerate(text[:512].splitlines(), 1):
         if line.strip() and not re.match(r"\s*#\s*@", line):
             break
         header.append((number, line))
@@ -270,14 +272,18 @@ def _header_words(line: str) -> list[str]:
 
 
 def has_package_header(path: Path) -> bool:
-    """Whether Hydra reads a package in the file's header (`# @package: x` is another key to it)."""
-    return any(_header_words(line)[:1] == ["@package"] for _, line in _header(path))
+    return _names_a_package(_header(_text_of(path) or ""))
 
 
-def header_problem(path: Path) -> str | None:
+def _names_a_package(header: list[tuple[int, str]]) -> bool:
+    """Whether Hydra reads a package in a header (`# @package: x` is another key to it)."""
+    return any(_header_words(line)[:1] == ["@package"] for _, line in header)
+
+
+def _header_problem(path: Path, header: list[tuple[int, str]]) -> str | None:
     """`FILE:LINE: ...` for a header line Hydra refuses with a bare ValueError (a traceback): it splits each on
     spaces and takes exactly two words."""
-    for number, line in _header(path):
+    for number, line in header:
         if line.strip() and len(_header_words(line)) != 2:
             return (
                 f"{path}:{number}: a '# @key value' line holds exactly two words, separated by spaces: {line.strip()!r}"

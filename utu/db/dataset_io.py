@@ -14,6 +14,7 @@ import logging
 import math
 import sys
 import unicodedata
+from collections import Counter
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 DEFAULT_SOURCE = "training_free_grpo"
 INSERT_BATCH = 5000
 KNOWN_KEYS = {"dataset", "source", "question", "answer", "level", "topic", "meta", "source_index", "file_name"}
+ALPACA_KEYS = {"instruction", "input", "output"}  # --data_format llamafactory's
 FORMATS = ("default", "llamafactory")
 MAX_LINE_BYTES = 1024 * 1024  # a question longer than this is a mistake (a whole file on one line), not data
 MAX_PROBLEMS_SHOWN = 20
@@ -278,7 +280,7 @@ def _check_key_spelling(obj: dict[str, Any]) -> None:
     to meta, and the row had no answer."""
     for key in obj:
         bare = "".join(c for c in key if not _invisible(c)).strip()
-        if bare != key and bare in KNOWN_KEYS | {"instruction", "input", "output"}:
+        if bare != key and bare in KNOWN_KEYS | ALPACA_KEYS:
             odd = next((c for c in key if _invisible(c)), None)
             what = f"an invisible U+{ord(odd):04X}" if odd else "white space at its end or start"
             raise ValueError(f"key {key!r} is {bare!r} with {what}: remove it")
@@ -289,7 +291,7 @@ def one_value_per_key(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     last value unsaid, and an answer or a meta field was silently replaced."""
     obj = dict(pairs)
     if len(obj) < len(pairs):
-        twice = next(key for i, (key, _) in enumerate(pairs) if any(key == k for k, _ in pairs[:i]))
+        twice = next(key for key, count in Counter(key for key, _ in pairs).items() if count > 1)
         raise DuplicateKey(f"key {twice!r} appears twice in one object: keep one")
     return obj
 
