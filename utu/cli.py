@@ -180,12 +180,12 @@ def exit_now(code: int) -> NoReturn:
     os._exit(code)
 
 
-MAX_STEP = 2**31 - 1  # what a database's integer column holds everywhere
+DB_INT_MAX = 2**31 - 1  # what a database's integer column holds everywhere (steps, experience ids)
 
 
 def step_argument(text: str) -> str | int:
     """A practice step as the command line names it (argparse type): a number, best or last."""
-    if text.isascii() and text.isdigit() and int(text) <= MAX_STEP:
+    if text.isascii() and text.isdigit() and int(text) <= DB_INT_MAX:
         return int(text)
     if text in ("best", "last"):
         return text

@@ -31,12 +31,12 @@ def check_name(value: str, what: str) -> str:
     return value
 
 
-def writable_folder(folder: Path) -> None:
-    """Check now, before any work, that the run's output folder can be made and written: `ConfigError` if not.
-    Nothing is left behind (a run that fails later leaves no empty folder): the folder is made when its first file
-    is written."""
+def writable_folder(folder: Path, remedy: str = "choose another --output_dir") -> None:
+    """Check now, before any work, that the run's output folder can be made and written: `ConfigError` if not,
+    that ends with `remedy`. Nothing is left behind (a run that fails later leaves no empty folder): the
+    folder is made when its first file is written."""
     if folder.exists() and not folder.is_dir():
-        raise ConfigError(f"{folder}: is a file, not a folder; move it or choose another --output_dir")
+        raise ConfigError(f"{folder}: is a file, not a folder; move it or {remedy}")
     made: list[Path] = []
     try:
         for path in [*reversed(folder.parents), folder]:
@@ -45,13 +45,13 @@ def writable_folder(folder: Path) -> None:
                 made.append(path)
         writable = os.access(folder, os.W_OK | os.X_OK)
     except OSError as e:
-        raise ConfigError(f"{folder}: cannot create it ({e.strerror}); choose another --output_dir") from None
+        raise ConfigError(f"{folder}: cannot create it ({e.strerror}); {remedy}") from None
     finally:
         for path in reversed(made):
             with contextlib.suppress(OSError):
                 path.rmdir()
     if not writable:
-        raise ConfigError(f"{folder}: not writable; choose another --output_dir")
+        raise ConfigError(f"{folder}: not writable; {remedy}")
 
 
 def inside(base: Path, *parts: str) -> Path:

@@ -207,11 +207,11 @@ def test_practice_writes_the_agent_the_guides_eval_configs_use(tmp_path, stub):
     refused = run_practice(*args)
     assert refused.returncode == 2 and "was not written by practice" in refused.stderr
     assert agent_file.read_text() == "# my own agent\nname: mine\n"
-    agent_file.unlink()
-    for _ in range(2):  # written, then replaced by the next practice
+    agent_file.write_text("# Written by utu practice (exp_id t); a later practice may replace it.\nname: old\n")
+    for _ in range(2):  # replaced (a file of an older version, its mark on the first line), then replaced again
         result = run_practice(*args, "--fresh")
         assert result.returncode == 0, result.stderr
-        assert agent_file.read_text().startswith("# Written by utu practice (exp_id t)")
+        assert agent_file.read_text().splitlines()[1].startswith("# Written by utu practice (exp_id t)")
     (configs / "eval/practice").mkdir(exist_ok=True)
     (configs / "eval/practice/mine.yaml").write_text(
         "# @package _global_\ndefaults:\n  - /agents/practice@agent: my_practice_agent\n  - _self_\n"
@@ -220,4 +220,7 @@ def test_practice_writes_the_agent_the_guides_eval_configs_use(tmp_path, stub):
     env = {"UTU_CONFIG_DIR": str(configs)}
     code = "from utu.config import EvalConfig, load_config as l; print(len(l('eval', 'practice/mine', EvalConfig)"
     check = run_script("-c", code + ".agent.experiences))", env=env)
+    assert check.returncode == 0 and int(check.stdout) >= 1, check.stderr
+    by_name = "from utu.config import load_agent_config as l; print(len(l('practice/my_practice_agent').experiences))"
+    check = run_script("-c", by_name, env=env)  # as `--agent_config practice/my_practice_agent` loads it
     assert check.returncode == 0 and int(check.stdout) >= 1, check.stderr

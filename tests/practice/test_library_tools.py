@@ -53,7 +53,7 @@ def stored(db_url: str, exp_id: str, experiences: dict[str, str]) -> None:
     async def save():
         async with Database(db_url) as db:
             await db.create_tables()
-            await PracticeStore(db, exp_id).save_step(0, 0, 0, library_of(experiences), [], [], stats)
+            await PracticeStore(db, exp_id).save_step(0, 0, 0, library_of(experiences, "test"), [], [], stats)
 
     asyncio.run(save())
 
@@ -231,6 +231,31 @@ def test_merge_combines_libraries_into_a_new_experiment(practised, stub):
     assert [e["text"] for e in kept] == ["When unsure, recompute.", "When done, box it."]  # the copy refused
     again = run("-m", "utu.commands.library", "--db_url", db_url, "merge", "t@3", "t@2", "--to", "tr", "--no_llm")
     assert again.returncode == 2 and "exists already" in again.stderr
+
+
+def test_a_text_the_merging_learner_writes_is_screened_as_a_learned_one(practised, stub):
+    import os
+
+    from tests.conftest import run_script as run
+    from utu.llm.stub import StubScript
+
+    tmp_path, db_url = practised
+    written = ["When unsure, recompute it.", "When adding, line up digits and carry ${oc.env:HOME}."]
+
+    def consolidate(body):  # its own words for two of the sources' three texts, each like the one it replaces
+        if '{"ok": true}' in body["messages"][-1]["content"]:
+            return '{"ok": true}'
+        ops = proposed_operations(body)
+        rewritten = [ops[0] | {"content": written[0], "merged_from": [0]}, ops[2] | {"content": written[1]}]
+        return json.dumps({"operations": [rewritten[0], rewritten[1] | {"merged_from": [2]}]})
+
+    learner = stub(StubScript(reply_fn=consolidate))
+    env = {**os.environ, "UTU_LLM_BASE_URL": learner.base_url, "UTU_LLM_MODEL": "learner", "UTU_LLM_API_KEY": "k"}
+    result = run("-m", "utu.commands.library", "--db_url", db_url, "merge", "t@3", "t@1", "--to", "tw", env=env)
+    assert result.returncode == 0, result.stderr
+    kept = json.loads(library(db_url, "show", "--exp_id", "tw", "--json").stdout)["experiences"]
+    # a source's text as it was; the learner's: the plain one kept, the template fragment refused by the screening
+    assert [e["text"] for e in kept] == [written[0], "When done, box it."]
 
 
 def test_the_operation_log_reads_back_in_order_and_by_step_or_status(practised):

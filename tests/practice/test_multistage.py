@@ -160,6 +160,8 @@ def test_a_second_stage_that_learns_nothing_fails(tmp_path, stub):
         ("huge.yaml", "G99999999999999999999: a rule\n", "too large a number; renumber the library from G0"),
         ("deep.json", "[" * 100_000 + "]" * 100_000, "nested too deeply"),
         ("folder.yaml", None, "that is a folder"),
+        ("unclosed.yaml", "G0: a rule\nG1: [never closed\n", "unclosed.yaml:3: practice.init_library: not YAML"),
+        ("unset.yaml", "name: a\nexperiences: {G0: 'Use ${oc.env:UTU_TEST_UNSET_42}.'}\n", "UTU_TEST_UNSET_42"),
     ],
 )
 def test_a_library_file_that_would_lose_or_garble_an_experience_is_refused(tmp_path, name, text, message):
@@ -172,6 +174,28 @@ def test_a_library_file_that_would_lose_or_garble_an_experience_is_refused(tmp_p
         path.write_text(text)
     with pytest.raises(ConfigError, match=re.escape(message)):
         start_from(tmp_path, path)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"max_experiences": 1}, "2 experiences, more than practice.max_experiences (1); raise the cap"),
+        ({"screening": {"max_chars": 20}}, "experience G1 is 22 characters long, more than the screening lets"),
+    ],
+)
+def test_a_starting_library_the_run_could_not_have_grown_is_refused(tmp_path, overrides, message):
+    from utu.config.models import PracticeArguments
+    from utu.errors import ConfigError
+    from utu.practice.initial import check_starting_library
+
+    path = tmp_path / "lib.yaml"
+    path.write_text("G0: Check the units.\nG1: Check the units twice.\n")
+    library = start_from(tmp_path, path)
+    check_starting_library(library, PracticeArguments(init_library=str(path)))
+    if "screening" in overrides:  # with the screening off, no length is imposed
+        check_starting_library(library, PracticeArguments(screening={"enabled": False, "max_chars": 20}))
+    with pytest.raises(ConfigError, match=re.escape(f"practice.init_library {path}: " + message)):
+        check_starting_library(library, PracticeArguments(init_library=str(path), **overrides))
 
 
 def test_a_yaml_merge_key_may_be_overridden(tmp_path):

@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import shutil
 import socket
 import sqlite3
 
@@ -393,7 +394,32 @@ def test_an_export_step_past_the_last_is_refused_before_any_work(tmp_path, works
     agent = stub(agent_script())
     result = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--export_step", "99")
     assert result.returncode == 2 and "--export_step 99: this practice has steps 0 to 3" in result.stderr
+    best = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--export_step", "best")
+    assert best.returncode == 2 and "--export_step best: no step of this practice is scored" in best.stderr
+    for odd in ("+1", "1_0", "\u0663"):  # read by int() as 1, 10 and 3
+        result = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--export_step", odd)
+        assert result.returncode == 2 and "expected a step number, best or last" in result.stderr, odd
     assert agent.request_count == 0
+
+
+@pytest.mark.parametrize(
+    ("flags", "blocked", "said"),
+    [
+        (["--export_to", "t_agent"], None, "configs/agents/practice/t_agent.yaml already (export_agent)"),
+        (["--export_to", "ship"], "eval/practice", "is a file, not a folder; move it or leave out --export_to"),
+    ],
+)
+def test_an_export_that_could_not_be_written_is_refused_before_any_work(
+    tmp_path, workspace, stub, flags, blocked, said
+):
+    configs, db_url = workspace
+    if blocked:
+        shutil.rmtree(configs / blocked, ignore_errors=True)
+        (configs / blocked).write_text("a file where the folder goes")
+    agent = stub(agent_script())
+    result = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), *flags)
+    assert result.returncode == 2 and said in " ".join(result.stderr.split()), result.stderr
+    assert agent.request_count == 0 and not (tmp_path / "runs/t/enhanced_agent.yaml").exists()
 
 
 def test_plan_says_what_a_run_would_spend_and_calls_no_model(tmp_path, workspace, stub):

@@ -368,6 +368,15 @@ def test_export_step_names_a_missing_step_in_one_line(tmp_path, stub):
     assert len(result.stderr.strip().splitlines()) == 1 and agent.request_count == 0  # refused before any work
 
 
+def test_export_step_best_of_a_practice_that_proposed_nothing_says_it_learned_nothing(tmp_path, stub):
+    configs, db_url = workspace_with_validation_set(tmp_path)
+    silent = evolving_learner(group_update=lambda library: [], experiences=[])
+    flags = ("--epochs", "1", *VALIDATION, "--export_step", "best")
+    result = run_practice(tmp_path, configs, db_url, stub(adder()), stub(silent), *flags)
+    assert result.returncode == 2 and "practice learned nothing" in result.stderr, result.stderr
+    assert "set practice.validation" not in result.stderr  # (it is set: no step proposed a change to score)
+
+
 def test_a_validation_slice_past_the_end_of_its_data_set_is_refused_before_any_work(tmp_path, stub):
     configs, db_url = workspace_with_validation_set(tmp_path)
     agent = stub(adder())

@@ -91,7 +91,7 @@ def _ref(text: str) -> tuple[str, str | int]:
     return named
 
 
-async def show(db: Database, args) -> None:
+async def show_command(db: Database, args) -> None:
     library, step = await library_at(db, args.exp_id, args.step, f"show --exp_id {args.exp_id}")
     entries = provenance(library, await applied_operations(db, args.exp_id, up_to=step))
     if args.json:
@@ -114,7 +114,7 @@ async def show(db: Database, args) -> None:
     console.print(table)
 
 
-async def compare(db: Database, args) -> None:
+async def diff_command(db: Database, args) -> None:
     if args.refs:
         (a, a_step), (b, b_step) = map(_ref, args.refs)
     else:
@@ -145,7 +145,7 @@ def _why(result, key: str) -> str:
     )
 
 
-async def export(db: Database, args) -> None:
+async def export_command(db: Database, args) -> None:
     if args.to.is_dir():
         raise ConfigError(f"export --to {args.to}: that is a folder; name a file (library.yaml, .json or .md)")
     if args.to.exists() and not args.force:
@@ -171,7 +171,7 @@ async def export(db: Database, args) -> None:
     print(f"{len(library.experiences)} experiences of {args.exp_id}@{step} written to {args.to}", file=sys.stderr)
 
 
-async def combine(db: Database, args) -> None:
+async def merge_command(db: Database, args) -> None:
     check_name(args.name, "merge --to")
     refs = [_ref(ref if "@" in ref else f"{ref}@last") for ref in args.refs]
     async with contextlib.AsyncExitStack() as stack:
@@ -194,7 +194,8 @@ async def run() -> int:
         if not db.exists():  # every command reads libraries: a mistyped --db_url makes no database
             raise ConfigError(f"{args.command}: no database at {db.describe()}; pass the --db_url practice used")
         await db.create_tables()
-        await {"show": show, "diff": compare, "export": export, "merge": combine}[args.command](db, args)
+        handlers = {"show": show_command, "diff": diff_command, "export": export_command, "merge": merge_command}
+        await handlers[args.command](db, args)
     return 0
 
 

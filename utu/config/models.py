@@ -25,6 +25,15 @@ ExpId = PlainName
 DatasetName = PlainName
 
 
+def _some_text(value: str) -> str:
+    if not value.strip():
+        raise ValueError("an experience with no text; remove it or write it")
+    return value
+
+
+ExperienceText = Annotated[str, AfterValidator(_some_text)]  # as practice.init_library reads one
+
+
 # Every attempt of a run is a row held in memory until it is judged (about 1 KB with its task): more than this is a
 # typo's (K=100000 on 20 questions grew by 75 MiB a second), not a run; a larger evaluation runs in parts.
 MAX_ATTEMPTS = 1_000_000
@@ -298,7 +307,7 @@ class AgentConfig(StrictModel):
     experience_placement: Literal["system", "user"] = knob(
         "system", "Where the library goes: after the system prompt, or before the question."
     )
-    experiences: dict[str, str] = knob(dict, "The library, id -> text, placed by one function.")
+    experiences: dict[str, ExperienceText] = knob(dict, "The library, id -> text, placed by one function.")
     tool_router: ToolRouterConfig | None = knob(
         None, "A learned router that picks the tools the LLM is offered for each question (docs/tools.md)."
     )

@@ -7,7 +7,7 @@ process's command line, for a script of one's own that runs `TrainingFreeGRPO`.
 import argparse
 import logging
 
-from utu.cli import refuse_unknown_flags
+from utu.cli import refuse_unknown_flags, step_argument
 from utu.config import TrainingFreeGRPOConfig, load_agent_config
 from utu.config.flags import add_flags, add_place_flags, given
 from utu.config.loader import Composed, compose_config, validate
@@ -26,15 +26,6 @@ DESCRIPTION = "Training-Free GRPO practice: learn an experience library for an a
 EVAL_FLAGS = ["verify_filename", "verify_func_name", "pass_k", "max_failed_share"]  # of the evaluation config
 
 
-def _export_step(text: str) -> str | int:
-    if text in ("best", "last"):
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected best, last or a step number, got {text!r}") from None
-
-
 def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--config_name", required=True, help="practice config under configs/practice/")
@@ -51,7 +42,7 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     )
     parser.add_argument(
         "--export_step",
-        type=_export_step,
+        type=step_argument,
         default="last",
         help="which library the enhanced agent gets: last (default), best (highest validation or in-step eval "
         "score), or a step number",

@@ -1,6 +1,8 @@
 """Write the enhanced agent: the baseline agent, unchanged (model settings, max_turns, tools, placement),
 plus the learned library, which `build_messages` places exactly as it did during practice."""
 
+import contextlib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -8,8 +10,8 @@ import yaml
 
 from utu.config.loader import packaged_configs
 from utu.config.models import AgentConfig, EvalConfig
-from utu.errors import ConfigError
-from utu.names import check_name, inside
+from utu.errors import ConfigError, RunFailed
+from utu.names import check_name, inside, replacing
 from utu.practice.library import Library
 from utu.router import STATE_FILE
 
@@ -22,18 +24,25 @@ def enhanced_agent(baseline: AgentConfig, library: Library, router_state: Path |
     return baseline.model_copy(update=update)
 
 
-def agent_yaml(agent: AgentConfig, agent_source: dict | None = None) -> str:
+def agent_yaml(agent: AgentConfig, agent_source: dict | None = None, note: str = "") -> str:
     """The agent as YAML. Settings that came from the environment (`${oc.env:...}` in `agent_source`, the agent
     as written) stay references: the exported agent talks to the endpoint configured when it is used, like the
-    baseline, not to the one of the practice run, and an MCP server's keys stay in the environment."""
+    baseline, not to the one of the practice run, and an MCP server's keys stay in the environment. Every other
+    text is escaped (`literal`): an experience that says `${oc.env:UTU_LLM_API_KEY}` stays those words."""
     data = _keep_references(agent.model_dump(), agent_source or {})
     provider = data["model"]["model_provider"]
-    if not (isinstance(provider.get("api_key"), str) and "${" in provider["api_key"]):
+    if not _is_reference(provider.get("api_key")):
         provider["api_key"] = "${oc.env:UTU_LLM_API_KEY,null}"  # never write a key to disk
     embeddings = (data.get("tool_router") or {}).get("embeddings") or {}
-    if embeddings.get("api_key") and "${" not in str(embeddings["api_key"]):
+    if embeddings.get("api_key") and not _is_reference(embeddings["api_key"]):
         embeddings["api_key"] = "${oc.env:UTU_EMBED_API_KEY,null}"
-    return "# @package _global_\n" + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
+    note = f"# {note}\n" if note else ""  # below the package line, which Hydra reads only at the top
+    return "# @package _global_\n" + note + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
+
+
+def _is_reference(value: Any) -> bool:
+    """A setting kept as written, `${oc.env:...}` (a text escaped by `literal` starts with a backslash)."""
+    return isinstance(value, str) and value.startswith("${")
 
 
 def _keep_references(value: Any, written: Any) -> Any:
@@ -46,11 +55,24 @@ def _keep_references(value: Any, written: Any) -> Any:
         return {key: _keep_references(item, written.get(key)) for key, item in value.items()}
     if isinstance(value, list) and isinstance(written, list) and len(value) == len(written):
         return [_keep_references(item, source) for item, source in zip(value, written, strict=True)]
+    return literal(value)
+
+
+def literal(value: Any) -> Any:
+    """`value` with each text escaped for OmegaConf, which reads the exported configs: `${` (with any backslashes
+    before it) would be an interpolation, resolved when the agent loads (an environment variable's value put into
+    the prompt, or a load that fails on `${hh}:${mm}`)."""
+    if isinstance(value, str):
+        return re.sub(r"(\\*)\$\{", lambda m: m[1] * 2 + "\\${", value)
+    if isinstance(value, dict):
+        return {key: literal(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [literal(item) for item in value]
     return value
 
 
 def eval_yaml(evaluation: EvalConfig, agent_name: str, exp_id: str) -> str:
-    data = evaluation.model_dump(exclude={"agent"}) | {"exp_id": exp_id}
+    data = literal(evaluation.model_dump(exclude={"agent"})) | {"exp_id": exp_id}
     header = f"# @package _global_\ndefaults:\n  - /agents/practice@agent: {agent_name}\n  - _self_\n\n"
     if data.get("judge_model") and data["judge_model"]["model_provider"].get("api_key"):
         data["judge_model"]["model_provider"]["api_key"] = "${oc.env:JUDGE_LLM_API_KEY,null}"
@@ -72,7 +94,20 @@ def check_export_target(configs: Path, name: str) -> None:
         raise ConfigError(f"--export_to {name}: {', '.join(taken)} already exists; choose another name")
 
 
-WRITTEN_BY_PRACTICE = "# Written by utu practice"  # the first line of an agent practice may replace
+# The comment an agent file practice may replace opens with, on its second line, below Hydra's `# @package` (which
+# Hydra reads only on the first lines: the file is then a config by name too); on the first, as written before.
+WRITTEN_BY_PRACTICE = "Written by utu practice"
+
+
+def written_by_practice(path: Path, exp_id: str | None = None) -> bool:
+    """Whether practice wrote `path` (by experiment `exp_id`, if given): its marker on one of its first two lines."""
+    marker = f"# {WRITTEN_BY_PRACTICE}" + ("" if exp_id is None else f" (exp_id {exp_id});")
+    try:
+        with path.open(encoding="utf-8") as f:
+            first_lines = [f.readline(512), f.readline(512)]
+    except (OSError, UnicodeDecodeError):
+        return False
+    return any(line.startswith(marker) for line in first_lines)
 
 
 def practice_agent_path(configs: Path, name: str) -> Path:
@@ -81,7 +116,7 @@ def practice_agent_path(configs: Path, name: str) -> Path:
     check_name(name, "export_agent")
     path = inside(configs, "agents", "practice", f"{name}.yaml")
     for candidate in dict.fromkeys([path, packaged_configs() / "agents" / "practice" / f"{name}.yaml"]):
-        if candidate.exists() and not candidate.read_text().startswith(WRITTEN_BY_PRACTICE):
+        if candidate.exists() and not written_by_practice(candidate):
             raise ConfigError(
                 f"export_agent {name}: {candidate} exists and was not written by practice; "
                 "refusing to replace it (rename it, or choose another export_agent)"
@@ -98,15 +133,8 @@ def forget_outputs(exp_id: str, run_dir: Path, practice_agent: Path | None) -> N
     evaluated as this run's if it learns nothing); each only if that run wrote it (its first line says so), and
     the plots only with them: `--output_dir` may name a folder that holds the user's own files."""
     agent, report = run_dir / "enhanced_agent.yaml", run_dir / "report.md"
-    ours = [
-        path
-        for path, first in (
-            (agent, f"{WRITTEN_BY_PRACTICE} (exp_id {exp_id});"),
-            (report, f"# Practice report: {exp_id}\n"),
-            (practice_agent, f"{WRITTEN_BY_PRACTICE} (exp_id {exp_id});"),
-        )
-        if path is not None and _starts_with(path, first)
-    ]
+    ours = [path for path in (agent, practice_agent) if path is not None and written_by_practice(path, exp_id)]
+    ours += [report] if _starts_with(report, f"# Practice report: {exp_id}\n") else []
     if agent in ours or report in ours:
         ours += [run_dir / name for name in REPORT_PLOTS]
     for path in ours:
@@ -133,26 +161,30 @@ def write_outputs(
     export_agent: str | None = None,
 ) -> dict[str, Path]:
     """The enhanced agent under the run's folder, with `export_to` also into configs/ (never over a file), and
-    with `export_agent` as the agent config of that name (replacing only what practice wrote before)."""
+    with `export_agent` as the agent config of that name (replacing only what practice wrote before). Every file is
+    written whole or not at all (never through a link planted at its name); one that cannot be written leaves none
+    of the others, and a `RunFailed` line (the steps are saved: the same command exports them again)."""
     router_state = output_dir / STATE_FILE
     agent = enhanced_agent(evaluation.agent, library, router_state if router_state.exists() else None)
-    text = f"{WRITTEN_BY_PRACTICE} (exp_id {exp_id}); a later practice may replace it.\n" + agent_yaml(
-        agent, agent_source
+    agent_text = agent_yaml(
+        agent, agent_source, f"{WRITTEN_BY_PRACTICE} (exp_id {exp_id}); a later practice may replace it."
     )
-    out = {"agent": output_dir / "enhanced_agent.yaml"}
-    output_dir.mkdir(parents=True, exist_ok=True)
-    out["agent"].write_text(text)
+    files, texts = {"agent": output_dir / "enhanced_agent.yaml"}, {"agent": agent_text}
     if export_agent:
-        path = practice_agent_path(configs, export_agent)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        out["practice_agent"] = path
+        files["practice_agent"], texts["practice_agent"] = practice_agent_path(configs, export_agent), agent_text
     if export_to:
         check_export_target(configs, export_to)
-        agent_path, eval_path = export_paths(configs, export_to)
-        agent_path.parent.mkdir(parents=True, exist_ok=True)
-        eval_path.parent.mkdir(parents=True, exist_ok=True)
-        agent_path.write_text(text)
-        eval_path.write_text(eval_yaml(evaluation, f"{export_to}", f"{export_to}_eval"))
-        out |= {"exported_agent": agent_path, "exported_eval": eval_path}
-    return out
+        files["exported_agent"], files["exported_eval"] = export_paths(configs, export_to)
+        texts |= {"exported_agent": agent_text, "exported_eval": eval_yaml(evaluation, export_to, f"{export_to}_eval")}
+    path = files["agent"]
+    try:
+        with contextlib.ExitStack() as written:  # each renamed into place as the block ends, none if it fails
+            for key, path in files.items():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                written.enter_context(replacing(path)).write(texts[key])
+    except OSError as e:
+        raise RunFailed(
+            f"{path}: cannot write the enhanced agent ({e.strerror or e}); the library is saved: "
+            "free the place and run the same command again to export it"
+        ) from e
+    return files

@@ -14,8 +14,11 @@ import re
 from pathlib import Path
 
 import yaml
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
-from utu.cli import MAX_STEP, step_argument
+from utu.cli import DB_INT_MAX, step_argument
+from utu.config.models import PracticeArguments
 from utu.db import Database
 from utu.db.dataset_io import one_value_per_key
 from utu.errors import ConfigError
@@ -33,11 +36,32 @@ async def initial_library(db: Database, spec: str | None, agent_experiences: dic
             "give a starting library: use one (an enhanced agent already carries its library)"
         )
     if not spec:
-        return library_of(dict(agent_experiences))
+        return library_of(dict(agent_experiences), _source(spec))
     named = None if Path(spec).exists() else reference(spec, "practice.init_library ")  # (a file may have an @)
     if named:
         return await _from_experiment(db, *named)
-    return library_of(_from_file(Path(spec)))
+    return library_of(_from_file(Path(spec)), _source(spec))
+
+
+def _source(spec: str | None) -> str:
+    return f"practice.init_library {spec}" if spec else "the agent config's experiences"
+
+
+def check_starting_library(library: Library, practice: PracticeArguments) -> None:
+    """Refuse, before any work, a starting library this practice could not have grown: more experiences than
+    `max_experiences`, or (screening on) a text longer than the screening lets a learned one be."""
+    source, cap, screening = _source(practice.init_library), practice.max_experiences, practice.screening
+    if cap is not None and len(library.experiences) > cap:
+        raise ConfigError(
+            f"{source}: {len(library.experiences)} experiences, more than practice.max_experiences ({cap}); "
+            "raise the cap or start from fewer"
+        )
+    for key, text in library.experiences.items() if screening.enabled else ():
+        if len(text) > screening.max_chars:
+            raise ConfigError(
+                f"{source}: experience {key} is {len(text)} characters long, more than the screening lets a learned "
+                f"one be (practice.screening.max_chars: {screening.max_chars}); shorten it, or raise the limit"
+            )
 
 
 def reference(text: str, where: str = "") -> tuple[str, str | int] | None:
@@ -52,11 +76,12 @@ def reference(text: str, where: str = "") -> tuple[str, str | int] | None:
         raise ConfigError(f"{where}{text}: {e}") from None
 
 
-def library_of(experiences: dict[str, str]) -> Library:
-    """A library holding these experiences; new ids continue after the highest "G<n>"."""
+def library_of(experiences: dict[str, str], source: str) -> Library:
+    """A library holding these experiences (from `source`, as an error names it); new ids continue after the
+    highest "G<n>"."""
     numbers = [int(m[1]) for key in experiences if (m := re.fullmatch(r"G(\d+)", key))]
-    if max(numbers, default=0) >= MAX_STEP:  # the ids that follow would not fit the database's integers
-        raise ConfigError(f"experience id G{max(numbers)}: too large a number; renumber the library from G0")
+    if max(numbers, default=0) >= DB_INT_MAX:  # the ids that follow would not fit the database's integers
+        raise ConfigError(f"{source}: experience id G{max(numbers)}: too large a number; renumber the library from G0")
     return Library(experiences, max(numbers, default=-1) + 1)
 
 
@@ -69,7 +94,10 @@ def pick_step(steps: list[StepStats], which: str | int, what: str) -> int:
     if which == "best":
         scored = [(s.score, -s.step) for s in steps if s.score is not None]
         if not scored:
-            raise ConfigError(f"{what}: 'best' needs a scored step and none was; set practice.validation (or do_eval)")
+            raise ConfigError(
+                f"{what}: 'best' needs a scored step and none was (no validation or in-step evaluation of a "
+                "changed library); name `last` or a step number"
+            )
         return -max(scored)[1]
     if int(which) not in {s.step for s in steps}:
         recorded = sorted(s.step for s in steps)
@@ -105,9 +133,14 @@ def _from_file(path: Path) -> dict[str, str]:
             data = json.loads(text, object_pairs_hook=one_value_per_key)  # (json keeps the last)
         else:
             data = yaml.load(text, Loader=_EachKeyOnce)  # a SafeLoader
+    except yaml.MarkedYAMLError as e:  # (its own text names the file "<unicode string>")
+        line = f":{e.problem_mark.line + 1}" if e.problem_mark else ""
+        raise ConfigError(f"{path}{line}: practice.init_library: not YAML: {e.problem or e.context}") from e
     except (OSError, ValueError, yaml.YAMLError, RecursionError) as e:
         why = "nested too deeply" if isinstance(e, RecursionError) else " ".join(str(e).split())[:200]
         raise ConfigError(f"{where}: cannot read it: {why}") from e
+    # an agent config, which OmegaConf reads (`\${` a literal `${`), and not `library export`'s file, which it does not
+    agent = isinstance(data, dict) and bool(set(data) - {"exp_id", "step", "experiences"})
     if isinstance(data, dict) and "experiences" in data:
         data = data["experiences"]  # an (enhanced) agent config, or an export
     elif isinstance(data, dict) and "instructions" in data:
@@ -121,7 +154,19 @@ def _from_file(path: Path) -> dict[str, str]:
             raise ConfigError(f"{where}: {key!r} is no experience id (letters, digits, '.', '-', '_': G0, G1, ...)")
         if not isinstance(text, str) or not text.strip():
             raise ConfigError(f"{where}: experience {key}: expected its text, got {type(text).__name__} {text!r:.40}")
-    return {str(key): text.strip() for key, text in data.items()}
+    experiences = {str(key): text.strip() for key, text in data.items()}
+    return _as_an_agent_reads(experiences, where) if agent else experiences
+
+
+def _as_an_agent_reads(experiences: dict[str, str], where: str) -> dict[str, str]:
+    """The texts as `--agent_config` reads the same file: through OmegaConf (practice's exports escape `${`)."""
+    try:
+        return OmegaConf.to_container(OmegaConf.create(experiences), resolve=True)
+    except OmegaConfBaseException as e:
+        raise ConfigError(
+            f"{where}: {' '.join(str(e).split()).split(' full_key:')[0]} (an agent config's texts are read by "
+            "OmegaConf: write \\${ for a literal ${)"
+        ) from e
 
 
 class _EachKeyOnce(yaml.SafeLoader):

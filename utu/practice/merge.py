@@ -2,10 +2,10 @@
 
 Every experience of the given libraries becomes an ADD (its provenance: experiment, step, old id); the
 learner consolidates them as it consolidates a practice step's operations (same prompt and schema: ADDs that
-say the same thing become one); then they are applied to an empty library with the screening's duplicate
-check only (each source was screened when it was learned), so a near-duplicate the learner kept is still
-refused. New ids are G0, G1, ... The result is stored as step 0 of experiment `name`,
-with one operation row per experience saying where it came from.
+say the same thing become one); then they are applied to an empty library: a source's text as its run kept it
+(with the screening's duplicate check only, so a near-duplicate the learner kept is still refused), and a text
+the learner wrote in merging screened as a learned one is. New ids are G0, G1, ... The result is stored as step 0
+of experiment `name`, with one operation row per experience saying where it came from.
 """
 
 import time
@@ -19,7 +19,7 @@ from utu.practice.experience_updater import ExperienceUpdater
 from utu.practice.initial import library_at
 from utu.practice.library import Library, Operation, ProposedOp, apply_operations
 from utu.practice.outcomes import Refusal, Refused
-from utu.practice.screening import repeated
+from utu.practice.screening import Source, repeated, verdict
 from utu.practice.store import PracticeStore
 from utu.practice.types import GroupOutcome, LearnerFailure, StepStats
 
@@ -43,6 +43,7 @@ async def merge(
             origins.append(f"{exp_id}@{step} {key}")
             op = Operation(operation="ADD", content=text, rationale=f"from {origins[-1]}")
             proposed.append(ProposedOp(op, [len(origins) - 1]))  # the index of its origin
+    sources = {(p.op.content or "").strip() for p in proposed}  # (as the check sees them)
     start = time.perf_counter()
     failures: list[LearnerFailure] = []
     if learner is not None and len(proposed) > 1:
@@ -58,8 +59,10 @@ async def merge(
         p.op.rationale = "from " + " + ".join(origins[i] for i in p.source_questions if 0 <= i < len(origins))
         p.source_questions = []
 
-    def check(text: str, sources: list[int], others: list[str]) -> Refused | None:
-        reason = repeated(text, others)  # each source library was screened when it was learned
+    def check(text: str, _: list[int], others: list[str]) -> Refused | None:
+        if text not in sources:  # the learner's own words: no run's screening has seen them
+            return verdict(text, Source(), others)
+        reason = repeated(text, others)
         return Refused(Refusal.REPEATS_LIBRARY, reason) if reason else None
 
     merged, records = apply_operations(Library(), proposed, screen=check)

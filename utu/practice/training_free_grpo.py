@@ -28,8 +28,14 @@ from utu.db.models import DatasetSample
 from utu.errors import ConfigError, RunFailed
 from utu.names import inside, writable_folder
 from utu.practice.data_manager import PracticeData
-from utu.practice.export import check_export_target, forget_outputs, practice_agent_path, write_outputs
-from utu.practice.initial import initial_library, pick_step
+from utu.practice.export import (
+    check_export_target,
+    export_paths,
+    forget_outputs,
+    practice_agent_path,
+    write_outputs,
+)
+from utu.practice.initial import check_starting_library, initial_library, pick_step
 from utu.practice.library import Library
 from utu.practice.loop import PracticeLoop, PracticeResult
 from utu.practice.parts import open_practice
@@ -108,14 +114,22 @@ class TrainingFreeGRPO:
         self.export_to = export_to
         # the agent as written (with ${oc.env:...}), so the export keeps the references
         self.agent_source = agent_source
-        if export_to is not None:
-            check_export_target(config_root(), export_to)
         # why the enhanced agent goes to runs/<exp_id>/ only, said again at the end (None: it does not)
         self.export_agent, self.not_exported_because = self.config.export_agent, None
         if not self.export_agent:
             self.export_agent, self.not_exported_because = default_export_agent(self.config.exp_id)
         if self.config.export_agent:
-            practice_agent_path(config_root(), self.config.export_agent)
+            agent_path = practice_agent_path(config_root(), self.config.export_agent)
+            writable_folder(agent_path.parent, f"set export_agent to null (the agent still goes to {self.run_dir})")
+        if export_to is not None:
+            check_export_target(config_root(), export_to)
+            if export_to == self.export_agent:
+                raise ConfigError(
+                    f"--export_to {export_to}: practice writes the enhanced agent to configs/agents/practice/"
+                    f"{export_to}.yaml already (export_agent); choose another name, or leave out --export_to"
+                )
+            for folder in {path.parent for path in export_paths(config_root(), export_to)}:
+                writable_folder(folder, "leave out --export_to")
         ev = self.config.evaluation
         self.verify = load_verifier(ev.verify_filename, ev.verify_func_name)  # one that cannot load fails now
 
@@ -192,6 +206,7 @@ class TrainingFreeGRPO:
             )
         check_answers(self.verify, questions, practice_set)
         initial = await initial_library(db, config.practice.init_library, ev.agent.experiences)
+        check_starting_library(initial, config.practice)
         if initial.experiences:
             log.info("starting from a library of %d experiences", len(initial.experiences))
         shaping = shaping_config(config, content_digest(questions)) | {"initial_library": initial.experiences}
@@ -303,6 +318,11 @@ class TrainingFreeGRPO:
 
     def _check_export_step(self, steps: int) -> None:
         """A step number past the run's last step (of `steps`) is refused before any work, not after the whole run."""
+        if self.export_step == "best" and not (self.config.practice.validation or self.config.practice.do_eval):
+            raise ConfigError(
+                "--export_step best: no step of this practice is scored; set practice.validation (or do_eval), "
+                "or export `last` or a step number"
+            )
         if self.export_step in ("last", "best"):
             return
         if not 0 <= int(self.export_step) < steps:
@@ -333,7 +353,7 @@ def default_export_agent(exp_id: str) -> tuple[str | None, str | None]:
         return None, None
     name = f"{exp_id}_agent"
     try:
-        practice_agent_path(config_root(), name)
+        writable_folder(practice_agent_path(config_root(), name).parent, "make it writable")
     except ConfigError as e:
         log.warning("the enhanced agent goes to runs/<exp_id>/ only: %s", e)
         return None, str(e)
@@ -366,8 +386,10 @@ def shaping_config(config: TrainingFreeGRPOConfig, content: dict) -> dict:
 
 async def chosen_library(loop: PracticeLoop, result: PracticeResult, which: str | int) -> Library:
     """The library the enhanced agent gets (export_step): the last, the best scored, or step N's."""
-    if which == "last" or not result.steps:
+    if which == "last" or not result.steps:  # (no step: nothing learned, which `check_learned` says)
         return result.library
+    if which == "best" and not any(s.score is not None for s in result.steps) and loop.config.practice.validation:
+        return result.library  # no step proposed a change, each of which the gate scores: `check_learned` says so
     step = pick_step(result.steps, which, "--export_step")
     if which == "best" and loop.config.practice.validation is None:  # (pick_step found scores: the eval's)
         log.warning(

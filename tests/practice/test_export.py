@@ -1,0 +1,86 @@
+"""The enhanced agent's files: what a learned text says survives the export word for word, and the files are
+written whole or not at all, never through a link planted at their name."""
+
+import pytest
+import yaml
+
+from utu.config import load_agent_config
+from utu.config.models import AgentConfig, EvalConfig
+from utu.errors import RunFailed
+from utu.practice.export import agent_yaml, enhanced_agent, write_outputs
+from utu.practice.library import Library
+
+# A learner (or a hand-written starting library, or a run with the screening off) may write any of these.
+TEXTS = {
+    "G0": "Never print ${oc.env:UTU_LLM_API_KEY}; quote it as written.",
+    "G1": "Times as ${hh}:${mm}: pad the minutes.",
+    "G2": r"A literal \${x} keeps its backslash; so does C:\path\ and a lone $ or {brace}.",
+    "G3": r"Two backslashes then \\${y}.",
+}
+
+
+def baseline() -> AgentConfig:
+    return AgentConfig.model_validate({"name": "a", "instructions": "Solve it.", "model": {"model_provider": {}}})
+
+
+def test_a_learned_text_loads_back_as_written_and_reads_no_variable(tmp_path, monkeypatch):
+    from utu.practice.initial import _from_file
+
+    monkeypatch.setenv("UTU_LLM_API_KEY", "sk-live-SECRET")
+    path = tmp_path / "enhanced_agent.yaml"
+    path.write_text(agent_yaml(enhanced_agent(baseline(), Library(dict(TEXTS), 4))))
+    assert "SECRET" not in path.read_text()
+    assert load_agent_config(str(path)).experiences == TEXTS  # as `--agent_config` reads it
+    assert _from_file(path) == TEXTS  # and as `--init_library` does
+
+
+def test_the_agent_file_is_a_config_by_name_too(tmp_path, monkeypatch):
+    agents = tmp_path / "configs/agents/practice"
+    agents.mkdir(parents=True)
+    (agents / "shipped.yaml").write_text(agent_yaml(enhanced_agent(baseline(), Library(dict(TEXTS), 4)), note="mine"))
+    monkeypatch.setenv("UTU_CONFIG_DIR", str(tmp_path / "configs"))
+    assert load_agent_config("practice/shipped").experiences == TEXTS  # the package line heads the file
+
+
+def outputs(tmp_path, **options) -> dict:
+    evaluation = EvalConfig.model_validate({"data": {"dataset": "Arith"}, "agent": baseline().model_dump()})
+    library = Library({"G0": "Check the units."}, 1)
+    return write_outputs(
+        evaluation, library, exp_id="t", output_dir=tmp_path / "runs/t", configs=tmp_path / "configs", **options
+    )
+
+
+def test_a_link_planted_at_an_output_is_replaced_not_followed(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine")
+    (tmp_path / "runs/t").mkdir(parents=True)
+    (tmp_path / "runs/t/enhanced_agent.yaml").symlink_to(victim)
+    files = outputs(tmp_path, export_to=None)
+    assert victim.read_text() == "mine"
+    assert not files["agent"].is_symlink() and "Check the units." in files["agent"].read_text()
+
+
+def test_an_export_that_cannot_be_written_leaves_none_of_its_files(tmp_path):
+    (tmp_path / "configs/eval").mkdir(parents=True)
+    (tmp_path / "configs/eval/practice").write_text("a file where the folder goes")
+    with pytest.raises(RunFailed, match=r"eval/practice/ship\.yaml: cannot write the enhanced agent .* run the same"):
+        outputs(tmp_path, export_to="ship", export_agent="t_agent")
+    written = [p.name for p in tmp_path.rglob("*") if p.is_file()]
+    assert written == ["practice"]  # neither runs/t/enhanced_agent.yaml nor an agent in configs/, nor a partial
+
+
+def test_the_files_of_an_export_are_all_written(tmp_path):
+    files = outputs(tmp_path, export_to="ship", export_agent="t_agent")
+    assert set(files) == {"agent", "practice_agent", "exported_agent", "exported_eval"}
+    agent = files["practice_agent"].read_text()
+    assert agent == files["agent"].read_text() == files["exported_agent"].read_text()
+    assert agent.splitlines()[:2] == [
+        "# @package _global_",
+        "# Written by utu practice (exp_id t); a later practice may replace it.",
+    ]
+    assert yaml.safe_load(files["exported_eval"].read_text())["exp_id"] == "ship_eval"
+
+
+def test_an_agent_config_with_a_blank_experience_is_refused():
+    with pytest.raises(ValueError, match="an experience with no text"):
+        AgentConfig.model_validate({"experiences": {"G0": "  "}})
