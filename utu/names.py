@@ -6,6 +6,7 @@ utu adds its own suffixes (`_epoch_0`, `_eval_step12`, `.yaml`). Checked before 
 """
 
 import contextlib
+import errno
 import os
 import re
 import secrets
@@ -69,16 +70,44 @@ def replace_text(path: Path, text: str) -> None:
         f.write(text)
 
 
+class NotWritten(OSError):
+    """`replace_texts` could not write `path`: nothing was written, or only `written` (a rename that failed)."""
+
+    def __init__(self, path: Path, cause: OSError, written: list[Path]):
+        super().__init__(cause.errno, cause.strerror or str(cause))
+        self.path, self.written = path, written
+
+
+def replace_texts(texts: dict[Path, str]) -> None:
+    """Write several files, each whole, all or none: every text goes to a partial file beside its path (a folder
+    made if missing; a folder at the path itself refused) before any is renamed into place, so a full disk or a
+    name that cannot be written leaves every path as it was. `NotWritten` names the path that failed."""
+    partials: dict[Path, Path] = {}
+    try:
+        for path, text in texts.items():
+            if path.is_dir() and not path.is_symlink():
+                raise NotWritten(path, IsADirectoryError(errno.EISDIR, "a folder is at its name"), [])
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                partials[path] = _partial_of(path, text)
+            except OSError as e:
+                raise NotWritten(path, e, []) from e
+        for done, (path, partial) in enumerate(partials.items()):
+            try:
+                os.replace(partial, path)
+            except OSError as e:  # (a rename beside its file: not seen to fail but by a race)
+                raise NotWritten(path, e, list(partials)[:done]) from e
+    finally:
+        for partial in partials.values():
+            partial.unlink(missing_ok=True)
+
+
 @contextlib.contextmanager
 def replacing(path: Path, binary: bool = False) -> Iterator[IO[Any]]:
     """A file that becomes `path` when the block ends, or is removed if it fails: a new file of a fresh name beside
     it, created exclusively (a symlink planted at a name we would reuse is never followed), synced, then renamed."""
-    start = os.fsdecode(os.fsencode(path.name)[:200])  # a name holds 255 bytes: room for the suffix
-    partial = path.with_name(f"{start}.{secrets.token_hex(6)}.partial")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    fd, partial = _new_partial(path)
     try:
-        with contextlib.suppress(FileNotFoundError):  # a file replaced keeps its mode (one made private stays so)
-            os.fchmod(fd, stat.S_IMODE(os.stat(path).st_mode))
         with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8") as f:
             yield f
             f.flush()
@@ -87,3 +116,28 @@ def replacing(path: Path, binary: bool = False) -> Iterator[IO[Any]]:
     except BaseException:
         partial.unlink(missing_ok=True)  # (a disk too full for the file: nothing of it left behind)
         raise
+
+
+def _partial_of(path: Path, text: str) -> Path:
+    """`text` in a new partial file beside `path`, synced, not yet renamed (removed if it cannot be written)."""
+    fd, partial = _new_partial(path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return partial
+
+
+def _new_partial(path: Path) -> tuple[int, Path]:
+    """A new file of a fresh name beside `path`, created exclusively, with `path`'s mode if it exists (a file
+    made private stays so): its descriptor, open for writing, and its name."""
+    start = os.fsdecode(os.fsencode(path.name)[:200])  # a name holds 255 bytes: room for the suffix
+    partial = path.with_name(f"{start}.{secrets.token_hex(6)}.partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    with contextlib.suppress(FileNotFoundError):
+        os.fchmod(fd, stat.S_IMODE(os.stat(path).st_mode))
+    return fd, partial

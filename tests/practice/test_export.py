@@ -1,6 +1,8 @@
 """The enhanced agent's files: what a learned text says survives the export word for word, and the files are
 written whole or not at all, never through a link planted at their name."""
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -16,6 +18,8 @@ TEXTS = {
     "G1": "Times as ${hh}:${mm}: pad the minutes.",
     "G2": r"A literal \${x} keeps its backslash; so does C:\path\ and a lone $ or {brace}.",
     "G3": r"Two backslashes then \\${y}.",
+    "G4": "1e3",  # a number to OmegaConf's YAML reader, not to PyYAML's writer
+    "G5": "1_000",
 }
 
 
@@ -28,16 +32,27 @@ def test_a_learned_text_loads_back_as_written_and_reads_no_variable(tmp_path, mo
 
     monkeypatch.setenv("UTU_LLM_API_KEY", "sk-live-SECRET")
     path = tmp_path / "enhanced_agent.yaml"
-    path.write_text(agent_yaml(enhanced_agent(baseline(), Library(dict(TEXTS), 4))))
+    path.write_text(agent_yaml(enhanced_agent(baseline(), Library(dict(TEXTS), 6))))
     assert "SECRET" not in path.read_text()
     assert load_agent_config(str(path)).experiences == TEXTS  # as `--agent_config` reads it
     assert _from_file(path) == TEXTS  # and as `--init_library` does
 
 
+def test_a_learned_update_replaces_a_text_the_baseline_held(tmp_path):
+    from utu.config.loader import agent_source
+
+    stage_one = tmp_path / "stage_one.yaml"  # a first stage's enhanced agent, the second stage's baseline
+    stage_one.write_text(agent_yaml(enhanced_agent(baseline(), Library({"G0": "Never print ${oc.env:HOME}."}, 1))))
+    second = enhanced_agent(load_agent_config(str(stage_one)), Library({"G0": "Updated."}, 1))
+    exported = tmp_path / "stage_two.yaml"
+    exported.write_text(agent_yaml(second, agent_source(str(stage_one))))
+    assert load_agent_config(str(exported)).experiences == {"G0": "Updated."}
+
+
 def test_the_agent_file_is_a_config_by_name_too(tmp_path, monkeypatch):
     agents = tmp_path / "configs/agents/practice"
     agents.mkdir(parents=True)
-    (agents / "shipped.yaml").write_text(agent_yaml(enhanced_agent(baseline(), Library(dict(TEXTS), 4)), note="mine"))
+    (agents / "shipped.yaml").write_text(agent_yaml(enhanced_agent(baseline(), Library(dict(TEXTS), 6)), note="mine"))
     monkeypatch.setenv("UTU_CONFIG_DIR", str(tmp_path / "configs"))
     assert load_agent_config("practice/shipped").experiences == TEXTS  # the package line heads the file
 
@@ -60,13 +75,71 @@ def test_a_link_planted_at_an_output_is_replaced_not_followed(tmp_path):
     assert not files["agent"].is_symlink() and "Check the units." in files["agent"].read_text()
 
 
-def test_an_export_that_cannot_be_written_leaves_none_of_its_files(tmp_path):
-    (tmp_path / "configs/eval").mkdir(parents=True)
-    (tmp_path / "configs/eval/practice").write_text("a file where the folder goes")
-    with pytest.raises(RunFailed, match=r"eval/practice/ship\.yaml: cannot write the enhanced agent .* run the same"):
+def fsync_fails_at(call: int):
+    import os
+
+    real, calls = os.fsync, []
+
+    def fsync(fd):
+        calls.append(fd)
+        if len(calls) == call:
+            raise OSError(28, "No space left on device")
+        return real(fd)
+
+    return fsync
+
+
+@pytest.mark.parametrize(
+    ("block", "failed"),
+    [
+        ("configs/eval/practice", "configs/eval/practice/ship.yaml"),  # a file where a folder goes
+        ("runs/t/enhanced_agent.yaml/", "runs/t/enhanced_agent.yaml"),  # a folder where a file goes
+        ("disk full at the last file", "configs/eval/practice/ship.yaml"),
+    ],
+)
+def test_an_export_that_cannot_be_written_leaves_none_of_its_files(tmp_path, monkeypatch, block, failed):
+    if block.startswith("disk"):
+        monkeypatch.setattr("os.fsync", fsync_fails_at(4))
+    elif block.endswith("/"):
+        (tmp_path / block).mkdir(parents=True)
+    else:
+        (tmp_path / block).parent.mkdir(parents=True)
+        (tmp_path / block).write_text("in the way")
+    with pytest.raises(RunFailed, match=rf"^{tmp_path}/{failed}: cannot write the enhanced agent \(.*\); the library"):
         outputs(tmp_path, export_to="ship", export_agent="t_agent")
-    written = [p.name for p in tmp_path.rglob("*") if p.is_file()]
-    assert written == ["practice"]  # neither runs/t/enhanced_agent.yaml nor an agent in configs/, nor a partial
+    written = [p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file()]
+    assert written == ([] if block.endswith(("/", "full at the last file")) else [Path(block)])
+
+
+def test_a_rename_that_fails_midway_names_what_was_written(tmp_path, monkeypatch):
+    import os
+
+    real = os.replace
+
+    def replace(src, dst):
+        if str(dst).endswith("ship.yaml"):
+            raise OSError(5, "Input/output error")
+        return real(src, dst)
+
+    monkeypatch.setattr("os.replace", replace)
+    with pytest.raises(RunFailed, match=r"agents/practice/ship\.yaml: .*; written before it failed: .*enhanced_agent"):
+        outputs(tmp_path, export_to="ship", export_agent="t_agent")
+    assert not [p for p in tmp_path.rglob("*.partial")]
+
+
+def test_a_hand_edited_copy_of_practices_agent_is_not_practices(tmp_path):
+    from utu.practice.export import practice_mark, written_by_practice
+
+    path = tmp_path / "agent.yaml"
+    for first_lines, ours in [
+        (f"# @package _global_\n# {practice_mark('t')}\n", True),
+        (f"# {practice_mark('t')}\n# @package _global_\n", True),  # as practice wrote it before
+        ("# @package _global_\n# Written by utu practice originally, then edited by hand\n", False),
+        (f"# @package _global_\nname: a\n# {practice_mark('t')}\n", False),
+    ]:
+        path.write_text(first_lines + "name: a\n")
+        assert written_by_practice(path) is ours and written_by_practice(path, "t") is ours, first_lines
+    assert not written_by_practice(path, "u")
 
 
 def test_the_files_of_an_export_are_all_written(tmp_path):

@@ -145,9 +145,17 @@ def test_a_second_stage_that_learns_nothing_fails(tmp_path, stub):
 @pytest.mark.parametrize(
     ("name", "text", "message"),
     [
-        ("twice.yaml", "G0: first\nG1: other\nG0: second\n", "line 3: the key 'G0' is given twice"),
+        (
+            "twice.yaml",
+            "G0: first\nG1: other\nG0: second\n",
+            "twice.yaml:3: practice.init_library: cannot read it: the key 'G0' is given twice",
+        ),
         ("twice.json", '{"experiences": {"G0": "first", "G0": "second"}}', "key 'G0' appears twice in one object"),
-        ("as_one_id.yaml", "1: first\n'1': second\n", "line 2: the key '1' is given twice"),  # both the id '1'
+        (
+            "as_one_id.yaml",
+            "1: first\n'1': second\n",
+            "as_one_id.yaml:2: practice.init_library: cannot read it: the key '1' is given twice",
+        ),  # both the id '1'
         ("my@lib.yaml", None, "no such file"),  # an @ in a file's name is no EXP@STEP
         ("lib.md", "# Experiences of t, step 3\n\n- **[G0]** a rule\n", "a Markdown export is for reading"),
         ("empty.yaml", "experiences: {}\n", "it holds no experience"),
@@ -160,7 +168,7 @@ def test_a_second_stage_that_learns_nothing_fails(tmp_path, stub):
         ("huge.yaml", "G99999999999999999999: a rule\n", "too large a number; renumber the library from G0"),
         ("deep.json", "[" * 100_000 + "]" * 100_000, "nested too deeply"),
         ("folder.yaml", None, "that is a folder"),
-        ("unclosed.yaml", "G0: a rule\nG1: [never closed\n", "unclosed.yaml:3: practice.init_library: not YAML"),
+        ("unclosed.yaml", "G0: a rule\nG1: [never closed\n", "unclosed.yaml:3: practice.init_library: cannot read it"),
         ("unset.yaml", "name: a\nexperiences: {G0: 'Use ${oc.env:UTU_TEST_UNSET_42}.'}\n", "UTU_TEST_UNSET_42"),
     ],
 )
@@ -196,6 +204,24 @@ def test_a_starting_library_the_run_could_not_have_grown_is_refused(tmp_path, ov
         check_starting_library(library, PracticeArguments(screening={"enabled": False, "max_chars": 20}))
     with pytest.raises(ConfigError, match=re.escape(f"practice.init_library {path}: " + message)):
         check_starting_library(library, PracticeArguments(init_library=str(path), **overrides))
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("plain.yaml", "G0: 'At ${hh}:${mm}, never print ${oc.env:UTU_TEST_SECRET}.'\n"),
+        ("plain.json", '{"G0": "At ${hh}:${mm}, never print ${oc.env:UTU_TEST_SECRET}."}'),
+        (
+            "export.yaml",
+            "exp_id: t\nstep: 2\nexperiences: {G0: 'At ${hh}:${mm}, never print ${oc.env:UTU_TEST_SECRET}.'}\n",
+        ),
+    ],
+)
+def test_a_library_file_that_is_no_agent_is_read_as_written(tmp_path, monkeypatch, name, text):
+    monkeypatch.setenv("UTU_TEST_SECRET", "sk-SECRET")
+    path = tmp_path / name
+    path.write_text(text)
+    assert start_from(tmp_path, path).experiences == {"G0": "At ${hh}:${mm}, never print ${oc.env:UTU_TEST_SECRET}."}
 
 
 def test_a_yaml_merge_key_may_be_overridden(tmp_path):

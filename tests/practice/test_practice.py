@@ -307,7 +307,7 @@ def test_the_exported_agent_keeps_the_baseline_settings_and_placement(tmp_path, 
     # Never over an existing file, and refused before any work.
     agent = stub(agent_script())
     again = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--export_to", "my_enhanced")
-    assert again.returncode == 2 and "already exists" in again.stderr and agent.request_count == 0
+    assert again.returncode == 2 and "my_enhanced.yaml already exist;" in again.stderr and agent.request_count == 0
     shipped = run_practice(tmp_path, configs, db_url, agent, stub(evolving_learner()), "--export_to", "math_agent")
     assert shipped.returncode == 2 and agent.request_count == 0
 

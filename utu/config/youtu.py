@@ -98,7 +98,10 @@ def split_experiences(instructions: str) -> tuple[str, dict[str, str]]:
         elif experiences and line.strip():  # an experience that ran over more than one line
             last = next(reversed(experiences))
             experiences[last] += "\n" + line.strip()
-    return head, experiences
+    empty = [key for key, text in experiences.items() if not text]
+    if empty:  # (an agent's experience must say something; Youtu-Agent wrote these lines and placed nothing)
+        log.warning("Youtu-Agent instructions: experience %s without text, left out", ", ".join(empty))
+    return head, {key: text for key, text in experiences.items() if text}
 
 
 def model_from_youtu(data: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,6 @@
 """Write the enhanced agent: the baseline agent, unchanged (model settings, max_turns, tools, placement),
 plus the learned library, which `build_messages` places exactly as it did during practice."""
 
-import contextlib
 import re
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ import yaml
 from utu.config.loader import packaged_configs
 from utu.config.models import AgentConfig, EvalConfig
 from utu.errors import ConfigError, RunFailed
-from utu.names import check_name, inside, replacing
+from utu.names import NotWritten, check_name, inside, replace_texts
 from utu.practice.library import Library
 from utu.router import STATE_FILE
 
@@ -30,6 +29,7 @@ def agent_yaml(agent: AgentConfig, agent_source: dict | None = None, note: str =
     baseline, not to the one of the practice run, and an MCP server's keys stay in the environment. Every other
     text is escaped (`literal`): an experience that says `${oc.env:UTU_LLM_API_KEY}` stays those words."""
     data = _keep_references(agent.model_dump(), agent_source or {})
+    data["experiences"] = literal(agent.experiences)  # learned texts: never the baseline's as written
     provider = data["model"]["model_provider"]
     if not _is_reference(provider.get("api_key")):
         provider["api_key"] = "${oc.env:UTU_LLM_API_KEY,null}"  # never write a key to disk
@@ -37,19 +37,23 @@ def agent_yaml(agent: AgentConfig, agent_source: dict | None = None, note: str =
     if embeddings.get("api_key") and not _is_reference(embeddings["api_key"]):
         embeddings["api_key"] = "${oc.env:UTU_EMBED_API_KEY,null}"
     note = f"# {note}\n" if note else ""  # below the package line, which Hydra reads only at the top
-    return "# @package _global_\n" + note + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
+    return "# @package _global_\n" + note + _yaml(data)
 
 
 def _is_reference(value: Any) -> bool:
-    """A setting kept as written, `${oc.env:...}` (a text escaped by `literal` starts with a backslash)."""
+    """A setting kept as written, a `${oc.env:...}` reference (an escaped text starts `\\${`, not `${`)."""
     return isinstance(value, str) and value.startswith("${")
+
+
+# An environment reference as OmegaConf reads one: `${oc.env:` behind no backslash, or an even run of them.
+_READS_ENVIRONMENT = re.compile(r"(?<!\\)(?:\\\\)*\$\{oc\.env:")
 
 
 def _keep_references(value: Any, written: Any) -> Any:
     """`value` with each part `written` takes from the environment (`${oc.env:...}`) that reference again, at any
     depth: a provider's endpoint, an MCP server's env, headers, url and command (lists matched item by item).
     Other interpolations (`${..name}`) name keys outside the agent: their values are written."""
-    if isinstance(written, str) and "${oc.env:" in written:
+    if isinstance(written, str) and _READS_ENVIRONMENT.search(written):
         return written
     if isinstance(value, dict) and isinstance(written, dict):
         return {key: _keep_references(item, written.get(key)) for key, item in value.items()}
@@ -76,7 +80,33 @@ def eval_yaml(evaluation: EvalConfig, agent_name: str, exp_id: str) -> str:
     header = f"# @package _global_\ndefaults:\n  - /agents/practice@agent: {agent_name}\n  - _self_\n\n"
     if data.get("judge_model") and data["judge_model"]["model_provider"].get("api_key"):
         data["judge_model"]["model_provider"]["api_key"] = "${oc.env:JUDGE_LLM_API_KEY,null}"
-    return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
+    return header + _yaml(data)
+
+
+def _yaml(data: dict) -> str:
+    return yaml.dump(data, Dumper=_OmegaConfSafe, sort_keys=False, allow_unicode=True, width=120)
+
+
+class _OmegaConfSafe(yaml.SafeDumper):
+    """Quotes a text that OmegaConf, which reads our configs, would read as a number (`1e3`, `1_000`): its YAML
+    loader reads more forms of float than PyYAML's, which writes them bare."""
+
+    def represent_str(self, data: str) -> yaml.ScalarNode:
+        node = super().represent_str(data)
+        if node.style is None and _reads_as_a_number(data):
+            node.style = '"'
+        return node
+
+
+def _reads_as_a_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+_OmegaConfSafe.add_representer(str, _OmegaConfSafe.represent_str)
 
 
 def export_paths(configs: Path, name: str) -> tuple[Path, Path]:
@@ -91,23 +121,30 @@ def check_export_target(configs: Path, name: str) -> None:
     roots = dict.fromkeys([configs, packaged_configs()])  # a shipped config may not be shadowed either
     taken = [str(p) for root in roots for p in export_paths(root, name) if p.exists()]
     if taken:
-        raise ConfigError(f"--export_to {name}: {', '.join(taken)} already exists; choose another name")
+        exist = "already exists" if len(taken) == 1 else "already exist"
+        raise ConfigError(f"--export_to {name}: {' and '.join(taken)} {exist}; choose another name")
 
 
-# The comment an agent file practice may replace opens with, on its second line, below Hydra's `# @package` (which
-# Hydra reads only on the first lines: the file is then a config by name too); on the first, as written before.
+# The comment that marks an agent file practice may replace (`practice_mark`): its second line, below Hydra's
+# `# @package` (read only at the top: the file is then a config by name too), or its first, as written before.
 WRITTEN_BY_PRACTICE = "Written by utu practice"
 
 
 def written_by_practice(path: Path, exp_id: str | None = None) -> bool:
-    """Whether practice wrote `path` (by experiment `exp_id`, if given): its marker on one of its first two lines."""
-    marker = f"# {WRITTEN_BY_PRACTICE}" + ("" if exp_id is None else f" (exp_id {exp_id});")
+    """Whether practice wrote `path` (by experiment `exp_id`, if given): its whole mark, as `practice_mark` writes
+    it, on one of its first two lines (a hand-edited copy that changed the mark is the user's)."""
+    exp_ids = re.escape(exp_id) if exp_id is not None else r"[^)\n]*"
+    mark = re.compile(rf"# {re.escape(WRITTEN_BY_PRACTICE)} \(exp_id {exp_ids}\); a later practice may replace it\.")
     try:
         with path.open(encoding="utf-8") as f:
-            first_lines = [f.readline(512), f.readline(512)]
+            first_lines = f.read(4096).splitlines()[:2]
     except (OSError, UnicodeDecodeError):
         return False
-    return any(line.startswith(marker) for line in first_lines)
+    return any(mark.fullmatch(line) for line in first_lines)
+
+
+def practice_mark(exp_id: str) -> str:
+    return f"{WRITTEN_BY_PRACTICE} (exp_id {exp_id}); a later practice may replace it."
 
 
 def practice_agent_path(configs: Path, name: str) -> Path:
@@ -166,9 +203,7 @@ def write_outputs(
     of the others, and a `RunFailed` line (the steps are saved: the same command exports them again)."""
     router_state = output_dir / STATE_FILE
     agent = enhanced_agent(evaluation.agent, library, router_state if router_state.exists() else None)
-    agent_text = agent_yaml(
-        agent, agent_source, f"{WRITTEN_BY_PRACTICE} (exp_id {exp_id}); a later practice may replace it."
-    )
+    agent_text = agent_yaml(agent, agent_source, practice_mark(exp_id))
     files, texts = {"agent": output_dir / "enhanced_agent.yaml"}, {"agent": agent_text}
     if export_agent:
         files["practice_agent"], texts["practice_agent"] = practice_agent_path(configs, export_agent), agent_text
@@ -176,15 +211,12 @@ def write_outputs(
         check_export_target(configs, export_to)
         files["exported_agent"], files["exported_eval"] = export_paths(configs, export_to)
         texts |= {"exported_agent": agent_text, "exported_eval": eval_yaml(evaluation, export_to, f"{export_to}_eval")}
-    path = files["agent"]
     try:
-        with contextlib.ExitStack() as written:  # each renamed into place as the block ends, none if it fails
-            for key, path in files.items():
-                path.parent.mkdir(parents=True, exist_ok=True)
-                written.enter_context(replacing(path)).write(texts[key])
-    except OSError as e:
+        replace_texts({files[key]: texts[key] for key in files})
+    except NotWritten as e:
+        also = f"; written before it failed: {', '.join(map(str, e.written))}" if e.written else ""
         raise RunFailed(
-            f"{path}: cannot write the enhanced agent ({e.strerror or e}); the library is saved: "
-            "free the place and run the same command again to export it"
+            f"{e.path}: cannot write the enhanced agent ({e.strerror}){also}; the library is saved: free the place "
+            "and run the same command again to export it"
         ) from e
     return files

@@ -135,14 +135,17 @@ def _from_file(path: Path) -> dict[str, str]:
             data = yaml.load(text, Loader=_EachKeyOnce)  # a SafeLoader
     except yaml.MarkedYAMLError as e:  # (its own text names the file "<unicode string>")
         line = f":{e.problem_mark.line + 1}" if e.problem_mark else ""
-        raise ConfigError(f"{path}{line}: practice.init_library: not YAML: {e.problem or e.context}") from e
+        raise ConfigError(f"{path}{line}: practice.init_library: cannot read it: {e.problem or e.context}") from e
     except (OSError, ValueError, yaml.YAMLError, RecursionError) as e:
         why = "nested too deeply" if isinstance(e, RecursionError) else " ".join(str(e).split())[:200]
         raise ConfigError(f"{where}: cannot read it: {why}") from e
-    # an agent config, which OmegaConf reads (`\${` a literal `${`), and not `library export`'s file, which it does not
-    agent = isinstance(data, dict) and bool(set(data) - {"exp_id", "step", "experiences"})
-    if isinstance(data, dict) and "experiences" in data:
-        data = data["experiences"]  # an (enhanced) agent config, or an export
+    if isinstance(data, dict) and "experiences" in data:  # an (enhanced) agent config, or an export
+        # An agent (YAML, with settings beside `experiences`) is read as `--agent_config` reads it, through OmegaConf
+        # (`\${` a literal `${`); a plain mapping id -> text, JSON and `library export`'s file as written.
+        agent = path.suffix.lower() != ".json" and bool(data.keys() - {"exp_id", "step", "experiences"})
+        data = (
+            _as_an_agent_reads(data, where) if agent and isinstance(data["experiences"], dict) else data["experiences"]
+        )
     elif isinstance(data, dict) and "instructions" in data:
         raise ConfigError(f"{where}: an agent config without `experiences`: it holds no library to start from")
     if not isinstance(data, dict):
@@ -154,14 +157,14 @@ def _from_file(path: Path) -> dict[str, str]:
             raise ConfigError(f"{where}: {key!r} is no experience id (letters, digits, '.', '-', '_': G0, G1, ...)")
         if not isinstance(text, str) or not text.strip():
             raise ConfigError(f"{where}: experience {key}: expected its text, got {type(text).__name__} {text!r:.40}")
-    experiences = {str(key): text.strip() for key, text in data.items()}
-    return _as_an_agent_reads(experiences, where) if agent else experiences
+    return {str(key): text.strip() for key, text in data.items()}
 
 
-def _as_an_agent_reads(experiences: dict[str, str], where: str) -> dict[str, str]:
-    """The texts as `--agent_config` reads the same file: through OmegaConf (practice's exports escape `${`)."""
+def _as_an_agent_reads(agent: dict, where: str) -> dict:
+    """The agent's experiences as `--agent_config` reads the same file: through OmegaConf (practice's exports
+    escape `${`), an interpolation resolved against the whole file (its other settings are not resolved)."""
     try:
-        return OmegaConf.to_container(OmegaConf.create(experiences), resolve=True)
+        return OmegaConf.to_container(OmegaConf.create(agent).experiences, resolve=True)
     except OmegaConfBaseException as e:
         raise ConfigError(
             f"{where}: {' '.join(str(e).split()).split(' full_key:')[0]} (an agent config's texts are read by "
@@ -182,6 +185,8 @@ class _EachKeyOnce(yaml.SafeLoader):
             if isinstance(key, bool) or not isinstance(key, str | int):
                 continue  # (refused as no id later, or by the loader itself if it cannot be a key)
             if str(key) in seen:
-                raise ValueError(f"line {key_node.start_mark.line + 1}: the key {key!r} is given twice")
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} is given twice", key_node.start_mark
+                )
             seen.add(str(key))
         return super().construct_mapping(node, deep)
