@@ -81,7 +81,8 @@ class NotWritten(OSError):
 def replace_texts(texts: dict[Path, str]) -> None:
     """Write several files, each whole, all or none: every text goes to a partial file beside its path (a folder
     made if missing; a folder at the path itself refused) before any is renamed into place, so a full disk or a
-    name that cannot be written leaves every path as it was. `NotWritten` names the path that failed."""
+    name that cannot be written leaves every path as it was. `NotWritten` names the path that failed, and the
+    paths written before it if a rename failed (a rename beside its file: not seen to fail but by a race)."""
     partials: dict[Path, Path] = {}
     try:
         for path, text in texts.items():
@@ -95,7 +96,7 @@ def replace_texts(texts: dict[Path, str]) -> None:
         for done, (path, partial) in enumerate(partials.items()):
             try:
                 os.replace(partial, path)
-            except OSError as e:  # (a rename beside its file: not seen to fail but by a race)
+            except OSError as e:
                 raise NotWritten(path, e, list(partials)[:done]) from e
     finally:
         for partial in partials.values():
@@ -133,11 +134,20 @@ def _partial_of(path: Path, text: str) -> Path:
 
 
 def _new_partial(path: Path) -> tuple[int, Path]:
-    """A new file of a fresh name beside `path`, created exclusively, with `path`'s mode if it exists (a file
+    """A new file of a fresh name beside `path`, created exclusively, with `path`'s mode if a file is there (one
     made private stays so): its descriptor, open for writing, and its name."""
     start = os.fsdecode(os.fsencode(path.name)[:200])  # a name holds 255 bytes: room for the suffix
     partial = path.with_name(f"{start}.{secrets.token_hex(6)}.partial")
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    with contextlib.suppress(FileNotFoundError):
-        os.fchmod(fd, stat.S_IMODE(os.stat(path).st_mode))
+    try:
+        found = os.lstat(path)  # (a link at the name is replaced, not its target: the target's mode is not ours)
+    except OSError:
+        return fd, partial  # nothing there, or nothing that can be read
+    try:
+        if stat.S_ISREG(found.st_mode):
+            os.fchmod(fd, stat.S_IMODE(found.st_mode))
+    except BaseException:
+        os.close(fd)
+        partial.unlink(missing_ok=True)
+        raise
     return fd, partial

@@ -222,9 +222,8 @@ def test_a_youtu_enhanced_agent_is_read_back_with_its_library(tmp_path):
     """Youtu-Agent's practice writes the library into the instructions as `[G0]. text` lines (its pre-learned
     math and web agents hold 27 and 46 of them): they become the agent's library, the instructions its own."""
     header = "\n\nWhen solving problems, you MUST first carefully read and understand the helpful instructions and"
-    instructions = (
-        f"Solve it.{header} experiences:\n[G0]. Parity check: test both cases.\n[G1]. 验证答案：代入原方程。\n[G2]. "
-    )
+    library = "[G0]. Parity check: test both cases.\n[G1]. 验证答案：代入原方程。\n[G2]. \n[G3].\n[G4]. Last."
+    instructions = f"Solve it.{header} experiences:\n{library}"
     path = tmp_path / "pre_learned_agent.yaml"
     path.write_text(
         yaml.safe_dump(
@@ -238,7 +237,11 @@ def test_a_youtu_enhanced_agent_is_read_back_with_its_library(tmp_path):
     )
     agent = load_agent_config(str(path))
     assert agent.instructions == "Solve it."
-    assert agent.experiences == {"G0": "Parity check: test both cases.", "G1": "验证答案：代入原方程。"}  # G2: no text
+    assert agent.experiences == {
+        "G0": "Parity check: test both cases.",
+        "G1": "验证答案：代入原方程。",
+        "G4": "Last.",
+    }  # G2, G3: no text
 
 
 # The shape of its webwalker.py: its prompt file by name, a Jinja template, query_one(messages=<a string>), and a

@@ -20,6 +20,7 @@ TEXTS = {
     "G3": r"Two backslashes then \\${y}.",
     "G4": "1e3",  # a number to OmegaConf's YAML reader, not to PyYAML's writer
     "G5": "1_000",
+    "G6": "1.5_e3",  # (which float() refuses)
 }
 
 
@@ -32,7 +33,7 @@ def test_a_learned_text_loads_back_as_written_and_reads_no_variable(tmp_path, mo
 
     monkeypatch.setenv("UTU_LLM_API_KEY", "sk-live-SECRET")
     path = tmp_path / "enhanced_agent.yaml"
-    path.write_text(agent_yaml(enhanced_agent(baseline(), Library(dict(TEXTS), 6))))
+    path.write_text(agent_yaml(enhanced_agent(baseline(), Library(dict(TEXTS), 7))))
     assert "SECRET" not in path.read_text()
     assert load_agent_config(str(path)).experiences == TEXTS  # as `--agent_config` reads it
     assert _from_file(path) == TEXTS  # and as `--init_library` does
@@ -49,10 +50,36 @@ def test_a_learned_update_replaces_a_text_the_baseline_held(tmp_path):
     assert load_agent_config(str(exported)).experiences == {"G0": "Updated."}
 
 
+def test_a_reference_the_baseline_wrote_stays_a_reference(tmp_path, monkeypatch):
+    from utu.config.loader import agent_source
+
+    monkeypatch.setenv("UTU_LLM_API_KEY", "sk-live-SECRET")
+    monkeypatch.setenv("MCP_KEY", "mcp-SECRET")
+    path = tmp_path / "baseline.yaml"
+    path.write_text(
+        "name: a\nmodel: {model_provider: {}}\n"
+        "toolkits: [{name: mcp, url: 'http://127.0.0.1:9/mcp',\n"
+        "  headers: {Authorization: 'Bearer ${ oc.env:MCP_KEY }'}}]\n"
+        "experiences: {G0: 'The key is ${oc.env:UTU_LLM_API_KEY}: never print it.', G1: 'Kept as ${oc.env:MCP_KEY}.'}\n"
+    )
+    held = load_agent_config(str(path))
+    assert held.experiences["G0"] == "The key is sk-live-SECRET: never print it."  # (as the agent is prompted)
+    learned = Library({"G0": held.experiences["G0"], "G1": "Updated."}, 2)  # G0 as it was, G1 learned anew
+    text = agent_yaml(enhanced_agent(held, learned), agent_source(str(path)))
+    assert "SECRET" not in text
+    assert load_agent_config_text(tmp_path, text).experiences == {"G0": held.experiences["G0"], "G1": "Updated."}
+
+
+def load_agent_config_text(tmp_path, text: str) -> AgentConfig:
+    path = tmp_path / "exported.yaml"
+    path.write_text(text)
+    return load_agent_config(str(path))
+
+
 def test_the_agent_file_is_a_config_by_name_too(tmp_path, monkeypatch):
     agents = tmp_path / "configs/agents/practice"
     agents.mkdir(parents=True)
-    (agents / "shipped.yaml").write_text(agent_yaml(enhanced_agent(baseline(), Library(dict(TEXTS), 6)), note="mine"))
+    (agents / "shipped.yaml").write_text(agent_yaml(enhanced_agent(baseline(), Library(dict(TEXTS), 7)), note="mine"))
     monkeypatch.setenv("UTU_CONFIG_DIR", str(tmp_path / "configs"))
     assert load_agent_config("practice/shipped").experiences == TEXTS  # the package line heads the file
 
@@ -109,6 +136,21 @@ def test_an_export_that_cannot_be_written_leaves_none_of_its_files(tmp_path, mon
         outputs(tmp_path, export_to="ship", export_agent="t_agent")
     written = [p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file()]
     assert written == ([] if block.endswith(("/", "full at the last file")) else [Path(block)])
+
+
+def test_a_link_loop_at_an_output_is_named_and_leaves_no_partial(tmp_path):
+    from utu.names import NotWritten, replace_texts
+
+    loop = tmp_path / "loop.yaml"
+    loop.symlink_to(loop)
+    replace_texts({loop: "text"})  # the link is replaced, as any link at the name is
+    assert loop.read_text() == "text" and not loop.is_symlink()
+    knot = tmp_path / "knot"
+    knot.symlink_to(knot)
+    with pytest.raises(NotWritten) as refused:
+        replace_texts({tmp_path / "fine.yaml": "a", knot / "inside.yaml": "b"})  # a folder that cannot be made
+    assert refused.value.path == knot / "inside.yaml" and refused.value.written == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["knot", "loop.yaml"]
 
 
 def test_a_rename_that_fails_midway_names_what_was_written(tmp_path, monkeypatch):

@@ -215,6 +215,11 @@ def test_a_starting_library_the_run_could_not_have_grown_is_refused(tmp_path, ov
             "export.yaml",
             "exp_id: t\nstep: 2\nexperiences: {G0: 'At ${hh}:${mm}, never print ${oc.env:UTU_TEST_SECRET}.'}\n",
         ),
+        ("notes.yaml", "source: notes\nexperiences: {G0: 'At ${hh}:${mm}, never print ${oc.env:UTU_TEST_SECRET}.'}\n"),
+        (
+            "agent.json",
+            '{"name": "a", "experiences": {"G0": "At ${hh}:${mm}, never print ${oc.env:UTU_TEST_SECRET}."}}',
+        ),
     ],
 )
 def test_a_library_file_that_is_no_agent_is_read_as_written(tmp_path, monkeypatch, name, text):

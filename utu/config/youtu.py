@@ -81,7 +81,7 @@ EXPERIENCE_HEADER = (
     "\n\nWhen solving problems, you MUST first carefully read and understand "
     "the helpful instructions and experiences:\n"
 )
-_EXPERIENCE_LINE = re.compile(r"\[([^\]\n]+)\]\. ")
+_EXPERIENCE_LINE = re.compile(r"\[([^\]\n]+)\]\.(?: |$)")  # (with no text, the line may end at the dot)
 
 
 def split_experiences(instructions: str) -> tuple[str, dict[str, str]]:

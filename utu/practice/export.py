@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from utu.config.loader import packaged_configs
 from utu.config.models import AgentConfig, EvalConfig
@@ -29,7 +31,9 @@ def agent_yaml(agent: AgentConfig, agent_source: dict | None = None, note: str =
     baseline, not to the one of the practice run, and an MCP server's keys stay in the environment. Every other
     text is escaped (`literal`): an experience that says `${oc.env:UTU_LLM_API_KEY}` stays those words."""
     data = _keep_references(agent.model_dump(), agent_source or {})
-    data["experiences"] = literal(agent.experiences)  # learned texts: never the baseline's as written
+    held = (agent_source or {}).get("experiences")
+    held = held if isinstance(held, dict) else {}
+    data["experiences"] = {key: _held_or_literal(text, held.get(key)) for key, text in agent.experiences.items()}
     provider = data["model"]["model_provider"]
     if not _is_reference(provider.get("api_key")):
         provider["api_key"] = "${oc.env:UTU_LLM_API_KEY,null}"  # never write a key to disk
@@ -45,8 +49,25 @@ def _is_reference(value: Any) -> bool:
     return isinstance(value, str) and value.startswith("${")
 
 
-# An environment reference as OmegaConf reads one: `${oc.env:` behind no backslash, or an even run of them.
-_READS_ENVIRONMENT = re.compile(r"(?<!\\)(?:\\\\)*\$\{oc\.env:")
+# An environment reference as OmegaConf reads one: `${oc.env:` (spaces allowed inside) behind no backslash, or an
+# even run of them.
+_READS_ENVIRONMENT = re.compile(r"(?<!\\)(?:\\\\)*\$\{\s*oc\.env\s*:")
+
+
+def _held_or_literal(text: str, written: Any) -> str:
+    """An experience as the library holds it, escaped (`literal`); one the baseline agent held, written with an
+    interpolation, and still holds, as it was written (a `${oc.env:...}` in it is never written out as its value)."""
+    if isinstance(written, str) and written != text and _resolved(written) == text:
+        return written
+    return literal(text)
+
+
+def _resolved(written: str) -> Any:
+    """What OmegaConf makes of a text alone (None if it cannot: an interpolation of another key)."""
+    try:
+        return OmegaConf.create({"text": written}).text
+    except OmegaConfBaseException:
+        return None
 
 
 def _keep_references(value: Any, written: Any) -> Any:
@@ -88,22 +109,21 @@ def _yaml(data: dict) -> str:
 
 
 class _OmegaConfSafe(yaml.SafeDumper):
-    """Quotes a text that OmegaConf, which reads our configs, would read as a number (`1e3`, `1_000`): its YAML
-    loader reads more forms of float than PyYAML's, which writes them bare."""
+    """Quotes a text that OmegaConf, which reads our configs, would not read back as that text: its YAML reader
+    takes more forms of float than PyYAML's, which writes `1e3` or `1.5_e3` bare."""
 
     def represent_str(self, data: str) -> yaml.ScalarNode:
         node = super().represent_str(data)
-        if node.style is None and _reads_as_a_number(data):
+        if node.style is None and not _reads_back(data):
             node.style = '"'
         return node
 
 
-def _reads_as_a_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
+def _reads_back(text: str) -> bool:
+    try:  # (unresolved: an escaped `\${` is a text, not its resolution)
+        return OmegaConf.to_container(OmegaConf.create(f"text: {text}"))["text"] == text
+    except (OmegaConfBaseException, yaml.YAMLError, KeyError, TypeError):  # (not a mapping of one text)
         return False
-    return True
 
 
 _OmegaConfSafe.add_representer(str, _OmegaConfSafe.represent_str)

@@ -14,11 +14,10 @@ import re
 from pathlib import Path
 
 import yaml
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
 from utu.cli import DB_INT_MAX, step_argument
-from utu.config.models import PracticeArguments
+from utu.config.loader import load_agent_config
+from utu.config.models import AgentConfig, PracticeArguments
 from utu.db import Database
 from utu.db.dataset_io import one_value_per_key
 from utu.errors import ConfigError
@@ -26,6 +25,10 @@ from utu.names import is_plain_name
 from utu.practice.library import Library
 from utu.practice.store import PracticeStore
 from utu.practice.types import StepStats
+
+# The keys of an agent config (its settings, and a defaults list): a library file with these beside `experiences`
+# is an agent's, read through OmegaConf as `--agent_config` reads it (practice's exports escape `${`).
+AGENT_KEYS = {*AgentConfig.model_fields, "defaults"}
 
 
 async def initial_library(db: Database, spec: str | None, agent_experiences: dict[str, str]) -> Library:
@@ -140,12 +143,10 @@ def _from_file(path: Path) -> dict[str, str]:
         why = "nested too deeply" if isinstance(e, RecursionError) else " ".join(str(e).split())[:200]
         raise ConfigError(f"{where}: cannot read it: {why}") from e
     if isinstance(data, dict) and "experiences" in data:  # an (enhanced) agent config, or an export
-        # An agent (YAML, with settings beside `experiences`) is read as `--agent_config` reads it, through OmegaConf
-        # (`\${` a literal `${`); a plain mapping id -> text, JSON and `library export`'s file as written.
-        agent = path.suffix.lower() != ".json" and bool(data.keys() - {"exp_id", "step", "experiences"})
-        data = (
-            _as_an_agent_reads(data, where) if agent and isinstance(data["experiences"], dict) else data["experiences"]
-        )
+        # an agent's texts as `--agent_config` reads them; a mapping id -> text, JSON and an export's, as written
+        settings = data.keys() - {"exp_id", "step", "experiences"}
+        agent = bool(settings) and settings <= AGENT_KEYS and path.suffix.lower() in (".yaml", ".yml")
+        data = load_agent_config(str(path)).experiences if agent else data["experiences"]
     elif isinstance(data, dict) and "instructions" in data:
         raise ConfigError(f"{where}: an agent config without `experiences`: it holds no library to start from")
     if not isinstance(data, dict):
@@ -158,18 +159,6 @@ def _from_file(path: Path) -> dict[str, str]:
         if not isinstance(text, str) or not text.strip():
             raise ConfigError(f"{where}: experience {key}: expected its text, got {type(text).__name__} {text!r:.40}")
     return {str(key): text.strip() for key, text in data.items()}
-
-
-def _as_an_agent_reads(agent: dict, where: str) -> dict:
-    """The agent's experiences as `--agent_config` reads the same file: through OmegaConf (practice's exports
-    escape `${`), an interpolation resolved against the whole file (its other settings are not resolved)."""
-    try:
-        return OmegaConf.to_container(OmegaConf.create(agent).experiences, resolve=True)
-    except OmegaConfBaseException as e:
-        raise ConfigError(
-            f"{where}: {' '.join(str(e).split()).split(' full_key:')[0]} (an agent config's texts are read by "
-            "OmegaConf: write \\${ for a literal ${)"
-        ) from e
 
 
 class _EachKeyOnce(yaml.SafeLoader):
