@@ -28,8 +28,9 @@ def enhanced_agent(baseline: AgentConfig, library: Library, router_state: Path |
 def agent_yaml(agent: AgentConfig, agent_source: dict | None = None, note: str = "") -> str:
     """The agent as YAML. Settings that came from the environment (`${oc.env:...}` in `agent_source`, the agent
     as written) stay references: the exported agent talks to the endpoint configured when it is used, like the
-    baseline, not to the one of the practice run, and an MCP server's keys stay in the environment. Every other
-    text is escaped (`literal`): an experience that says `${oc.env:UTU_LLM_API_KEY}` stays those words."""
+    baseline, not to the one of the practice run, and an MCP server's keys stay in the environment; so does an
+    experience the baseline wrote with one and the library still holds. Every other text is escaped (`literal`): a
+    learned experience that says `${oc.env:UTU_LLM_API_KEY}` stays those words."""
     data = _keep_references(agent.model_dump(), agent_source or {})
     held = (agent_source or {}).get("experiences")
     held = held if isinstance(held, dict) else {}
@@ -187,7 +188,7 @@ REPORT_PLOTS = ("reward_per_step.png", "library_size.png", "tokens_per_stage.png
 
 def forget_outputs(exp_id: str, run_dir: Path, practice_agent: Path | None) -> None:
     """`--fresh`: the enhanced agent and report of the run forgotten, which would otherwise outlive it (and be
-    evaluated as this run's if it learns nothing); each only if that run wrote it (its first line says so), and
+    evaluated as this run's if it learns nothing); each only if that run wrote it (its mark says so), and
     the plots only with them: `--output_dir` may name a folder that holds the user's own files."""
     agent, report = run_dir / "enhanced_agent.yaml", run_dir / "report.md"
     ours = [path for path in (agent, practice_agent) if path is not None and written_by_practice(path, exp_id)]
