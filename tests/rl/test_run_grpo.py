@@ -112,6 +112,9 @@ def test_a_checkpoint_that_would_run_code_when_loaded_is_refused_in_one_line_and
         ("trainer.group_size=1", "trainer.group_size"),
         ("data.test_size=100", "data.test_size"),
         ("agent.instructions=hi", "data.system and agent both give the system message"),  # toy sets data.system
+        ("trainer.lr=inf", "trainer.lr"),  # (it wrote NaN weights into the checkpoint)
+        ("model.device=cuda:7", "model.device"),
+        ("verify_func_name=nope", "nope"),
     ],
 )
 def test_bad_settings_give_one_line_and_exit_2(tmp_path, override, expected):
@@ -119,6 +122,26 @@ def test_bad_settings_give_one_line_and_exit_2(tmp_path, override, expected):
     assert result.returncode == 2
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and expected in errors[0], result.stderr[-2000:]
+
+
+def test_fresh_deletes_nothing_until_the_run_can_start(tmp_path):
+    assert run_grpo(tmp_path, "--config_name", "toy", "--steps", "2").returncode == 0
+    refused = run_grpo(tmp_path, "--config_name", "toy", "--steps", "2", "--fresh", "verify_func_name=nope")
+    assert refused.returncode == 2 and len(records(tmp_path, "grpo_toy")) == 2  # the finished run is kept
+    (tmp_path / "file").write_text("not a folder")
+    into_a_file = run_grpo(tmp_path, "--config_name", "toy", "--output_dir", str(tmp_path / "file"))
+    errors = [line for line in into_a_file.stderr.splitlines() if line.startswith("error:")]
+    assert into_a_file.returncode == 2 and len(errors) == 1 and "cannot create it (Not a directory)" in errors[0]
+
+
+def test_a_verify_function_that_fails_on_every_completion_fails_the_run(tmp_path):
+    (tmp_path / "broken.py").write_text(
+        "def verify_func(sample, timeout_score=0, **kwargs):\n    raise KeyError('x')\n"
+    )
+    result = run_grpo(tmp_path, "--config_name", "toy", "--steps", "2", f"verify_filename={tmp_path / 'broken.py'}")
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert result.returncode == 2 and len(errors) == 1, result.stderr[-2000:]
+    assert "the verify function failed on every completion" in errors[0]
 
 
 @pytest.mark.integration

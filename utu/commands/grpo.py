@@ -32,7 +32,7 @@ from utu.config.models import shaping_dump
 from utu.config.rl import RLConfig
 from utu.db.experiments import changed_fields
 from utu.errors import ConfigError
-from utu.names import inside, replace_text
+from utu.names import inside, replace_text, writable_folder
 from utu.verify import Verifier, load_verifier
 
 log = logging.getLogger("run_grpo")
@@ -130,7 +130,10 @@ def process_state(device: str) -> Any:
         from accelerate import PartialState
     except ImportError as e:
         raise ConfigError(f"the RL module needs its extra: run `make install-rl` ({e})") from e
-    return PartialState(cpu=device == "cpu")
+    state = PartialState(cpu=device == "cpu")
+    if device == "cuda" and state.device.type != "cuda":
+        log.warning("model.device cuda: no GPU is visible, so this run uses the CPU")
+    return state
 
 
 async def run() -> int:
@@ -143,6 +146,8 @@ async def run() -> int:
             f"prompts_per_step: {config.prompts_per_step} prompt(s) for {state.num_processes} processes; "
             "give each process at least one"
         )
+    verify = load_verifier(config.verify_filename, config.verify_func_name)  # before --fresh deletes anything
+    writable_folder(out)
     if state.is_main_process:  # only the main process touches the results folder
         if args.fresh:
             shutil.rmtree(out, ignore_errors=True)
@@ -151,7 +156,6 @@ async def run() -> int:
     check_same_run(out, config, write=state.is_main_process)  # every process refuses, none waits for another
     async with contextlib.AsyncExitStack() as stack:
         judge = await open_judge_for(config, stack)
-        verify = load_verifier(config.verify_filename, config.verify_func_name)
         verifier = Verifier(verify, timeout=config.verify_timeout, llm=judge)
         await train_and_test(args, config, out, verifier, stack)
     # Leave together: a process that exits while another still talks to it aborts that one.

@@ -51,7 +51,8 @@ def check_run_size(
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # (a setting of inf or nan is no setting: an infinite learning rate wrote NaN weights into a checkpoint)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 def knob(default: Any = ..., description: str = "", *, shapes: bool = True, source: str | None = None, **bounds: Any):

@@ -100,7 +100,13 @@ class RLModelConfig(StrictModel):
         "qwen2.5-coder-1.5b: `make install-local`), a local model folder or a hub id.",
     )
     gguf_file: str | None = knob(None, "A GGUF file inside `path`, dequantised by transformers.")
-    device: str = knob("cpu", "cpu or cuda; multi-GPU runs go through `accelerate launch`.", shapes=False)
+    device: str = knob(
+        "cpu",
+        "cpu, or cuda (Accelerate places each process on its GPU; without one it runs on the CPU, and says so); "
+        "multi-GPU runs go through `accelerate launch`.",
+        shapes=False,
+        pattern=r"^(cpu|cuda)$",
+    )
 
 
 DEFAULT_SYSTEM_PROMPT = "Solve the problem. Put the final answer in \\boxed{}."

@@ -6,6 +6,7 @@ tensor of the same shape, through the very verify functions that practice and ev
 """
 
 import asyncio
+import logging
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,8 +23,11 @@ from utu.config.rl import DEFAULT_SYSTEM_PROMPT
 from utu.db.dataset_io import answer_text, parse_dataset_file
 from utu.db.engine import Database
 from utu.db.models import DatasetSample
+from utu.errors import RunFailed
 from utu.rl.tool_chat import ToolChat
 from utu.verify import Verifier
+
+log = logging.getLogger("run_grpo")
 
 
 @dataclass
@@ -61,6 +65,11 @@ class RewardAdapter:
             for c in group
         ]
         verdicts = await asyncio.gather(*(self.verifier(s) for s in samples))
+        failed = [v.error for v in verdicts if v.error is not None]
+        if failed and len(failed) == len(verdicts):  # no reward at all: training on it would learn nothing, silently
+            raise RunFailed(f"the verify function failed on every completion of the batch ({len(failed)}): {failed[0]}")
+        if failed:
+            log.warning("the verify function failed on %d of %d completions: %s", len(failed), len(verdicts), failed[0])
         return torch.tensor([v.reward for v in verdicts], dtype=torch.float32).view(len(prompts), -1)
 
 
