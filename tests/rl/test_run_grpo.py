@@ -134,6 +134,16 @@ def test_fresh_deletes_nothing_until_the_run_can_start(tmp_path):
     assert into_a_file.returncode == 2 and len(errors) == 1 and "cannot create it (Not a directory)" in errors[0]
 
 
+@pytest.mark.parametrize("damage", ["test.json", "run.json", "checkpoint/trainer_state.pt"])
+def test_a_damaged_run_folder_is_one_line_that_says_to_start_over(tmp_path, damage):
+    assert run_grpo(tmp_path, "--config_name", "toy", "--steps", "2").returncode == 0
+    path = tmp_path / "runs" / "grpo_toy" / "grpo" / damage
+    path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])  # cut short, as a kill mid-write would
+    resumed = run_grpo(tmp_path, "--config_name", "toy", "--steps", "3")
+    errors = [line for line in resumed.stderr.splitlines() if line.startswith("error:")]
+    assert resumed.returncode == 2 and len(errors) == 1 and "--fresh" in errors[0], resumed.stderr[-2000:]
+
+
 def test_a_verify_function_that_fails_on_every_completion_fails_the_run(tmp_path):
     (tmp_path / "broken.py").write_text(
         "def verify_func(sample, timeout_score=0, **kwargs):\n    raise KeyError('x')\n"

@@ -76,6 +76,9 @@ def build_agent(config: RLConfig, checkpoint: Path) -> Any:
             agent = LocalGRPO.load(checkpoint, device=config.model.device)
         except ValueError as e:  # e.g. saved by a different number of processes
             raise ConfigError(str(e)) from e
+        except (OSError, RuntimeError, EOFError, KeyError) as e:  # a file missing, cut short or not torch's
+            why = " ".join(str(e).split())[:200]
+            raise ConfigError(f"{checkpoint}: cannot resume from it ({why}); use --fresh to start over") from e
         saved = agent.settings.model_dump()
         changed = sorted(k for k, v in config.trainer.model_dump().items() if saved.get(k) != v)
         if changed:
@@ -181,7 +184,7 @@ def check_same_run(out: Path, config: RLConfig, write: bool) -> None:
     checkpoint were made under the recorded ones. A folder without the record (an older run) records them now."""
     path, now = out / RUN_FILE, shaping(config)
     computed = any((out / name).exists() for name in ("test.json", "metrics.jsonl", "checkpoint"))
-    changed = changed_fields(json.loads(path.read_text()), now) if path.is_file() else None
+    changed = changed_fields(_json_of(path), now) if path.is_file() else None
     if changed and computed:
         raise ConfigError(
             f"{out}: this run was made with other settings (changed: {', '.join(changed)}); "
@@ -189,6 +192,14 @@ def check_same_run(out: Path, config: RLConfig, write: bool) -> None:
         )
     if write and (changed or not path.is_file()):  # a run refused before it computed anything is remade
         replace_text(path, json.dumps(now, indent=2))
+
+
+def _json_of(path: Path) -> Any:
+    """A record this command wrote, or one line saying it is damaged (a file cut short, or edited)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as e:
+        raise ConfigError(f"{path}: cannot read it ({e}); use --fresh to start over") from e
 
 
 async def open_judge_for(config: RLConfig, stack: contextlib.AsyncExitStack):
@@ -236,12 +247,12 @@ async def train_and_test(
 
     main = agent.accelerator.is_main_process
     results_file = out / "test.json"
-    results = json.loads(results_file.read_text()) if results_file.is_file() else {}
+    results = _json_of(results_file) if results_file.is_file() else {}
     if "before" not in results:
         say(main, f"testing the starting model on {len(test_questions)} held-out questions (k={config.test_k})")
         results["before"] = await agent.test(test_env, k=config.test_k)
         if main:
-            results_file.write_text(json.dumps(results, indent=2))
+            replace_text(results_file, json.dumps(results, indent=2))
     # metrics are already reduced across processes; steps past the checkpoint's are made again
     metrics = MetricsLog(out / "metrics.jsonl", resumed_at=agent.step) if main else None
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -258,7 +269,7 @@ async def train_and_test(
     results["after"] = await agent.test(test_env, k=config.test_k)
     results["steps"] = agent.step
     if main:
-        results_file.write_text(json.dumps(results, indent=2))
+        replace_text(results_file, json.dumps(results, indent=2))
         show(results, config.test_k, out)
 
 
