@@ -113,6 +113,7 @@ def test_a_checkpoint_that_would_run_code_when_loaded_is_refused_in_one_line_and
         ("data.test_size=100", "data.test_size"),
         ("agent.instructions=hi", "data.system and agent both give the system message"),  # toy sets data.system
         ("trainer.lr=inf", "trainer.lr"),  # (it wrote NaN weights into the checkpoint)
+        ("data.test_size=0", "data.test_size"),  # (it reported Mean@k 0.000 on no question)
         ("model.device=cuda:7", "model.device"),
         ("verify_func_name=nope", "nope"),
     ],

@@ -115,7 +115,7 @@ DEFAULT_SYSTEM_PROMPT = "Solve the problem. Put the final answer in \\boxed{}."
 class RLDataConfig(StrictModel):
     dataset: str | None = knob(None, "A data set in the SQL store (bundled sets load automatically).")
     file_path: Path | None = knob(None, "Or a JSONL file with question/answer lines.")
-    test_size: int = knob(16, "Questions held out (the last ones by index) for `test`.", ge=0)
+    test_size: int = knob(16, "Questions held out (the last ones by index) for `test`.", ge=1)
     train_limit: int | None = knob(None, "Use only the first N training questions.", gt=0)
     system: str | None = knob(
         None, f"The system message of every prompt; none: the agent's instructions, or {DEFAULT_SYSTEM_PROMPT!r}."

@@ -124,9 +124,8 @@ class HuggingFaceGym:
         literal = system.replace("{", "{{").replace("}", "}}")
         template = [{"role": "system", "content": literal}, {"role": "user", "content": "{question}"}]
         verifier = Verifier(load_verifier(verify), timeout=10)
-        return cls(
-            rows[:-test_size], rows[-test_size:], tokenizer, conversation_template=template, verifier=verifier, **kwargs
-        )
+        cut = len(rows) - test_size  # (rows[:-0] would be none of them)
+        return cls(rows[:cut], rows[cut:], tokenizer, conversation_template=template, verifier=verifier, **kwargs)
 
     # --- prompts --------------------------------------------------------------------------------------
 
