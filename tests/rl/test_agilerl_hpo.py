@@ -325,6 +325,8 @@ def test_finetune_refuses_what_would_waste_or_lose_a_run(tmp_path):
         ({"evo_steps": 3, "evaluation_interval": 2, **evolving}, "not a multiple"),
         ({"num_epochs": 0}, "num_epochs must be"),
         ({"max_steps": -5}, "max_steps must be"),
+        ({"evo_steps": 2, "mutation": evolving["mutation"], "tournament": TournamentSelection(2, True, 3)}, "has 2"),
+        ({"evo_steps": 2, "tournament": evolving["tournament"]}, "needs both"),  # (it trained unevolved)
     ]:
         with pytest.raises(ValueError, match=message):
             finetune_llm_reasoning(pop=pop, env=env, **kwargs)

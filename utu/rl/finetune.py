@@ -58,6 +58,12 @@ def finetune_llm(
         raise ValueError("finetune_llm: give selection_strategy or its older name tournament, not both")
     selection = selection_strategy or tournament
     evolving = selection is not None and mutation is not None
+    if (selection is None) != (mutation is None):  # AgileRL evolves with both; one alone would train unevolved
+        raise ValueError("finetune_llm: evolution needs both a selection_strategy (or tournament) and mutation")
+    if selection is not None and len(pop) != selection.population_size:  # (said after training, before)
+        raise ValueError(
+            f"finetune_llm: the selection's population_size={selection.population_size} but pop has {len(pop)} agents"
+        )
     if evolving and not evo_steps:
         raise ValueError("finetune_llm: tournament and mutation need evo_steps")
     evolve_every = evo_steps if evolving else None
