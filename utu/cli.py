@@ -124,7 +124,9 @@ def run(main: Callable[[], Coroutine[Any, Any, int | None]]) -> None:
             print(f"error: {printable(line)}", file=sys.stderr)  # (it can quote a data set's text)
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
-        print("interrupted: finished work is saved; run the same command again to resume", file=sys.stderr)
+        # (what is saved differs: each finished attempt and step of an evaluation or practice; a GRPO run's last
+        # checkpoint, not the steps after it)
+        print("interrupted: run the same command again to resume from what was saved", file=sys.stderr)
         sys.exit(130)
     except BrokenPipeError:
         if not stdout_closed():
