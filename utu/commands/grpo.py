@@ -150,8 +150,8 @@ async def run() -> int:
             "give each process at least one"
         )
     verify = load_verifier(config.verify_filename, config.verify_func_name)  # before --fresh deletes anything
-    writable_folder(out)
     if state.is_main_process:  # only the main process touches the results folder
+        writable_folder(out)
         if args.fresh:
             shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True, exist_ok=True)
