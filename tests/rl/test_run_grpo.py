@@ -127,8 +127,10 @@ def test_bad_settings_give_one_line_and_exit_2(tmp_path, override, expected):
 
 def test_fresh_deletes_nothing_until_the_run_can_start(tmp_path):
     assert run_grpo(tmp_path, "--config_name", "toy", "--steps", "2").returncode == 0
-    refused = run_grpo(tmp_path, "--config_name", "toy", "--steps", "2", "--fresh", "verify_func_name=nope")
-    assert refused.returncode == 2 and len(records(tmp_path, "grpo_toy")) == 2  # the finished run is kept
+    for typo in ("verify_func_name=nope", f"model.path={tmp_path}/no_such_model"):
+        refused = run_grpo(tmp_path, "--config_name", "toy", "--steps", "2", "--fresh", typo)
+        assert refused.returncode == 2 and len(records(tmp_path, "grpo_toy")) == 2  # the finished run is kept
+    assert "no_such_model: no such folder" in refused.stderr
     (tmp_path / "file").write_text("not a folder")
     into_a_file = run_grpo(tmp_path, "--config_name", "toy", "--output_dir", str(tmp_path / "file"))
     errors = [line for line in into_a_file.stderr.splitlines() if line.startswith("error:")]

@@ -104,6 +104,14 @@ def build_agent(config: RLConfig, checkpoint: Path) -> Any:
     return LocalGRPO(model, tokenizer, device=config.model.device, model_source=source, **knobs)
 
 
+def check_local_model(path: str) -> None:
+    """A model.path written as a folder (`/`, `./`, `../`, `~`) that is none: said so, not as a malformed hub id."""
+    folder = Path(path).expanduser()
+    if path.startswith(("/", "./", "../", "~")) and not folder.is_dir():
+        what = "is a file, not a model folder" if folder.exists() else "no such folder"
+        raise ConfigError(f"model.path: {path}: {what} (a local model folder, a hub id, or an embedded model's name)")
+
+
 def embedded_source(path: str) -> dict[str, str] | None:
     """The GGUF of an embedded model named as model.path ("embedded": SmolLM2-135M), or None."""
     from utu.errors import LLMError
@@ -150,6 +158,8 @@ async def run() -> int:
             "give each process at least one"
         )
     verify = load_verifier(config.verify_filename, config.verify_func_name)  # before --fresh deletes anything
+    if config.model.path != "toy" and embedded_source(config.model.path) is None:
+        check_local_model(config.model.path)
     if state.is_main_process:  # only the main process touches the results folder
         writable_folder(out)
         if args.fresh:
