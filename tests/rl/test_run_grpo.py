@@ -137,6 +137,15 @@ def test_fresh_deletes_nothing_until_the_run_can_start(tmp_path):
     assert into_a_file.returncode == 2 and len(errors) == 1 and "cannot create it (Not a directory)" in errors[0]
 
 
+def test_a_save_cut_between_its_renames_resumes_from_the_checkpoint_before_it(tmp_path):
+    assert run_grpo(tmp_path, "--config_name", "toy", "--steps", "2").returncode == 0
+    out = tmp_path / "runs" / "grpo_toy" / "grpo"
+    (out / "checkpoint").rename(out / "checkpoint.old")  # as a kill after the first rename leaves it
+    resumed = run_grpo(tmp_path, "--config_name", "toy", "--steps", "3")
+    assert resumed.returncode == 0 and "resuming" in resumed.stderr, resumed.stderr[-2000:]
+    assert [r["step"] for r in records(tmp_path, "grpo_toy")] == [1, 2, 3]
+
+
 @pytest.mark.parametrize("damage", ["test.json", "run.json", "checkpoint/trainer_state.pt"])
 def test_a_damaged_run_folder_is_one_line_that_says_to_start_over(tmp_path, damage):
     assert run_grpo(tmp_path, "--config_name", "toy", "--steps", "2").returncode == 0

@@ -104,6 +104,15 @@ def build_agent(config: RLConfig, checkpoint: Path) -> Any:
     return LocalGRPO(model, tokenizer, device=config.model.device, model_source=source, **knobs)
 
 
+def restore_checkpoint_of_a_cut_save(checkpoint: Path) -> None:
+    """A save killed between its two renames left the previous checkpoint as `checkpoint.old` and none in place:
+    that one is the run's last, and is resumed from (the next save removes the `.tmp` it left)."""
+    old = checkpoint.with_name(checkpoint.name + ".old")
+    if not checkpoint.exists() and (old / "trainer_state.pt").is_file():  # (grpo.STATE_FILE: no torch import here)
+        old.rename(checkpoint)
+        log.warning("%s: a save was cut short; resuming from the checkpoint before it", checkpoint)
+
+
 def check_local_model(path: str) -> None:
     """A model.path written as a folder (`/`, `./`, `../`, `~`) that is none: said so, not as a malformed hub id."""
     folder = Path(path).expanduser()
@@ -165,6 +174,7 @@ async def run() -> int:
         if args.fresh:
             shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True, exist_ok=True)
+        restore_checkpoint_of_a_cut_save(out / "checkpoint")
     state.wait_for_everyone()
     check_same_run(out, config, write=state.is_main_process)  # every process refuses, none waits for another
     async with contextlib.AsyncExitStack() as stack:
