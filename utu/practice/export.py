@@ -122,9 +122,10 @@ class _OmegaConfSafe(yaml.SafeDumper):
 
 def _reads_back(text: str) -> bool:
     try:  # (unresolved: an escaped `\${` is a text, not its resolution)
-        return OmegaConf.to_container(OmegaConf.create(f"text: {text}"))["text"] == text
-    except (OmegaConfBaseException, yaml.YAMLError, KeyError, TypeError):  # (not a mapping of one text)
+        read = OmegaConf.to_container(OmegaConf.create(f"text: {text}"))
+    except (OmegaConfBaseException, yaml.YAMLError):
         return False
+    return isinstance(read, dict) and read.get("text") == text
 
 
 _OmegaConfSafe.add_representer(str, _OmegaConfSafe.represent_str)
