@@ -167,8 +167,8 @@ async def run() -> int:
             "give each process at least one"
         )
     verify = load_verifier(config.verify_filename, config.verify_func_name)  # before --fresh deletes anything
-    if config.model.path != "toy" and embedded_source(config.model.path) is None:
-        check_local_model(config.model.path)
+    embedded_source(config.model.path)  # (an embedded model not fetched yet: said before --fresh too)
+    check_local_model(config.model.path)
     if state.is_main_process:  # only the main process touches the results folder
         writable_folder(out)
         if args.fresh:

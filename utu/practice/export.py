@@ -36,23 +36,23 @@ def agent_yaml(agent: AgentConfig, agent_source: dict | None = None, note: str =
     held = held if isinstance(held, dict) else {}
     data["experiences"] = {key: _held_or_literal(text, held.get(key)) for key, text in agent.experiences.items()}
     provider = data["model"]["model_provider"]
-    if not _is_reference(provider.get("api_key")):
+    if not _reads_environment(provider.get("api_key")):
         provider["api_key"] = "${oc.env:UTU_LLM_API_KEY,null}"  # never write a key to disk
     embeddings = (data.get("tool_router") or {}).get("embeddings") or {}
-    if embeddings.get("api_key") and not _is_reference(embeddings["api_key"]):
+    if embeddings.get("api_key") and not _reads_environment(embeddings["api_key"]):
         embeddings["api_key"] = "${oc.env:UTU_EMBED_API_KEY,null}"
     note = f"# {note}\n" if note else ""  # below the package line, which Hydra reads only at the top
     return "# @package _global_\n" + note + _yaml(data)
 
 
-def _is_reference(value: Any) -> bool:
-    """A setting kept as written, a `${oc.env:...}` reference (an escaped text starts `\\${`, not `${`)."""
-    return isinstance(value, str) and value.startswith("${")
-
-
 # An environment reference as OmegaConf reads one: `${oc.env:` (spaces allowed inside) behind no backslash, or an
 # even run of them.
 _READS_ENVIRONMENT = re.compile(r"(?<!\\)(?:\\\\)*\$\{\s*oc\.env\s*:")
+
+
+def _reads_environment(value: Any) -> bool:
+    """A setting kept as written, an environment reference (a text escaped by `literal` is none)."""
+    return isinstance(value, str) and bool(_READS_ENVIRONMENT.search(value))
 
 
 def _held_or_literal(text: str, written: Any) -> str:
@@ -75,7 +75,7 @@ def _keep_references(value: Any, written: Any) -> Any:
     """`value` with each part `written` takes from the environment (`${oc.env:...}`) that reference again, at any
     depth: a provider's endpoint, an MCP server's env, headers, url and command (lists matched item by item).
     Other interpolations (`${..name}`) name keys outside the agent: their values are written."""
-    if isinstance(written, str) and _READS_ENVIRONMENT.search(written):
+    if _reads_environment(written):
         return written
     if isinstance(value, dict) and isinstance(written, dict):
         return {key: _keep_references(item, written.get(key)) for key, item in value.items()}
